@@ -1,0 +1,11 @@
+/**
+ * `skeid demo` (placeholder until its issue lands).
+ *
+ * @module
+ */
+
+/** Runs the subcommand; answers the exit code. */
+export function run(_args: string[]): Promise<number> {
+  console.error("skeid demo: not built yet");
+  return Promise.resolve(1);
+}

@@ -1,0 +1,259 @@
+/**
+ * The data shapes of the routing and admission core. Field names of records that the admin API
+ * and the function table print (nodes, readings, tiers, policies) keep the config's snake_case
+ * spelling, so what an operator writes in YAML is what they read back (ADR 0002).
+ *
+ * Every moment in the core is an epoch time in **milliseconds** from the core's injected clock.
+ *
+ * @module
+ */
+
+/** A node's capacity block as written in config (`nodes[].capacity`); probes read the rest. */
+export interface CapacitySpec {
+  /** `inflight` (default), `none`, `ratelimit`, `prometheus`, `registry` or `custom`. */
+  probe: string;
+  /** Poll period of a probe on a timer, milliseconds (default 2000). */
+  interval_ms: number;
+  /** Every other key of the block, kept for the probe that reads it. */
+  [key: string]: unknown;
+}
+
+/** A node of the inventory, defaults applied (see `normalizeNode`). */
+export interface Node {
+  /** Unique id. */
+  id: string;
+  /** Base URL, always ending in `/v1`. */
+  url: string;
+  /** The served model this node carries; `''` matches any requested model. */
+  model: string;
+  /** Engine id, normalized (see engines.ts); default `openaibase`. */
+  engine: string;
+  /** Round-robin weight, integer, at least 1. */
+  weight: number;
+  /** Admission limit for the whole process group; 0 = unlimited. */
+  max_conns: number;
+  /** Operator state only; never derived from errors. */
+  healthy: boolean;
+  /** Normalized tags (lowercase, trimmed, deduplicated, first-seen order). */
+  tags: string[];
+  /** Free-form, kept, never read by routing. */
+  metadata: Record<string, unknown>;
+  /** Upstream key reference resolved through the key broker. */
+  api_key_ref?: string;
+  /** Upstream key from this environment variable when the reference resolves none. */
+  api_key_env?: string;
+  /** How admission learns real occupancy; absent = inflight only. */
+  capacity?: CapacitySpec;
+}
+
+/** The input shape of a node: a config `nodes` entry or an admin API body. */
+export type NodeSpec = Record<string, unknown>;
+
+/** A node as `pickNode` returns it: a copy with inflight and the route key added. */
+export interface PickedNode extends Node {
+  inflight: number;
+  route_key: string;
+}
+
+/** One tier of a route plan. */
+export interface Tier {
+  /** Nodes must carry every one of these tags. */
+  tags: string[];
+  /** The served model asked of the nodes in this tier. */
+  model: string;
+  /** Engine constraint; `''` matches any engine. */
+  engine: string;
+  /** How long to wait for capacity in this tier before falling through, ms. */
+  wait_ms: number;
+  /** Tags of nodes this request must never reach (from the key's policy). */
+  deny_tags: string[];
+}
+
+/** An alias: a client-facing model name as an ordered plan of tiers. */
+export interface Alias {
+  tiers: Omit<Tier, "deny_tags">[];
+}
+
+/** A resolved, immutable policy (see `resolvePolicy`). */
+export interface Policy {
+  /** Requested model names the key may ask for; `null` = all of them. */
+  readonly models: ReadonlySet<string> | null;
+  /** Nodes carrying any of these tags are never reached. */
+  readonly deny_tags: readonly string[];
+  /** Models published in this key's provider manifest (manifest section), if any. */
+  readonly manifest_models?: readonly string[];
+}
+
+/** Why a route plan is not permitted. */
+export type PlanRefusal = "" | "model_not_permitted" | "all_tiers_denied";
+
+/** The answer of `routePlan`. */
+export interface RoutePlan {
+  tiers: Tier[];
+  permitted: boolean;
+  reason: PlanRefusal;
+}
+
+/** A node selection: what `pickNode` and `routeState` take. */
+export interface Selection {
+  model: string;
+  engine?: string;
+  tags?: readonly string[];
+  deny_tags?: readonly string[];
+}
+
+/** The answer of `routeState`. */
+export interface RouteState {
+  model: string;
+  engine: string;
+  tags: string[];
+  deny_tags: string[];
+  eligible_count: number;
+  available_count: number;
+  has_eligible: boolean;
+  has_available: boolean;
+}
+
+/** A capacity reading: what a probe or a response's headers said about a node. */
+export interface CapacityReading {
+  /** Which probe wrote it (`ratelimit`, `prometheus`, `registry`, `custom`, ...). Never read by admission. */
+  source: string;
+  /** Occupancy; `null` when not measured. */
+  used: number | null;
+  /** Ceiling; `null` or 0 = does not constrain admission. */
+  limit: number | null;
+  /** Which provider quota (`requests`, `tokens`) the reading is about; reports only. */
+  quota?: string;
+  /** When the reading was taken, epoch ms. */
+  at: number;
+  /** Absolute moment after which the reading is dropped, epoch ms. */
+  expires_at?: number;
+  /** How often this source reports, ms; absent for passive readings. */
+  interval_ms?: number;
+  /** Backoff: nothing is sent before this moment, epoch ms. */
+  retry_after?: number;
+}
+
+/** What `setCapacityReading` takes. */
+export interface CapacityReadingInput {
+  used?: number | null;
+  limit?: number | null;
+  /** Relative backoff, ms from now. */
+  retry_after_ms?: number;
+  /** Absolute backoff, epoch ms (used when retry_after_ms is absent). */
+  retry_after?: number;
+  source?: string;
+  quota?: string;
+  /** Epoch ms; default now. */
+  at?: number;
+  /** Epoch ms. */
+  expires_at?: number;
+  interval_ms?: number;
+}
+
+/** How a request ended, for `finishRequest`. `aborted` wins over `ok`. */
+export interface FinishOutcome {
+  ok?: boolean;
+  aborted?: boolean;
+  duration_ms?: number;
+}
+
+/** Volatile per-process counters of one node (`nodeMetrics`). */
+export interface NodeMetrics {
+  node_id: string;
+  inflight: number;
+  started: number;
+  ok: number;
+  error: number;
+  aborted: number;
+  duration_ms_total: number;
+  capacity?: CapacityReading;
+}
+
+/** A pricing rule, USD per million tokens. */
+export interface PricingRule {
+  input_per_million: number;
+  output_per_million: number;
+  cached_input_per_million?: number;
+  cache_write_per_million?: number;
+}
+
+/** Token counts read off an upstream answer; `null` = not reported. */
+export interface Usage {
+  input_tokens: number | null;
+  output_tokens: number | null;
+  total_tokens: number | null;
+  cached_tokens: number | null;
+  cache_write_tokens: number | null;
+  /** Whether input_tokens already includes the cache tokens (OpenAI) or not (Anthropic). */
+  input_includes_cache: boolean;
+}
+
+/** A priced cost (estimate_cost's answer). */
+export interface Cost {
+  input_cost_usd: number;
+  output_cost_usd: number;
+  cache_read_cost_usd: number;
+  cache_write_cost_usd: number;
+  total_cost_usd: number;
+  currency: "USD";
+}
+
+/** What a usage event is built from (normalize_metrics' answer). */
+export interface NormalizedMetrics {
+  provider: string;
+  engine: string;
+  model: string;
+  route: string;
+  duration_ms: number;
+  input_tokens: number;
+  output_tokens: number;
+  total_tokens: number;
+  cached_tokens: number;
+  cache_write_tokens: number;
+  tool_calls: number;
+  tool_names: string[];
+  cost_input_usd: number;
+  cost_output_usd: number;
+  cost_cache_read_usd: number;
+  cost_cache_write_usd: number;
+  cost_total_usd: number;
+  currency: "USD";
+}
+
+/** A model a client can name (`listModels`). */
+export interface ListedModel {
+  model: string;
+  /** First node's engine for a node model, `''` for an alias. */
+  engine: string;
+}
+
+/** The state of config reloads (`reloadStatus`). */
+export interface ReloadStatus {
+  ok: boolean;
+  error: string | null;
+  /** ISO-8601 UTC of the last failure in the current run of failures, else null. */
+  failed_at: string | null;
+  failures: number;
+}
+
+/** A listener told when admission might now admit more (slot freed, reading changed, node added). */
+export type CapacityListener = () => void;
+
+/** The `routing:` settings. Defaults come from the environment (SKEID_*) or are built in. */
+export interface RoutingSettings {
+  /** Wait of a model without an alias, ms (default 2000). */
+  wait_timeout_ms: number;
+  /** Safety-net retry period of a waiting request, ms (default 25, at least 1). */
+  wait_poll_ms: number;
+  /** Whether `x-skeid-key-id`/`x-api-key-id` names the customer key id (default false). */
+  trust_key_id_header: boolean;
+  /** Separate Skeid frontends sharing the same nodes (default 1, at least 1). */
+  frontend_count: number;
+  /** When true, a customer key not listed under `keys:` gets 401 (default false). */
+  require_known_keys: boolean;
+  /** Request body limit, bytes (default 64 MiB); larger → 413 before routing. */
+  max_body_bytes: number;
+  /** Upstream attempts per request across failover (default 3). */
+  max_attempts: number;
+}

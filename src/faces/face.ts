@@ -1,0 +1,70 @@
+/**
+ * The contract between the proxy and a client API format ("face"). Every upstream call is one
+ * OpenAI-compatible request; a face translates the client's request into it and the answer
+ * back. The OpenAI face is the identity (bytes relayed unchanged). Translation lives in
+ * `src/faces/` and nowhere else; relay, routing, admission and accounting are the proxy's.
+ *
+ * @module
+ */
+
+/** The client API formats. */
+export type FaceName = "openai" | "anthropic" | "ollama";
+
+/** A JSON object. */
+export type JsonObject = Record<string, unknown>;
+
+/** A request the face refuses before routing (bad shape, unsupported content). */
+export class FaceError extends Error {
+  constructor(readonly status: number, message: string, readonly type = "invalid_request_error") {
+    super(message);
+    this.name = "FaceError";
+  }
+}
+
+/** The upstream request a face made of the client's. */
+export interface UpstreamRequest {
+  /** Upstream path below the node's `/v1`: `/chat/completions`, `/completions`, `/embeddings`. */
+  path: string;
+  /** OpenAI-shaped body; the proxy sets `model` to the served model before sending. */
+  body: JsonObject;
+  /** Whether the client asked for a stream. */
+  stream: boolean;
+  /** The model the client asked for (an alias, or a node model). */
+  requestedModel: string;
+}
+
+/**
+ * Turns an upstream OpenAI stream into the client's stream format, one parsed upstream chunk
+ * at a time. Returns the text to send (possibly empty — then nothing is written).
+ */
+export interface StreamTranslator {
+  /** Content type of the translated stream. */
+  readonly contentType: string;
+  /** One parsed upstream `data:` JSON object (a chat.completion.chunk). */
+  chunk(chunk: JsonObject): string;
+  /** Text sent while the upstream is silent for long (Anthropic `ping`); '' when none. */
+  keepalive(): string;
+  /** The upstream ended (with or without `[DONE]`, finish_reason, usage): closing text. */
+  end(): string;
+  /** The upstream broke after the stream opened: closing text carrying the error. */
+  fail(status: number, message: string): string;
+  /** UTF-8 bytes of content translated so far (text and tool arguments). */
+  readonly contentBytes: number;
+  /** The last usage object the upstream reported, or undefined. */
+  readonly usage: JsonObject | undefined;
+  /** Tool calls seen so far (OpenAI shape `{id, function:{name, arguments}}`), for accounting. */
+  readonly toolCalls: JsonObject[];
+}
+
+/** A client API format. */
+export interface Face {
+  readonly name: FaceName;
+  /** Client body → upstream request. Throws FaceError for a body the face cannot carry. */
+  toUpstream(endpoint: string, body: JsonObject): UpstreamRequest;
+  /** Upstream JSON answer (status < 400) → client JSON answer. */
+  fromUpstream(endpoint: string, answer: JsonObject, requestedModel: string): JsonObject;
+  /** A translator for one streamed answer. */
+  streamTranslator(endpoint: string, requestedModel: string): StreamTranslator;
+  /** The face's error body for a status (type per the face's own table). */
+  errorBody(status: number, type: string, message: string): unknown;
+}
