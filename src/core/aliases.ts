@@ -1,14 +1,82 @@
 /**
- * Aliases and tiers. SKELETON — owner: core-routing.
+ * Aliases and tiers: a client-facing model name as an ordered plan of tiers ("try here, then
+ * there"). A tier waits only when it says so (`wait_ms` defaults to 0): a tier that waited by
+ * default would send traffic to a paid cloud only after a delay nobody asked for.
+ *
  * @module
  */
-import type { Alias } from "./types.ts";
+import type { Alias, Tier } from "./types.ts";
+import { normalizeEngineId } from "./engines.ts";
+import { normalizeTags } from "./tags.ts";
+
+/** An alias spec that cannot be used; `path` is relative to the alias (`tiers[1].wait_ms`). */
+export class AliasError extends Error {
+  /** `path` is relative to the alias (`tiers[1].wait_ms`; `''` for the alias itself). */
+  constructor(message: string, readonly path: string) {
+    super(message);
+    this.name = "AliasError";
+  }
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
 
 /**
  * Normalizes an alias spec: `{tiers:[...]}` or a bare list of tiers. Per tier: tags, model
- * (default the alias name), engine (normalized), wait_ms (default 0). Throws on empty tiers
- * or a scalar spec.
+ * (default the alias name), engine (normalized), wait_ms (default 0, must be ≥ 0). Throws
+ * AliasError on empty tiers, a scalar spec or a bad tier field.
  */
-export function normalizeAlias(_name: string, _spec: unknown): Alias {
-  throw new Error("TODO");
+export function normalizeAlias(name: string, spec: unknown): Alias {
+  if (typeof name !== "string" || name === "") throw new AliasError("alias name required", "");
+  const fail = (what: string, path: string): never => {
+    throw new AliasError(`alias '${name}': ${path ? `${path} ` : ""}${what}`, path);
+  };
+  let tiers: unknown;
+  if (Array.isArray(spec)) tiers = spec;
+  else if (isPlainObject(spec)) tiers = spec.tiers;
+  else fail("must be a map with tiers, or a list of tiers", "");
+  if (!Array.isArray(tiers)) return fail("must be a list", "tiers");
+  if (tiers.length === 0) fail("needs at least one tier", "tiers");
+
+  const normalized = tiers.map((tier: unknown, i): Omit<Tier, "deny_tags"> => {
+    const at = `tiers[${i}]`;
+    if (!isPlainObject(tier)) return fail("must be a map", at);
+    let tags: string[] = [];
+    try {
+      tags = normalizeTags(tier.tags);
+    } catch (err) {
+      fail((err as Error).message.replace(/^tags /, ""), `${at}.tags`);
+    }
+    let model = name;
+    if (tier.model !== undefined && tier.model !== null && tier.model !== "") {
+      if (typeof tier.model !== "string" && typeof tier.model !== "number") {
+        fail("must be a string", `${at}.model`);
+      }
+      model = String(tier.model);
+    }
+    let engine = "";
+    try {
+      engine = normalizeEngineId(tier.engine);
+    } catch (err) {
+      fail((err as Error).message, `${at}.engine`);
+    }
+    let waitMs = 0;
+    if (tier.wait_ms !== undefined && tier.wait_ms !== null) {
+      const w = typeof tier.wait_ms === "string" && tier.wait_ms.trim() !== ""
+        ? Number(tier.wait_ms)
+        : tier.wait_ms;
+      if (typeof w !== "number" || !Number.isFinite(w) || w < 0) {
+        fail("must be a number >= 0", `${at}.wait_ms`);
+      }
+      waitMs = w as number;
+    }
+    return Object.freeze({
+      tags: Object.freeze(tags) as string[],
+      model,
+      engine,
+      wait_ms: waitMs,
+    });
+  });
+  return Object.freeze({ tiers: Object.freeze(normalized) as Alias["tiers"] });
 }

@@ -1,26 +1,39 @@
 /**
- * Policies, default policy, names and keys, resolved once at config load.
- * SKELETON — owner: core-routing.
+ * Policies, default policy, names and keys, resolved once at config load: a request then costs
+ * one map lookup, and keys on the same profile share one Policy object, so ten thousand
+ * identically-configured customers are a config with zero `keys:` entries and no memory.
+ *
  * @module
  */
 import type { Policy } from "./types.ts";
+import { normalizeTags } from "./tags.ts";
 
-/** Turns a policy spec (`models`/`aliases`, `deny_tags`) into the immutable form routing uses. */
-export function resolvePolicy(_spec: unknown): Policy {
-  throw new Error("TODO");
+/** Thrown by buildPolicySet; `path` is the config path of the offending entry (`keys.alice`). */
+export class PolicyError extends Error {
+  /** `path` is the config path of the offending entry. */
+  constructor(message: string, readonly path: string) {
+    super(message);
+    this.name = "PolicyError";
+  }
 }
 
 /** The config's policy sections, as written. */
 export interface PolicySections {
+  /** Policy name → spec (`models`/`aliases`, `deny_tags`). */
   policies?: Record<string, unknown>;
+  /** The policy of every key not listed under `keys`. */
   default_policy?: string | null;
+  /** Readable name → customer key id. */
   names?: Record<string, unknown>;
+  /** Key id or name → policy name, or a map with a policy and sparse overrides. */
   keys?: Record<string, unknown>;
 }
 
 /** Everything routing needs about policies, resolved (see `buildPolicySet`). */
 export interface PolicySet {
+  /** Named policies. */
   policies: Map<string, Policy>;
+  /** The policy of unlisted keys; null leaves them unrestricted. */
   defaultPolicy: Policy | null;
   /** Full customer key id → policy. */
   keyPolicies: Map<string, Policy>;
@@ -34,19 +47,289 @@ export interface PolicySet {
   warnings: string[];
 }
 
-/** Thrown by buildPolicySet; `path` is the config path of the offending entry (`keys.alice`). */
-export class PolicyError extends Error {
-  constructor(message: string, readonly path: string) {
-    super(message);
-    this.name = "PolicyError";
+/** A PolicySet with nothing configured: every key unrestricted. */
+export function emptyPolicySet(): PolicySet {
+  return {
+    policies: new Map(),
+    defaultPolicy: null,
+    keyPolicies: new Map(),
+    shortKeyPolicies: new Map(),
+    keyNames: new Map(),
+    knownKeyIds: new Set(),
+    warnings: [],
+  };
+}
+
+const FULL_KEY_ID = /^k_[0-9a-f]{40}$/;
+const SHORT_KEY_ID = /^k_[0-9a-f]{12}$/;
+/** `k_` + 12 hex: the length of a pre-ADR 0016 key id. */
+const SHORT_KEY_ID_LENGTH = 14;
+
+/** Whether an id is a full customer key id (`k_` + 40 hex). */
+export function isFullKeyId(id: string): boolean {
+  return id.length === 42 && FULL_KEY_ID.test(id);
+}
+
+/** Whether an id is a short, pre-ADR 0016 customer key id (`k_` + 12 hex). */
+export function isShortKeyId(id: string): boolean {
+  return id.length === SHORT_KEY_ID_LENGTH && SHORT_KEY_ID.test(id);
+}
+
+/** The short id a full id starts with. */
+export function shortKeyIdOf(fullId: string): string {
+  return fullId.slice(0, SHORT_KEY_ID_LENGTH);
+}
+
+/** The deprecation warning of a short id (one text per id, so it can be logged once). */
+export function shortKeyIdWarning(shortId: string): string {
+  return `key id '${shortId}' is a short key id from before ADR 0016; it still matches the key ` +
+    "whose full id starts with it, but is deprecated: replace it with the full id " +
+    "`skeid keyid` prints";
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** `models`/`aliases` → the granted names, or null for all (absent, `'*'`, `['*']`). */
+function parseModels(v: unknown): ReadonlySet<string> | null {
+  if (v === undefined || v === null) return null;
+  let list: unknown[];
+  if (typeof v === "string") list = v.split(/[,\s]+/);
+  else if (Array.isArray(v)) list = v;
+  else throw new PolicyError("must be a list of model names or a comma-separated string", "models");
+  const names = new Set<string>();
+  for (const entry of list) {
+    if (entry === undefined || entry === null || entry === "") continue;
+    if (typeof entry !== "string" && typeof entry !== "number") {
+      throw new PolicyError("must be a list of model names or a comma-separated string", "models");
+    }
+    names.add(String(entry));
   }
+  return names.has("*") ? null : names;
+}
+
+function parseDenyTags(v: unknown): string[] {
+  try {
+    return normalizeTags(v);
+  } catch (err) {
+    throw new PolicyError((err as Error).message.replace(/^tags /, ""), "deny_tags");
+  }
+}
+
+function makePolicy(
+  models: ReadonlySet<string> | null,
+  denyTags: readonly string[],
+  manifestModels?: readonly string[],
+): Policy {
+  const policy: {
+    models: ReadonlySet<string> | null;
+    deny_tags: readonly string[];
+    manifest_models?: readonly string[];
+  } = { models, deny_tags: Object.freeze([...denyTags]) };
+  if (manifestModels) policy.manifest_models = Object.freeze([...manifestModels]);
+  return Object.freeze(policy);
+}
+
+/** One string per distinct resolution, so equal policies can share one object. */
+function canonical(policy: Policy): string {
+  return JSON.stringify([
+    policy.models ? [...policy.models].sort() : null,
+    policy.deny_tags,
+    policy.manifest_models ?? null,
+  ]);
+}
+
+/**
+ * Turns a policy spec (`models`/`aliases`, `deny_tags`) into the immutable form routing uses.
+ * Absent `models`, `'*'` or `['*']` grant every name; `'a, b'` is split. Throws PolicyError
+ * (path relative to the spec: `models`, `deny_tags`) on a field of the wrong type.
+ */
+export function resolvePolicy(spec: unknown): Policy {
+  if (spec === undefined || spec === null) return makePolicy(null, []);
+  if (!isPlainObject(spec)) throw new PolicyError("a policy must be a map", "");
+  return makePolicy(parseModels(spec.models ?? spec.aliases), parseDenyTags(spec.deny_tags));
+}
+
+/** Re-raises an error of a nested field under the config path of its entry. */
+function under(prefix: string, fn: () => Policy): Policy {
+  try {
+    return fn();
+  } catch (err) {
+    if (!(err instanceof PolicyError)) throw err;
+    const path = err.path ? `${prefix}.${err.path}` : prefix;
+    throw new PolicyError(`${path}: ${err.message}`, path);
+  }
+}
+
+function parseManifest(label: string, v: unknown): string[] {
+  const path = `keys.${label}.manifest`;
+  if (!isPlainObject(v) || !Array.isArray(v.models)) {
+    throw new PolicyError(`key '${label}': manifest must be a map with a models list`, path);
+  }
+  const models: string[] = [];
+  for (const m of v.models) {
+    if (typeof m !== "string" || m === "") {
+      throw new PolicyError(
+        `key '${label}': manifest models must be non-empty model names`,
+        `${path}.models`,
+      );
+    }
+    if (!models.includes(m)) models.push(m);
+  }
+  return models;
 }
 
 /**
  * Resolves the policy sections. Throws PolicyError on an undefined default_policy or keys
  * policy, a names value that is not a non-empty string, two entries resolving to one key id,
- * a short id beside the full id it prefixes. Identical resolutions share one Policy object.
+ * a short id beside the full id it prefixes. Identical resolutions share one Policy object;
+ * keys that resolve to exactly the default policy are listed in `knownKeyIds` only.
  */
-export function buildPolicySet(_sections: PolicySections): PolicySet {
-  throw new Error("TODO");
+export function buildPolicySet(sections: PolicySections): PolicySet {
+  const set = emptyPolicySet();
+  const interned = new Map<string, Policy>();
+  const intern = (policy: Policy): Policy => {
+    const key = canonical(policy);
+    const have = interned.get(key);
+    if (have) return have;
+    interned.set(key, policy);
+    return policy;
+  };
+
+  const policies: unknown = sections.policies;
+  if (policies !== undefined && policies !== null) {
+    if (!isPlainObject(policies)) {
+      throw new PolicyError("policies must be a map of policy name to policy", "policies");
+    }
+    for (const [name, spec] of Object.entries(policies)) {
+      set.policies.set(name, intern(under(`policies.${name}`, () => resolvePolicy(spec))));
+    }
+  }
+
+  const defaultName: unknown = sections.default_policy;
+  if (defaultName !== undefined && defaultName !== null && defaultName !== "") {
+    if (typeof defaultName !== "string") {
+      throw new PolicyError("default_policy must be a policy name", "default_policy");
+    }
+    const policy = set.policies.get(defaultName);
+    if (!policy) {
+      throw new PolicyError(
+        `default_policy '${defaultName}' is not defined in policies`,
+        "default_policy",
+      );
+    }
+    set.defaultPolicy = policy;
+  }
+
+  const names: unknown = sections.names;
+  if (names !== undefined && names !== null) {
+    if (!isPlainObject(names)) {
+      throw new PolicyError("names must be a map of name to key id", "names");
+    }
+    for (const [name, id] of Object.entries(names)) {
+      // The value is never echoed: it should be an id, but a mistake could make it a key.
+      if (typeof id !== "string" || id === "") {
+        throw new PolicyError(
+          `name '${name}' must map to a non-empty key id string`,
+          `names.${name}`,
+        );
+      }
+      set.keyNames.set(name, id);
+    }
+  }
+
+  const keys: unknown = sections.keys;
+  const labelOf = new Map<string, string>();
+  if (keys !== undefined && keys !== null) {
+    if (!isPlainObject(keys)) throw new PolicyError("keys must be a map of key id or name", "keys");
+    for (const [label, entry] of Object.entries(keys)) {
+      const id = set.keyNames.get(label) ?? label;
+      const other = labelOf.get(id);
+      if (other !== undefined) {
+        throw new PolicyError(
+          `keys entry '${label}' resolves to key id '${id}', which another entry ('${other}') ` +
+            "already claims",
+          `keys.${label}`,
+        );
+      }
+      labelOf.set(id, label);
+      const policy = resolveKeyEntry(label, entry, set, intern);
+      set.knownKeyIds.add(id);
+      if (policy === set.defaultPolicy) continue;
+      if (isShortKeyId(id)) set.shortKeyPolicies.set(id, policy);
+      else set.keyPolicies.set(id, policy);
+    }
+  }
+
+  // One key would match both entries; which one governs is not for Skeid to guess.
+  for (const id of labelOf.keys()) {
+    if (!isFullKeyId(id)) continue;
+    const short = shortKeyIdOf(id);
+    const shortLabel = labelOf.get(short);
+    if (shortLabel !== undefined) {
+      throw new PolicyError(
+        `key id '${short}' is the short form of '${id}', and both have a keys entry: one key ` +
+          "would match both; keep only the full id",
+        `keys.${shortLabel}`,
+      );
+    }
+  }
+
+  const shortIds = new Set<string>();
+  for (const id of labelOf.keys()) if (isShortKeyId(id)) shortIds.add(id);
+  for (const id of set.keyNames.values()) if (isShortKeyId(id)) shortIds.add(id);
+  for (const id of [...shortIds].sort()) set.warnings.push(shortKeyIdWarning(id));
+  return set;
+}
+
+function resolveKeyEntry(
+  label: string,
+  entry: unknown,
+  set: PolicySet,
+  intern: (p: Policy) => Policy,
+): Policy {
+  const path = `keys.${label}`;
+  if (typeof entry === "string" && entry !== "") {
+    const named = set.policies.get(entry);
+    if (!named) {
+      throw new PolicyError(`key '${label}' references undefined policy '${entry}'`, path);
+    }
+    return named;
+  }
+  if (!isPlainObject(entry)) {
+    throw new PolicyError(`key '${label}' must be a policy name or a map`, path);
+  }
+
+  let base: Policy | null = set.defaultPolicy;
+  const policyName = entry.policy;
+  if (policyName !== undefined && policyName !== null && policyName !== "") {
+    if (typeof policyName !== "string") {
+      throw new PolicyError(`key '${label}': policy must be a policy name`, `${path}.policy`);
+    }
+    const named = set.policies.get(policyName);
+    if (!named) {
+      throw new PolicyError(
+        `key '${label}' references undefined policy '${policyName}'`,
+        `${path}.policy`,
+      );
+    }
+    base = named;
+  }
+
+  // Overrides are sparse: an absent field keeps the base policy's value, so "standard, but
+  // allowed to use cloud" is one line rather than a restated profile.
+  const nested = isPlainObject(entry.overrides);
+  const overrides = nested ? entry.overrides as Record<string, unknown> : entry;
+  const overridesPath = nested ? `${path}.overrides` : path;
+  const manifest = "manifest" in entry ? parseManifest(label, entry.manifest) : undefined;
+  return under(overridesPath, () => {
+    const models = "models" in overrides || "aliases" in overrides
+      ? parseModels(overrides.models ?? overrides.aliases)
+      : base?.models ?? null;
+    const denyTags = "deny_tags" in overrides
+      ? parseDenyTags(overrides.deny_tags)
+      : base?.deny_tags ?? [];
+    return intern(makePolicy(models, denyTags, manifest));
+  });
 }

@@ -1,20 +1,135 @@
 /**
- * The passive probe: rate-limit headers and Retry-After off every upstream response.
- * SKELETON — owner: core-capacity.
+ * The passive probe: rate-limit headers and Retry-After off every upstream response (ADR 0009).
+ * Costs no extra request: commercial providers put their quota state on every answer Skeid
+ * already receives. Providers meter requests and tokens separately; the quota closest to
+ * exhausted decides, compared as a fraction since the two are not the same unit.
+ *
  * @module
  */
 import type { CapacityReadingInput } from "./types.ts";
 
+/** Header names of one provider quota, most specific first. */
+interface QuotaHeaders {
+  readonly quota: "requests" | "tokens";
+  readonly remaining: readonly string[];
+  readonly limit: readonly string[];
+}
+
+const QUOTAS: readonly QuotaHeaders[] = [
+  {
+    quota: "requests",
+    remaining: [
+      "x-ratelimit-remaining-requests",
+      "anthropic-ratelimit-requests-remaining",
+      "x-ratelimit-remaining",
+      "ratelimit-remaining",
+    ],
+    limit: [
+      "x-ratelimit-limit-requests",
+      "anthropic-ratelimit-requests-limit",
+      "x-ratelimit-limit",
+      "ratelimit-limit",
+    ],
+  },
+  {
+    quota: "tokens",
+    remaining: [
+      "x-ratelimit-remaining-tokens",
+      "anthropic-ratelimit-tokens-remaining",
+      "anthropic-ratelimit-input-tokens-remaining",
+    ],
+    limit: [
+      "x-ratelimit-limit-tokens",
+      "anthropic-ratelimit-tokens-limit",
+      "anthropic-ratelimit-input-tokens-limit",
+    ],
+  },
+];
+
 /** The 15 response headers worth reading (lowercase), so the request path pulls only these. */
-export const CAPACITY_HEADER_NAMES: readonly string[] = [];
+export const CAPACITY_HEADER_NAMES: readonly string[] = Object.freeze([
+  ...QUOTAS.flatMap((q) => [...q.remaining, ...q.limit]),
+  "retry-after",
+]);
+
+/** Backoff after a 429 that carries no usable Retry-After, ms. */
+const DEFAULT_429_BACKOFF_MS = 1000;
+
+/** Case-insensitive header lookup over either form the callers hold. */
+function headerGetter(headers: Headers | Record<string, string>): (name: string) => string | null {
+  if (headers instanceof Headers) return (name) => headers.get(name);
+  const lower = new Map<string, string>();
+  for (const [k, v] of Object.entries(headers)) {
+    const key = k.toLowerCase();
+    // The first spelling seen wins, as with a duplicate header.
+    if (!lower.has(key) && typeof v === "string") lower.set(key, v);
+  }
+  return (name) => lower.get(name) ?? null;
+}
+
+/** Leading integer digits after optional whitespace (`" 40 tokens"` → 40); else undefined. */
+function leadingInt(value: string | null): number | undefined {
+  if (value === null) return undefined;
+  const m = /^\s*(\d+)/.exec(value);
+  return m ? Number(m[1]) : undefined;
+}
+
+/** The value of the first of `names` that is present. */
+function firstPresent(
+  get: (name: string) => string | null,
+  names: readonly string[],
+): string | null {
+  for (const name of names) {
+    const v = get(name);
+    if (v !== null) return v;
+  }
+  return null;
+}
+
+/** Retry-After as plain non-negative decimal seconds → ms; an HTTP-date is not understood. */
+function retryAfterMs(value: string | null): number | undefined {
+  if (value === null) return undefined;
+  const m = /^\s*(\d+(?:\.\d+)?)\s*$/.exec(value);
+  return m ? Number(m[1]) * 1000 : undefined;
+}
 
 /**
- * The reading a response's headers imply (source `ratelimit`), or undefined when they say
- * nothing useful. The closest-to-exhausted quota decides, compared as a fraction.
+ * The reading a response's headers imply (source `ratelimit`, no `interval_ms`: it is a passive
+ * observation), or undefined when they say nothing useful. The closest-to-exhausted quota
+ * decides (ties → requests). Retry-After (or a bare 429) becomes a backoff; `healthy` is never
+ * touched — rate-limited is busy, not broken.
  */
 export function readingFromHeaders(
-  _headers: Headers | Record<string, string>,
-  _status?: number,
+  headers: Headers | Record<string, string>,
+  status?: number,
 ): CapacityReadingInput | undefined {
-  throw new Error("TODO");
+  const get = headerGetter(headers);
+  let best: { quota: string; used: number; limit: number } | undefined;
+  for (const q of QUOTAS) {
+    const remaining = leadingInt(firstPresent(get, q.remaining));
+    if (remaining === undefined) continue;
+    const limit = leadingInt(firstPresent(get, q.limit)) ?? remaining + 1;
+    if (limit <= 0) continue;
+    const used = Math.min(limit, Math.max(0, limit - remaining));
+    // Strictly larger fraction wins, so a tie keeps the earlier quota (requests).
+    if (!best || used / limit > best.used / best.limit) best = { quota: q.quota, used, limit };
+  }
+
+  const retryAfterHeader = get("retry-after");
+  let backoffMs: number | undefined;
+  if (status === 429 || retryAfterHeader !== null) {
+    const ms = retryAfterMs(retryAfterHeader);
+    if (ms !== undefined && ms > 0) backoffMs = ms;
+    else if (status === 429) backoffMs = DEFAULT_429_BACKOFF_MS;
+  }
+
+  if (!best && backoffMs === undefined) return undefined;
+  const reading: CapacityReadingInput = {
+    source: "ratelimit",
+    used: best?.used ?? null,
+    limit: best?.limit ?? null,
+  };
+  if (best) reading.quota = best.quota;
+  if (backoffMs !== undefined) reading.retry_after_ms = backoffMs;
+  return reading;
 }

@@ -4,7 +4,10 @@
  * synchronously. No I/O here (the one async method is SHA-1 through Web Crypto); the server,
  * the CLI, the config loader and the tests all drive these same methods.
  *
- * SKELETON: method bodies marked TODO are being filled in; signatures are the contract.
+ * Eligibility (which nodes a selection matches: healthy, model, engine, tags) and admission
+ * (whether one of them takes one more request now: its share of max_conns, its capacity
+ * reading) are two decisions: no eligible node is a 503, eligible but none admitting is worth
+ * waiting for. Health is operator state only; nothing here ever derives it from errors.
  *
  * @module
  */
@@ -27,10 +30,43 @@ import type {
   RouteState,
   RoutingSettings,
   Selection,
+  Tier,
   Usage,
 } from "./types.ts";
-import type { Logger } from "../log.ts";
-import type { PolicySet } from "./policies.ts";
+import { createLogger, type Logger } from "../log.ts";
+import {
+  emptyPolicySet,
+  isFullKeyId,
+  PolicyError,
+  type PolicySet,
+  resolvePolicy,
+  shortKeyIdOf,
+  shortKeyIdWarning,
+} from "./policies.ts";
+import { CapacityTable } from "./capacity.ts";
+import { costFor, PricingTable } from "./pricing.ts";
+import { readingFromHeaders } from "./ratelimit.ts";
+import { normalizeMetrics as buildMetrics, readUsage } from "./usage.ts";
+import { normalizeEngineId } from "./engines.ts";
+import { normalizeTags } from "./tags.ts";
+import { normalizeAlias } from "./aliases.ts";
+import {
+  checkNode,
+  Inventory,
+  type NodeRecord,
+  NodeSpecError,
+  normalizeNode,
+  normalizeNodeList,
+} from "./inventory.ts";
+import { FailureHistory, workerShare, workerShareWarnings } from "./admission.ts";
+import { hasAllTags, hasAnyTag, pickWeighted, RouteTable } from "./router.ts";
+import {
+  capacityMaxAgeFromEnv,
+  type EnvReader,
+  normalizeRoutingPatch,
+  processEnv,
+  routingFromEnv,
+} from "./env.ts";
 
 /** Construction options; every one has a default from the environment or built in. */
 export interface SkeidOptions {
@@ -46,11 +82,20 @@ export interface SkeidOptions {
   env?: (name: string) => string | undefined;
   /** Warnings (short-id deprecation, cache-rate drops) go here. */
   logger?: Logger;
+  /**
+   * Extra check of every node at add/replace (e.g. a registry probe's capacity block). What it
+   * throws fails the add (NodeSpecError on `capacity`), before the inventory changes.
+   */
+  validateNode?: (node: Node) => void;
+  /** How far back `nodeFailures` counts failed finishes, seconds (registry error_window_s); 60. */
+  errorWindowS?: number;
 }
 
 /** Arguments of `routePlan`. */
 export interface RoutePlanArgs {
+  /** The requested model (an alias or a served model name). */
   model: string;
+  /** Engine constraint of an implicit tier; normalized. */
   engine?: string;
   /** Customer key id; absent = the default policy. */
   api_key_id?: string;
@@ -62,202 +107,628 @@ export interface NormalizeMetricsArgs {
   model: string;
   /** An upstream body, or a usage hash, to read token counts from. */
   response?: unknown;
+  /** A usage hash; read instead of `response` when given. */
   usage?: unknown;
   /** Tool calls of the answer: OpenAI-shaped `{function:{name}}` entries or names. */
   tool_calls?: unknown[];
+  /** Request duration, ms. */
   duration_ms?: number;
+  /** Engine id of the node that served it. */
   engine?: string;
+  /** The client route (`/v1/chat/completions`). */
   route?: string;
+  /** Provider name for the record. */
   provider?: string;
+  /** An explicit rule instead of the served model's. */
   pricing?: PricingRule;
+}
+
+/** Failure history of one node, for the registry snapshot. */
+export interface NodeFailures {
+  /** Failed (not aborted) finishes within the error window. */
+  errors_in_window: number;
+  /** Epoch ms of the last failure, or null. */
+  last_failure_at: number | null;
+}
+
+const NO_TAGS: string[] = Object.freeze([]) as unknown as string[];
+const NOT_PERMITTED: RoutePlan = Object.freeze({
+  tiers: NO_TAGS as unknown as Tier[],
+  permitted: false,
+  reason: "model_not_permitted",
+});
+const ALL_TIERS_DENIED: RoutePlan = Object.freeze({
+  tiers: NO_TAGS as unknown as Tier[],
+  permitted: false,
+  reason: "all_tiers_denied",
+});
+
+/** Whether a spec field is absent or empty. */
+function isBlank(value: unknown): boolean {
+  return value === undefined || value === null || String(value).trim() === "";
+}
+
+/** A copy of a stored node; its nested fields are frozen, so sharing them is safe. */
+function copyNode(node: Node): Node {
+  return { ...node };
 }
 
 /** The routing and admission core. */
 export class Skeid {
   /** Epoch-ms clock. */
   readonly now: () => number;
+  /** Prefork workers sharing this config (divides max_conns, spreads probe polls). */
+  readonly workerCount: number;
+  /** How long a capacity reading is trusted, ms (0 = forever). */
+  readonly capacityMaxAgeMs: number;
+  /** Where the core's warnings go. */
+  readonly logger: Logger;
 
+  readonly #capacity: CapacityTable;
+  readonly #pricing = new PricingTable();
+  readonly #inventory = new Inventory();
+  readonly #routes: RouteTable;
+  readonly #validateNode: ((node: Node) => void) | undefined;
+  readonly #listeners = new Set<CapacityListener>();
+  /** Warnings already logged, so each is said once per core. */
+  readonly #warned = new Set<string>();
+  #aliases = new Map<string, Alias>();
+  #policySet: PolicySet = emptyPolicySet();
+  /** Alias plans per policy: resolved once, shared (frozen) by every request. */
+  #plans = new WeakMap<Policy, Map<string, RoutePlan>>();
+  #openPlans = new Map<string, RoutePlan>();
+  #routing: Readonly<RoutingSettings>;
+  readonly #baseRouting: Readonly<RoutingSettings>;
+  #errorWindowS: number;
+
+  /** Builds a core; the environment is read here, once. */
   constructor(options: SkeidOptions = {}) {
     this.now = options.now ?? Date.now;
-    // TODO(core): wire sub-tables.
+    this.logger = options.logger ?? createLogger();
+    const env: EnvReader = options.env ?? processEnv;
+    this.workerCount = Math.max(1, Math.floor(options.workerCount ?? 1) || 1);
+    this.capacityMaxAgeMs = Math.max(0, options.capacityMaxAgeMs ?? capacityMaxAgeFromEnv(env));
+    this.#baseRouting = Object.freeze({
+      ...routingFromEnv(env),
+      ...normalizeRoutingPatch(options.routing ?? {}),
+    });
+    this.#routing = this.#baseRouting;
+    this.#validateNode = options.validateNode;
+    this.#errorWindowS = options.errorWindowS && options.errorWindowS > 0
+      ? options.errorWindowS
+      : 60;
+    this.#capacity = new CapacityTable({ now: this.now, maxAgeMs: this.capacityMaxAgeMs });
+    this.#routes = new RouteTable(() => this.#inventory.sorted);
   }
 
   // ---- inventory ---------------------------------------------------------------------------
 
-  /** Adds a node (defaults filled in), replacing one with the same id. Throws on a bad spec. */
-  addNode(_spec: NodeSpec): Node {
-    throw new Error("TODO");
+  /**
+   * Adds a node (defaults filled in), replacing one with the same id. Throws on a bad spec.
+   * A replaced node keeps its inflight count and counters (requests in flight are real) but
+   * loses its capacity reading and failure history: the id may now name another machine.
+   */
+  addNode(spec: NodeSpec): Node {
+    const node = normalizeNode(spec);
+    if (!node) {
+      const missing = isBlank(spec?.id) ? "id" : "url";
+      throw new NodeSpecError(`node ${missing} required`, missing);
+    }
+    if (this.#validateNode) checkNode(node, this.#validateNode);
+    const existing = this.#inventory.get(node.id);
+    if (existing) {
+      this.#capacity.forget(node.id);
+      existing.counters.failures = undefined;
+    }
+    const record = this.#inventory.upsert(node);
+    record.share = workerShare(node.max_conns, this.#divisor());
+    this.#inventoryChanged();
+    return copyNode(node);
   }
-  /** Removes a node with its reading and failure history; true when one was removed. */
-  removeNode(_id: string): boolean {
-    throw new Error("TODO");
+
+  /** Removes a node with its reading, counters and failure history; true when one was removed. */
+  removeNode(id: string): boolean {
+    if (!this.#inventory.remove(id)) return false;
+    this.#capacity.forget(id);
+    this.#inventoryChanged();
+    return true;
   }
-  /** Replaces the whole inventory (config load); throws before changing anything on a bad spec. */
-  replaceNodes(_specs: NodeSpec[]): Node[] {
-    throw new Error("TODO");
+
+  /**
+   * Replaces the whole inventory (config load); throws before changing anything on a bad spec
+   * (NodeSpecError at `nodes[i].field`). Entries without id or url are skipped with a warning
+   * to the logger (`node_warning`); `normalizeNodeList` answers the same warnings without
+   * changing anything. Nodes that stay keep their counters, readings and failure history.
+   */
+  replaceNodes(specs: NodeSpec[]): Node[] {
+    const { nodes, warnings } = normalizeNodeList(specs, this.#validateNode);
+    for (const warning of warnings) this.logger.warn("node_warning", { message: warning });
+    for (const id of this.#inventory.replaceAll(nodes)) this.#capacity.forget(id);
+    this.#recomputeShares();
+    this.#inventoryChanged();
+    return nodes.map(copyNode);
   }
+
   /** Sets operator health; false for an unknown node; same value changes nothing. */
-  setNodeHealth(_id: string, _healthy: boolean): boolean {
-    throw new Error("TODO");
+  setNodeHealth(id: string, healthy: boolean): boolean {
+    const changed = this.#inventory.setHealth(id, !!healthy);
+    if (changed === undefined) return false;
+    if (changed) {
+      this.#routes.invalidate();
+      if (healthy) this.#notify();
+    }
+    return true;
   }
-  /** Copies of every node. */
+
+  /** Copies of every node, in the order they were added. */
   listNodes(): Node[] {
-    throw new Error("TODO");
+    const out: Node[] = [];
+    for (const record of this.#inventory.records()) out.push(copyNode(record.node));
+    return out;
   }
+
   /** One node (a copy), or undefined. */
-  getNode(_id: string): Node | undefined {
-    throw new Error("TODO");
+  getNode(id: string): Node | undefined {
+    const record = this.#inventory.get(id);
+    return record ? copyNode(record.node) : undefined;
   }
-  /** Inventory generation: bumped by every change of the node list. */
+
+  /** Inventory generation: bumped by every change of the node list (health flips included). */
   get generation(): number {
-    throw new Error("TODO");
+    return this.#inventory.generation;
   }
+
   /** Nodes carrying every tag and none of deny_tags (health ignored), as copies. */
-  selectNodes(_args?: { tags?: readonly string[]; deny_tags?: readonly string[] }): Node[] {
-    throw new Error("TODO");
+  selectNodes(args: { tags?: readonly string[]; deny_tags?: readonly string[] } = {}): Node[] {
+    const tags = normalizeTags(args.tags);
+    const deny = normalizeTags(args.deny_tags);
+    const out: Node[] = [];
+    for (const { node } of this.#inventory.records()) {
+      if (hasAllTags(node, tags) && !hasAnyTag(node, deny)) out.push(copyNode(node));
+    }
+    return out;
   }
 
   // ---- settings ----------------------------------------------------------------------------
 
   /** The routing settings in force (read by the proxy on every request). */
   get routing(): Readonly<RoutingSettings> {
-    throw new Error("TODO");
+    return this.#routing;
   }
+
   /** Sets some routing settings; an absent key keeps its value. frontend_count is floored at 1. */
-  setRouting(_patch: Partial<RoutingSettings>): void {
-    throw new Error("TODO");
+  setRouting(patch: Partial<RoutingSettings>): void {
+    const before = this.#routing;
+    this.#routing = Object.freeze({ ...before, ...normalizeRoutingPatch(patch) });
+    if (this.#routing.frontend_count !== before.frontend_count) {
+      this.#recomputeShares();
+      this.#notify();
+    }
   }
+
   /** The routing settings before any config was applied (options, else environment, else built in). */
   get baseRouting(): Readonly<RoutingSettings> {
-    throw new Error("TODO");
+    return this.#baseRouting;
+  }
+
+  /** Sets how far back `nodeFailures` counts, seconds (registry `error_window_s`). */
+  setErrorWindow(seconds: number): void {
+    if (Number.isFinite(seconds) && seconds > 0) this.#errorWindowS = seconds;
   }
 
   // ---- aliases, policies, keys -------------------------------------------------------------
 
   /** Defines an alias (tiers or `{tiers}`); throws on empty tiers or a scalar spec. */
-  setModelAlias(_name: string, _spec: unknown): Alias {
-    throw new Error("TODO");
+  setModelAlias(name: string, spec: unknown): Alias {
+    const alias = normalizeAlias(name, spec);
+    this.#aliases.set(name, alias);
+    this.#plansChanged();
+    return alias;
   }
-  /** Replaces every alias at once. */
-  replaceAliases(_aliases: Map<string, Alias>): void {
-    throw new Error("TODO");
+
+  /** Replaces every alias at once (each already normalized, see `normalizeAlias`). */
+  replaceAliases(aliases: Map<string, Alias>): void {
+    this.#aliases = new Map(aliases);
+    this.#plansChanged();
   }
-  /** Defines a named policy profile. */
-  setPolicy(_name: string, _spec: unknown): Policy {
-    throw new Error("TODO");
+
+  /** The aliases in force, by name. */
+  get aliases(): ReadonlyMap<string, Alias> {
+    return this.#aliases;
   }
+
+  /** Defines a named policy profile; throws PolicyError (`policies.<name>...`) on a bad spec. */
+  setPolicy(name: string, spec: unknown): Policy {
+    if (typeof name !== "string" || name === "") {
+      throw new PolicyError("policy name required", "policies");
+    }
+    let policy: Policy;
+    try {
+      policy = resolvePolicy(spec);
+    } catch (err) {
+      if (!(err instanceof PolicyError)) throw err;
+      const path = err.path ? `policies.${name}.${err.path}` : `policies.${name}`;
+      throw new PolicyError(`${path}: ${err.message}`, path);
+    }
+    this.#policySet.policies.set(name, policy);
+    return policy;
+  }
+
   /** Installs a resolved policy set (config load); logs its warnings once. */
-  replacePolicySet(_set: PolicySet): void {
-    throw new Error("TODO");
+  replacePolicySet(set: PolicySet): void {
+    this.#policySet = set;
+    this.#plansChanged();
+    for (const warning of set.warnings) this.#warnOnce(warning);
   }
+
+  /** The policy set in force (policies, default, key policies, names), read-only. */
+  get policySet(): Readonly<PolicySet> {
+    return this.#policySet;
+  }
+
   /** Whether a customer key id is listed under `keys:` (full id, or a short id it starts with). */
-  isKnownKey(_apiKeyId: string): boolean {
-    throw new Error("TODO");
+  isKnownKey(apiKeyId: string): boolean {
+    const known = this.#policySet.knownKeyIds;
+    if (known.has(apiKeyId)) return true;
+    if (!isFullKeyId(apiKeyId)) return false;
+    const short = shortKeyIdOf(apiKeyId);
+    if (!known.has(short)) return false;
+    this.#warnOnce(shortKeyIdWarning(short));
+    return true;
   }
+
   /** The policy a customer key id routes under; null when no policies are configured. */
-  policyForKey(_apiKeyId: string | undefined): Policy | null {
-    throw new Error("TODO");
+  policyForKey(apiKeyId: string | undefined): Policy | null {
+    const set = this.#policySet;
+    if (apiKeyId === undefined || apiKeyId === "") return set.defaultPolicy;
+    const exact = set.keyPolicies.get(apiKeyId);
+    if (exact) return exact;
+    if (set.shortKeyPolicies.size > 0 && isFullKeyId(apiKeyId)) {
+      const short = shortKeyIdOf(apiKeyId);
+      const legacy = set.shortKeyPolicies.get(short);
+      if (legacy) {
+        this.#warnOnce(shortKeyIdWarning(short));
+        return legacy;
+      }
+    }
+    return set.defaultPolicy;
   }
+
   /** The customer key id a `names:` name maps to. */
-  keyIdForName(_name: string): string | undefined {
-    throw new Error("TODO");
+  keyIdForName(name: string): string | undefined {
+    return this.#policySet.keyNames.get(name);
   }
 
   // ---- routing -----------------------------------------------------------------------------
 
-  /** Ordered tiers for a requested model under the key's policy. */
-  routePlan(_args: RoutePlanArgs): RoutePlan {
-    throw new Error("TODO");
+  /**
+   * Ordered tiers for a requested model under the key's policy. A model without an alias is
+   * one implicit tier (the name itself, no tags, the requested engine, routing.wait_timeout_ms).
+   * Tiers carrying a denied tag are dropped; the rest carry the policy's deny_tags into node
+   * selection. The answer may be shared between requests: treat it as read-only.
+   */
+  routePlan(args: RoutePlanArgs): RoutePlan {
+    const model = args.model ?? "";
+    const policy = this.policyForKey(args.api_key_id);
+    if (policy?.models && !policy.models.has(model)) return NOT_PERMITTED;
+    const alias = this.#aliases.get(model);
+    if (!alias) {
+      return {
+        tiers: [{
+          tags: NO_TAGS,
+          model,
+          engine: normalizeEngineId(args.engine ?? ""),
+          wait_ms: this.#routing.wait_timeout_ms,
+          deny_tags: (policy?.deny_tags ?? NO_TAGS) as string[],
+        }],
+        permitted: true,
+        reason: "",
+      };
+    }
+    let plans = policy ? this.#plans.get(policy) : this.#openPlans;
+    if (!plans) {
+      plans = new Map();
+      this.#plans.set(policy!, plans);
+    }
+    let plan = plans.get(model);
+    if (!plan) {
+      plan = aliasPlan(alias, policy?.deny_tags ?? NO_TAGS);
+      plans.set(model, plan);
+    }
+    return plan;
   }
+
   /** Eligible vs available counts for a selection. */
-  routeState(_sel: Selection): RouteState {
-    throw new Error("TODO");
+  routeState(sel: Selection): RouteState {
+    const entry = this.#routes.entry(sel);
+    let available = 0;
+    for (const record of entry.nodes) if (this.#admits(record)) available++;
+    return {
+      model: entry.model,
+      engine: entry.engine,
+      tags: [...entry.tags],
+      deny_tags: [...entry.denyTags],
+      eligible_count: entry.nodes.length,
+      available_count: available,
+      has_eligible: entry.nodes.length > 0,
+      has_available: available > 0,
+    };
   }
-  /** Next node by weighted round-robin over eligible nodes admission would take now. */
-  pickNode(_sel: Selection): PickedNode | undefined {
-    throw new Error("TODO");
+
+  /**
+   * Next node by weighted round-robin over eligible nodes admission would take now. Picking
+   * does not admit: the caller still calls `startRequest`, which can refuse when another
+   * request took the slot in between.
+   */
+  pickNode(sel: Selection): PickedNode | undefined {
+    const entry = this.#routes.entry(sel);
+    if (entry.nodes.length === 0) return undefined;
+    const index = pickWeighted(entry, this.#admits);
+    if (index < 0) return undefined;
+    const record = entry.nodes[index];
+    return { ...record.node, inflight: record.counters.inflight, route_key: entry.key };
   }
-  /** Names a client can request, narrowed by the key's policy, sorted. */
-  listModels(_args?: { api_key_id?: string }): ListedModel[] {
-    throw new Error("TODO");
+
+  /**
+   * Names a client can request, narrowed by the key's policy, sorted: the distinct models of
+   * the nodes (a node without a model lists nothing) and the alias names, each once. A name
+   * the policy does not grant, an alias with every tier denied, and a node model served only
+   * by nodes carrying a denied tag are left out.
+   */
+  listModels(args: { api_key_id?: string } = {}): ListedModel[] {
+    const policy = this.policyForKey(args.api_key_id);
+    const deny = policy?.deny_tags ?? NO_TAGS;
+    const entries = new Map<string, ListedModel>();
+    for (const { node } of this.#inventory.records()) {
+      if (node.model === "" || entries.has(node.model) || hasAnyTag(node, deny)) continue;
+      entries.set(node.model, { model: node.model, engine: node.engine });
+    }
+    for (const name of this.#aliases.keys()) {
+      if (!entries.has(name)) entries.set(name, { model: name, engine: "" });
+    }
+    return [...entries.keys()]
+      .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+      .filter((name) => this.routePlan({ model: name, api_key_id: args.api_key_id }).permitted)
+      .map((name) => entries.get(name)!);
   }
 
   // ---- admission ---------------------------------------------------------------------------
 
   /** Admits one request; false when the node is unknown, unhealthy, full or backing off. */
-  startRequest(_id: string): boolean {
-    throw new Error("TODO");
+  startRequest(id: string): boolean {
+    const record = this.#inventory.get(id);
+    if (!record || !this.#admits(record)) return false;
+    record.counters.inflight++;
+    record.counters.started++;
+    return true;
   }
-  /** Releases the slot and counts the outcome; always true. */
-  finishRequest(_id: string, _outcome?: FinishOutcome): boolean {
-    throw new Error("TODO");
+
+  /**
+   * Releases the slot and counts the outcome; always true. `aborted` (the client left) wins
+   * over `ok`; neither is a failure, which the registry's errors_in_window counts. Never
+   * touches health; inflight never goes below 0.
+   */
+  finishRequest(id: string, outcome: FinishOutcome = {}): boolean {
+    const record = this.#inventory.get(id);
+    if (!record) return true;
+    const counters = record.counters;
+    if (counters.inflight > 0) counters.inflight--;
+    if (outcome.aborted) counters.aborted++;
+    else if (outcome.ok) counters.ok++;
+    else {
+      counters.error++;
+      let failures = counters.failures;
+      if (!failures || failures.windowS < this.#errorWindowS) {
+        failures = counters.failures = new FailureHistory(this.#errorWindowS);
+      }
+      failures.record(this.now());
+    }
+    const duration = outcome.duration_ms;
+    if (typeof duration === "number" && Number.isFinite(duration) && duration > 0) {
+      counters.duration_ms_total += duration;
+    }
+    this.#notify();
+    return true;
   }
+
   /** This process's share of a node's max_conns. */
-  workerMaxConns(_node: Pick<Node, "max_conns">): number {
-    throw new Error("TODO");
+  workerMaxConns(node: Pick<Node, "max_conns">): number {
+    return workerShare(node.max_conns, this.#divisor());
   }
+
   /** Nodes whose max_conns cannot be split among the processes sharing them. */
   workerShareWarnings(): string[] {
-    throw new Error("TODO");
+    const nodes = [...this.#inventory.records()].map((r) => r.node);
+    return workerShareWarnings(nodes, this.workerCount, this.#routing.frontend_count);
   }
+
   /** Counters of one node, or of all. */
   nodeMetrics(): NodeMetrics[];
+  /** Counters of one node; undefined for an unknown id. */
   nodeMetrics(id: string): NodeMetrics | undefined;
-  nodeMetrics(_id?: string): NodeMetrics[] | NodeMetrics | undefined {
-    throw new Error("TODO");
+  nodeMetrics(id?: string): NodeMetrics[] | NodeMetrics | undefined {
+    if (id !== undefined) {
+      const record = this.#inventory.get(id);
+      return record ? this.#metricsOf(record) : undefined;
+    }
+    const out: NodeMetrics[] = [];
+    for (const record of this.#inventory.records()) out.push(this.#metricsOf(record));
+    return out;
   }
-  /** Subscribes to "admission may now admit more"; returns the unsubscribe function. */
-  onCapacityChange(_listener: CapacityListener): () => void {
-    throw new Error("TODO");
+
+  /** Failed finishes of a node within the error window and the last one's time. */
+  nodeFailures(id: string): NodeFailures {
+    const failures = this.#inventory.get(id)?.counters.failures;
+    if (!failures) return { errors_in_window: 0, last_failure_at: null };
+    return {
+      errors_in_window: failures.count(this.now(), this.#errorWindowS),
+      last_failure_at: failures.lastAt,
+    };
+  }
+
+  /**
+   * Subscribes to "admission may now admit more" (a slot freed, a reading changed, a node
+   * added or back in rotation); returns the unsubscribe function. Listeners run synchronously
+   * after the change; one that throws is ignored.
+   */
+  onCapacityChange(listener: CapacityListener): () => void {
+    this.#listeners.add(listener);
+    return () => {
+      this.#listeners.delete(listener);
+    };
   }
 
   // ---- capacity readings -------------------------------------------------------------------
 
-  /** Records a probe's reading (tighter reading wins across sources); returns the one in force. */
-  setCapacityReading(_id: string, _input: CapacityReadingInput): CapacityReading | undefined {
-    throw new Error("TODO");
+  /**
+   * Records a probe's reading (tighter reading wins across sources); returns the one in force.
+   * A reading about a node not in the inventory is not kept (undefined): a late probe of a
+   * removed node must not leave a reading for a later node of that id.
+   */
+  setCapacityReading(id: string, input: CapacityReadingInput): CapacityReading | undefined {
+    if (!this.#inventory.get(id)) return undefined;
+    const reading = this.#capacity.set(id, input);
+    this.#notify();
+    return reading;
   }
+
   /** The current reading, or undefined when none or aged out (a pending backoff outlives age). */
-  capacityReading(_id: string): CapacityReading | undefined {
-    throw new Error("TODO");
+  capacityReading(id: string): CapacityReading | undefined {
+    return this.#capacity.get(id);
   }
+
   /** Drops readings: all, one node's, or one node's only when `source` wrote it. */
-  forgetCapacity(_id?: string, _source?: string): void {
-    throw new Error("TODO");
+  forgetCapacity(id?: string, source?: string): void {
+    this.#capacity.forget(id, source);
+    this.#notify();
   }
+
   /** Reads rate-limit headers and Retry-After off a response; returns the reading recorded. */
   observeResponseHeaders(
-    _id: string,
-    _headers: Headers | Record<string, string>,
-    _status?: number,
+    id: string,
+    headers: Headers | Record<string, string>,
+    status?: number,
   ): CapacityReading | undefined {
-    throw new Error("TODO");
+    const input = readingFromHeaders(headers, status);
+    return input ? this.setCapacityReading(id, input) : undefined;
+  }
+
+  /** Earliest moment (epoch ms) a backoff or expiry may let admission take more, for waiters. */
+  nextCapacityChangeAt(): number | undefined {
+    return this.#capacity.nextChangeAt();
   }
 
   // ---- pricing -----------------------------------------------------------------------------
 
   /** Sets one served model's rule ('*' = fallback); returns it as stored. Throws on bad rates. */
-  setModelPricing(_model: string, _rule: unknown): PricingRule {
-    throw new Error("TODO");
+  setModelPricing(model: string, rule: unknown): PricingRule {
+    return this.#pricing.set(model, rule);
   }
   /** Replaces the whole price list. */
-  replacePricing(_rules: Map<string, PricingRule>): void {
-    throw new Error("TODO");
+  replacePricing(rules: Map<string, PricingRule>): void {
+    this.#pricing.replace(rules);
   }
   /** The rule for a model, else '*', else all zero. */
-  pricingForModel(_model: string): PricingRule {
-    throw new Error("TODO");
+  pricingForModel(model: string): PricingRule {
+    return this.#pricing.get(model);
+  }
+  /** Every price rule, for reports and the admin API. */
+  pricingEntries(): [string, PricingRule][] {
+    return this.#pricing.entries();
   }
   /** Prices a usage with the model's rule or an explicit one. */
-  estimateCost(_args: { model: string; usage: unknown; pricing?: PricingRule }): Cost {
-    throw new Error("TODO");
+  estimateCost(args: { model: string; usage: unknown; pricing?: PricingRule }): Cost {
+    return costFor(readUsage(args.usage), args.pricing ?? this.#pricing.get(args.model));
   }
   /** Reads usage off an answer, prices it, counts tool calls. */
-  normalizeMetrics(_args: NormalizeMetricsArgs): NormalizedMetrics {
-    throw new Error("TODO");
+  normalizeMetrics(args: NormalizeMetricsArgs): NormalizedMetrics {
+    return buildMetrics({
+      model: args.model,
+      usage: readUsage(args.usage ?? args.response),
+      rule: args.pricing ?? this.#pricing.get(args.model),
+      tool_calls: args.tool_calls,
+      duration_ms: args.duration_ms,
+      engine: args.engine,
+      route: args.route,
+      provider: args.provider,
+    });
   }
   /** Token counts of a body or usage hash (see usage-and-cost reference). */
-  readUsage(_bodyOrUsage: unknown): Usage {
-    throw new Error("TODO");
+  readUsage(bodyOrUsage: unknown): Usage {
+    return readUsage(bodyOrUsage);
   }
+
+  // ---- internals ---------------------------------------------------------------------------
+
+  /**
+   * Admission for one node now: healthy, under this process's share of max_conns, and its
+   * capacity reading (if any) allows one more. A reading only ever narrows the share.
+   */
+  readonly #admits = (record: NodeRecord): boolean =>
+    record.node.healthy &&
+    (record.share === 0 || record.counters.inflight < record.share) &&
+    this.#capacity.allows(record.node.id);
+
+  #divisor(): number {
+    return this.workerCount * this.#routing.frontend_count;
+  }
+
+  #recomputeShares(): void {
+    const divisor = this.#divisor();
+    for (const record of this.#inventory.records()) {
+      record.share = workerShare(record.node.max_conns, divisor);
+    }
+  }
+
+  #inventoryChanged(): void {
+    this.#routes.invalidate();
+    this.#notify();
+  }
+
+  #plansChanged(): void {
+    this.#plans = new WeakMap();
+    this.#openPlans = new Map();
+  }
+
+  #notify(): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener();
+      } catch {
+        // A waiter's bug must not break admission for everyone else.
+      }
+    }
+  }
+
+  #warnOnce(message: string): void {
+    if (this.#warned.has(message)) return;
+    this.#warned.add(message);
+    this.logger.warn("policy_warning", { message });
+  }
+
+  #metricsOf(record: NodeRecord): NodeMetrics {
+    const c = record.counters;
+    const metrics: NodeMetrics = {
+      node_id: record.node.id,
+      inflight: c.inflight,
+      started: c.started,
+      ok: c.ok,
+      error: c.error,
+      aborted: c.aborted,
+      duration_ms_total: c.duration_ms_total,
+    };
+    const reading = this.#capacity.get(record.node.id);
+    if (reading) metrics.capacity = { ...reading };
+    return metrics;
+  }
+}
+
+/** An alias's plan under one policy's deny_tags: denied tiers dropped, the rest carry the deny. */
+function aliasPlan(alias: Alias, denyTags: readonly string[]): RoutePlan {
+  const deny = Object.freeze([...denyTags]) as string[];
+  const tiers = alias.tiers
+    .filter((tier) => !hasAnyTag(tier, deny))
+    .map((tier) => Object.freeze({ ...tier, deny_tags: deny }) as Tier);
+  if (tiers.length === 0) return ALL_TIERS_DENIED;
+  return Object.freeze({ tiers: Object.freeze(tiers) as Tier[], permitted: true, reason: "" });
 }

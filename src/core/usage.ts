@@ -1,22 +1,218 @@
 /**
- * Reading token usage off upstream answers and turning it into priced metrics.
- * SKELETON — owner: core-capacity.
+ * Reading token usage off upstream answers (OpenAI, Anthropic, Ollama, Gemini, AKI shapes) and
+ * turning it into priced metrics (reference usage-and-cost §1, §3). Unreported counts stay
+ * `null` here so "not reported" and "zero" differ; metrics turn them into 0.
+ *
  * @module
  */
 import type { NormalizedMetrics, PricingRule, Usage } from "./types.ts";
+import { costFor } from "./pricing.ts";
 
-/** Token counts of a whole body or a usage hash (precedence: reference usage-and-cost §1). */
-export function readUsage(_bodyOrUsage: unknown): Usage {
-  throw new Error("TODO");
+type Hash = Record<string, unknown>;
+
+function isHash(value: unknown): value is Hash {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/** Counts tool calls by name (`{function:{name}}`, `{name}` or a string). */
-export function countToolCalls(_calls: unknown[] | undefined): { count: number; names: string[] } {
-  throw new Error("TODO");
+/** A token count: a finite number ≥ 0 (or a string of digits); else undefined. */
+function count(value: unknown): number | undefined {
+  if (typeof value === "number") return Number.isFinite(value) && value >= 0 ? value : undefined;
+  if (typeof value === "string" && /^\s*\d+\s*$/.test(value)) return Number(value);
+  return undefined;
 }
 
-/** What a usage event is built from: usage read, priced with `rule`, tool calls counted. */
-export function normalizeMetrics(_args: {
+/** The first key of `hash` holding a count. */
+function first(hash: Hash, ...keys: string[]): number | undefined {
+  for (const key of keys) {
+    const n = count(hash[key]);
+    if (n !== undefined) return n;
+  }
+  return undefined;
+}
+
+/** A count nested one level down (`prompt_tokens_details.cached_tokens`). */
+function nested(hash: Hash, outer: string, inner: string): number | undefined {
+  const h = hash[outer];
+  return isHash(h) ? count(h[inner]) : undefined;
+}
+
+/** Sum of the counts present among `keys`, undefined when none is present. */
+function sumOf(hash: Hash, ...keys: string[]): number | undefined {
+  let total: number | undefined;
+  for (const key of keys) {
+    const n = count(hash[key]);
+    if (n !== undefined) total = (total ?? 0) + n;
+  }
+  return total;
+}
+
+/** A present count, or the first present from fallbacks tried lazily in order. */
+function chain(...steps: (() => number | undefined)[]): number | undefined {
+  for (const step of steps) {
+    const n = step();
+    if (n !== undefined) return n;
+  }
+  return undefined;
+}
+
+/** The usage block nested in a whole body (`usage` → `usageMetadata` → `response.usage`). */
+function nestedBlock(body: Hash): Hash | undefined {
+  if (isHash(body.usage)) return body.usage;
+  if (isHash(body.usageMetadata)) return body.usageMetadata;
+  if (isHash(body.usage_metadata)) return body.usage_metadata;
+  if (isHash(body.response) && isHash(body.response.usage)) return body.response.usage;
+  return undefined;
+}
+
+/** Counts a body carries at its top level: Ollama's final object, AKI's native counters. */
+function topLevelBlock(body: Hash): Hash | undefined {
+  // Ollama's final `done:true` object; a 0 there means "not reported".
+  const ollamaIn = count(body.prompt_eval_count);
+  const ollamaOut = count(body.eval_count);
+  if ((ollamaIn ?? 0) > 0 || (ollamaOut ?? 0) > 0) {
+    return { prompt_eval_count: ollamaIn || undefined, eval_count: ollamaOut || undefined };
+  }
+  if (count(body.prompt_length) !== undefined || count(body.num_generated_tokens) !== undefined) {
+    const block: Hash = {
+      input_tokens: body.prompt_length,
+      output_tokens: body.num_generated_tokens,
+    };
+    if (count(body.num_cached_tokens) !== undefined) block.cached_tokens = body.num_cached_tokens;
+    return block;
+  }
+  return undefined;
+}
+
+/** Whether a hash looks like a usage hash itself rather than a body around one. */
+function looksLikeUsage(hash: Hash): boolean {
+  return [
+    "input_tokens",
+    "output_tokens",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "promptTokenCount",
+    "candidatesTokenCount",
+    "totalTokenCount",
+    "prompt_token_count",
+    "candidates_token_count",
+    "cached_tokens",
+    "cache_write_tokens",
+  ].some((k) => k in hash);
+}
+
+/** Token counts of one usage hash (core `Usage.from_hash` precedence). */
+function fromHash(u: Hash): Usage {
+  const geminiIn = () =>
+    sumOf(u, "promptTokenCount", "toolUsePromptTokenCount") ??
+      sumOf(u, "prompt_token_count", "tool_use_prompt_token_count");
+  const geminiOut = () =>
+    sumOf(u, "candidatesTokenCount", "thoughtsTokenCount") ??
+      sumOf(u, "candidates_token_count", "thoughts_token_count");
+  const input = chain(
+    () => first(u, "input_tokens", "prompt_tokens", "prompt_eval_count"),
+    geminiIn,
+  );
+  const output = chain(
+    () => first(u, "output_tokens", "completion_tokens", "eval_count"),
+    geminiOut,
+  );
+  const total = chain(
+    () => first(u, "total_tokens", "totalTokenCount", "total_token_count"),
+    () => input === undefined && output === undefined ? undefined : (input ?? 0) + (output ?? 0),
+  );
+
+  // Where each cache count was found decides whether input already includes it: nested,
+  // Gemini and flat canonical counts sit inside input; Anthropic's flat ones sit beside it.
+  let beside = false;
+  const cached = chain(
+    () => nested(u, "prompt_tokens_details", "cached_tokens"),
+    () => nested(u, "input_tokens_details", "cached_tokens"),
+    () => {
+      const n = count(u.cache_read_input_tokens);
+      if (n !== undefined) beside = true;
+      return n;
+    },
+    () => first(u, "cachedContentTokenCount", "cached_content_token_count"),
+    () => count(u.cached_tokens),
+  );
+  const cacheWrite = chain(
+    () => nested(u, "prompt_tokens_details", "cache_write_tokens"),
+    () => nested(u, "input_tokens_details", "cache_write_tokens"),
+    () => {
+      const n = count(u.cache_creation_input_tokens) ??
+        (isHash(u.cache_creation)
+          ? sumOf(u.cache_creation, "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
+          : undefined);
+      if (n !== undefined) beside = true;
+      return n;
+    },
+    () => count(u.cache_write_tokens),
+  );
+
+  let includes = !beside;
+  const explicit = u.input_includes_cache;
+  if (typeof explicit === "boolean") includes = explicit;
+  else if (explicit === 0 || explicit === 1) includes = explicit === 1;
+
+  return {
+    input_tokens: input ?? null,
+    output_tokens: output ?? null,
+    total_tokens: total ?? null,
+    cached_tokens: cached ?? null,
+    cache_write_tokens: cacheWrite ?? null,
+    input_includes_cache: includes,
+  };
+}
+
+const NOTHING_REPORTED: Usage = Object.freeze({
+  input_tokens: null,
+  output_tokens: null,
+  total_tokens: null,
+  cached_tokens: null,
+  cache_write_tokens: null,
+  input_includes_cache: true,
+});
+
+/**
+ * Token counts of a whole body or a usage hash (precedence: reference usage-and-cost §1). A
+ * body's usage block is `usage` → `usageMetadata` → `response.usage` → Ollama top-level counts →
+ * AKI native counters; a hash that is none of these is read as a usage hash itself.
+ */
+export function readUsage(bodyOrUsage: unknown): Usage {
+  if (!isHash(bodyOrUsage)) return { ...NOTHING_REPORTED };
+  const block = nestedBlock(bodyOrUsage) ??
+    (looksLikeUsage(bodyOrUsage) ? bodyOrUsage : topLevelBlock(bodyOrUsage));
+  return block ? fromHash(block) : { ...NOTHING_REPORTED };
+}
+
+/**
+ * Counts tool calls by name (`{function:{name}}`, `{name}` or a string). Every object or
+ * non-empty string is one call; a call whose name is not (yet) known counts without a name.
+ */
+export function countToolCalls(calls: unknown[] | undefined): { count: number; names: string[] } {
+  const names: string[] = [];
+  let n = 0;
+  for (const call of calls ?? []) {
+    if (typeof call === "string") {
+      if (call === "") continue;
+      n++;
+      names.push(call);
+    } else if (isHash(call)) {
+      n++;
+      const fn = call.function;
+      const name = isHash(fn) && typeof fn.name === "string" ? fn.name : call.name;
+      if (typeof name === "string" && name !== "") names.push(name);
+    }
+  }
+  return { count: n, names };
+}
+
+/**
+ * What a usage event is built from: usage read, priced with `rule`, tool calls counted.
+ * Unreported counts become 0; total is the reported total, else input + output.
+ */
+export function normalizeMetrics(args: {
   model: string;
   usage: Usage;
   rule: PricingRule;
@@ -26,5 +222,29 @@ export function normalizeMetrics(_args: {
   route?: string;
   provider?: string;
 }): NormalizedMetrics {
-  throw new Error("TODO");
+  const { usage } = args;
+  const input = usage.input_tokens ?? 0;
+  const output = usage.output_tokens ?? 0;
+  const cost = costFor(usage, args.rule);
+  const tools = countToolCalls(args.tool_calls);
+  return {
+    provider: args.provider ?? "",
+    engine: args.engine ?? "",
+    model: args.model,
+    route: args.route ?? "",
+    duration_ms: args.duration_ms ?? 0,
+    input_tokens: input,
+    output_tokens: output,
+    total_tokens: usage.total_tokens ?? input + output,
+    cached_tokens: usage.cached_tokens ?? 0,
+    cache_write_tokens: usage.cache_write_tokens ?? 0,
+    tool_calls: tools.count,
+    tool_names: tools.names,
+    cost_input_usd: cost.input_cost_usd,
+    cost_output_usd: cost.output_cost_usd,
+    cost_cache_read_usd: cost.cache_read_cost_usd,
+    cost_cache_write_usd: cost.cache_write_cost_usd,
+    cost_total_usd: cost.total_cost_usd,
+    currency: "USD",
+  };
 }

@@ -31,6 +31,19 @@ export interface UpstreamRequest {
   stream: boolean;
   /** The model the client asked for (an alias, or a node model). */
   requestedModel: string;
+  /**
+   * What the face needs back when it translates the answer (e.g. the Anthropic request's
+   * `stop_sequences`). The proxy hands it unchanged to `fromUpstream` / `streamTranslator`.
+   */
+  context?: JsonObject;
+}
+
+/** How long an answer took, as the proxy measured it (Ollama reports it in nanoseconds). */
+export interface AnswerTimings {
+  /** Milliseconds from routing start to the end of the answer. */
+  totalMs: number;
+  /** Milliseconds from routing start to the first content byte (streams); absent when unknown. */
+  ttftMs?: number;
 }
 
 /**
@@ -44,8 +57,11 @@ export interface StreamTranslator {
   chunk(chunk: JsonObject): string;
   /** Text sent while the upstream is silent for long (Anthropic `ping`); '' when none. */
   keepalive(): string;
-  /** The upstream ended (with or without `[DONE]`, finish_reason, usage): closing text. */
-  end(): string;
+  /**
+   * The upstream ended (with or without `[DONE]`, finish_reason, usage): closing text.
+   * `timings` feed the Ollama duration fields; other faces ignore them.
+   */
+  end(timings?: AnswerTimings): string;
   /** The upstream broke after the stream opened: closing text carrying the error. */
   fail(status: number, message: string): string;
   /** UTF-8 bytes of content translated so far (text and tool arguments). */
@@ -61,10 +77,35 @@ export interface Face {
   readonly name: FaceName;
   /** Client body → upstream request. Throws FaceError for a body the face cannot carry. */
   toUpstream(endpoint: string, body: JsonObject): UpstreamRequest;
-  /** Upstream JSON answer (status < 400) → client JSON answer. */
-  fromUpstream(endpoint: string, answer: JsonObject, requestedModel: string): JsonObject;
-  /** A translator for one streamed answer. */
-  streamTranslator(endpoint: string, requestedModel: string): StreamTranslator;
+  /**
+   * Upstream JSON answer (status < 400) → client JSON answer. `context` is
+   * `UpstreamRequest.context`; `timings` feed the Ollama duration fields.
+   */
+  fromUpstream(
+    endpoint: string,
+    answer: JsonObject,
+    requestedModel: string,
+    context?: JsonObject,
+    timings?: AnswerTimings,
+  ): JsonObject;
+  /** A translator for one streamed answer; `context` is `UpstreamRequest.context`. */
+  streamTranslator(
+    endpoint: string,
+    requestedModel: string,
+    context?: JsonObject,
+  ): StreamTranslator;
   /** The face's error body for a status (type per the face's own table). */
   errorBody(status: number, type: string, message: string): unknown;
+  /**
+   * The client's error body for an upstream error answer (status >= 400, parsed body or
+   * undefined). OpenAI passes the body through unchanged; the others carry the upstream status
+   * and message in their own shape.
+   */
+  upstreamErrorBody(status: number, body: unknown): unknown;
+}
+
+/** Construction options of a face. */
+export interface FaceOptions {
+  /** Clock, epoch ms, for `created_at` stamps and fallback ids (tests inject one). Default `Date.now`. */
+  now?: () => number;
 }

@@ -1,0 +1,254 @@
+/**
+ * Volatile process counters the proxy feeds (refusals, failed attempts, request durations) and
+ * the Prometheus text exposition (format 0.0.4) of them together with the core's node state.
+ * Updates are O(1) on the request path; all the formatting happens in `render`, off it.
+ *
+ * @module
+ */
+import type { Skeid } from "../core/skeid.ts";
+import type { Node } from "../core/types.ts";
+
+/** Statuses a request can be refused with before it is forwarded. */
+export type RefusalStatus = 400 | 401 | 403 | 413 | 429 | 503;
+
+/** Upper bounds of the request duration histogram, seconds. */
+export const DURATION_BUCKETS_S: readonly number[] = Object.freeze([
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+  10,
+  30,
+  60,
+]);
+
+/**
+ * Distinct label sets kept per labelled counter. Model names come from clients, so without a
+ * cap a client naming random models would grow this map without bound; past it, new label
+ * sets are counted under `model="_other"` (or `node="_other"`).
+ */
+const MAX_SERIES = 1000;
+
+/** One node's duration histogram: non-cumulative bucket counts (last = +Inf), sum, count. */
+interface Histogram {
+  buckets: number[];
+  sum: number;
+  count: number;
+}
+
+/** Escapes a label value for the text format (backslash, double quote, newline). */
+export function escapeLabel(value: string): string {
+  return value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
+}
+
+/** `{a="x",b="y"}` from ordered pairs. */
+function labels(pairs: [string, string][]): string {
+  return `{${pairs.map(([k, v]) => `${k}="${escapeLabel(v)}"`).join(",")}}`;
+}
+
+/** A sample value: integers as is, floats in shortest round-trip form, infinities spelled out. */
+function value(n: number): string {
+  if (Number.isNaN(n)) return "NaN";
+  if (n === Infinity) return "+Inf";
+  if (n === -Infinity) return "-Inf";
+  return String(n);
+}
+
+/** A labelled counter with a bounded number of series. */
+class LabelledCounter {
+  readonly #series = new Map<string, { labels: [string, string][]; n: number }>();
+  constructor(readonly overflowLabel: string) {}
+
+  add(pairs: [string, string][]): void {
+    let key = JSON.stringify(pairs);
+    let entry = this.#series.get(key);
+    if (!entry && this.#series.size >= MAX_SERIES) {
+      pairs = pairs.map(([k, v]) => [k, k === this.overflowLabel ? "_other" : v]);
+      key = JSON.stringify(pairs);
+      entry = this.#series.get(key);
+    }
+    if (entry) entry.n++;
+    else this.#series.set(key, { labels: pairs, n: 1 });
+  }
+
+  samples(): { labels: [string, string][]; n: number }[] {
+    return [...this.#series.values()];
+  }
+}
+
+/** Volatile gateway counters for `/skeid/metrics`; one per gateway, never billed. */
+export class GatewayMetrics {
+  readonly #refusals = new LabelledCounter("model");
+  readonly #attemptFailures = new LabelledCounter("node");
+  readonly #responses = new LabelledCounter("node");
+  readonly #durations = new Map<string, Histogram>();
+
+  /** A request refused before forwarding (no usage event is written for it). */
+  refusal(model: string, status: RefusalStatus, reason: string): void {
+    this.#refusals.add([["model", model], ["status", String(status)], ["reason", reason]]);
+  }
+
+  /** 503: no eligible (healthy, matching) node at all. */
+  noNode(model: string): void {
+    this.refusal(model, 503, "no_eligible_node");
+  }
+
+  /** 429: every eligible node stayed full through the wait. */
+  saturation(model: string): void {
+    this.refusal(model, 429, "no_capacity");
+  }
+
+  /** One upstream attempt failed (and was failed over, or ended the request). */
+  attemptFailed(nodeId: string, reason: string): void {
+    this.#attemptFailures.add([["node", nodeId], ["reason", reason]]);
+  }
+
+  /** A forwarded request ended on a node with `status` after `durationMs` (capacity wait included). */
+  requestDone(nodeId: string, status: number, durationMs: number): void {
+    this.#responses.add([["node", nodeId], ["status", String(status)]]);
+    let h = this.#durations.get(nodeId);
+    if (!h) {
+      if (this.#durations.size >= MAX_SERIES) return;
+      h = { buckets: new Array(DURATION_BUCKETS_S.length + 1).fill(0), sum: 0, count: 0 };
+      this.#durations.set(nodeId, h);
+    }
+    const seconds = Math.max(0, durationMs) / 1000;
+    let i = 0;
+    while (i < DURATION_BUCKETS_S.length && seconds > DURATION_BUCKETS_S[i]) i++;
+    h.buckets[i]++;
+    h.sum += seconds;
+    h.count++;
+  }
+
+  /** Prometheus text format 0.0.4: node state from the core, then these counters. */
+  render(skeid: Skeid): string {
+    const out: string[] = [];
+    const family = (name: string, type: string, help: string) => {
+      out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    };
+    const sample = (name: string, pairs: [string, string][], n: number) => {
+      out.push(`${name}${pairs.length ? labels(pairs) : ""} ${value(n)}`);
+    };
+
+    const now = skeid.now();
+    const nodes = skeid.listNodes();
+    const metrics = new Map(skeid.nodeMetrics().map((m) => [m.node_id, m]));
+
+    const perNode = (
+      name: string,
+      type: string,
+      help: string,
+      pick: (node: Node) => number | undefined,
+    ) => {
+      family(name, type, help);
+      for (const node of nodes) {
+        const n = pick(node);
+        if (n !== undefined) sample(name, [["node", node.id]], n);
+      }
+    };
+    perNode(
+      "skeid_node_inflight",
+      "gauge",
+      "Requests this process has in flight on the node.",
+      (node) => metrics.get(node.id)?.inflight ?? 0,
+    );
+    perNode(
+      "skeid_node_healthy",
+      "gauge",
+      "Operator health of the node (1 healthy, 0 drained).",
+      (node) => node.healthy ? 1 : 0,
+    );
+    perNode(
+      "skeid_node_max_conns",
+      "gauge",
+      "This process's share of the node's max_conns (0 = unlimited).",
+      (node) => skeid.workerMaxConns(node),
+    );
+    const counters: [string, string, "started" | "ok" | "error" | "aborted"][] = [
+      ["skeid_node_requests_started_total", "Requests admitted to the node.", "started"],
+      ["skeid_node_requests_ok_total", "Requests that ended well.", "ok"],
+      ["skeid_node_requests_error_total", "Requests that failed (not aborted).", "error"],
+      ["skeid_node_requests_aborted_total", "Requests the client abandoned.", "aborted"],
+    ];
+    for (const [name, help, field] of counters) {
+      perNode(name, "counter", help, (node) => metrics.get(node.id)?.[field] ?? 0);
+    }
+
+    family(
+      "skeid_node_capacity_used",
+      "gauge",
+      "Occupancy from the node's current capacity reading.",
+    );
+    for (const m of metrics.values()) {
+      const c = m.capacity;
+      if (c && c.used !== null) {
+        sample("skeid_node_capacity_used", [["node", m.node_id], ["source", c.source]], c.used);
+      }
+    }
+    family(
+      "skeid_node_capacity_limit",
+      "gauge",
+      "Ceiling from the node's current capacity reading.",
+    );
+    for (const m of metrics.values()) {
+      const c = m.capacity;
+      if (c && c.limit !== null) {
+        sample("skeid_node_capacity_limit", [["node", m.node_id], ["source", c.source]], c.limit);
+      }
+    }
+    perNode(
+      "skeid_node_backoff_seconds",
+      "gauge",
+      "Seconds left of the node's backoff (0 when none is pending).",
+      (node) => {
+        const until = metrics.get(node.id)?.capacity?.retry_after;
+        return until !== undefined && until > now ? (until - now) / 1000 : 0;
+      },
+    );
+
+    family(
+      "skeid_request_duration_seconds",
+      "histogram",
+      "Time from routing start to the end of a forwarded request, per node.",
+    );
+    for (const [node, h] of this.#durations) {
+      let cumulative = 0;
+      DURATION_BUCKETS_S.forEach((le, i) => {
+        cumulative += h.buckets[i];
+        sample(
+          "skeid_request_duration_seconds_bucket",
+          [["node", node], ["le", String(le)]],
+          cumulative,
+        );
+      });
+      sample("skeid_request_duration_seconds_bucket", [["node", node], ["le", "+Inf"]], h.count);
+      sample("skeid_request_duration_seconds_sum", [["node", node]], h.sum);
+      sample("skeid_request_duration_seconds_count", [["node", node]], h.count);
+    }
+
+    family("skeid_responses_total", "counter", "Forwarded requests by node and final status.");
+    for (const s of this.#responses.samples()) sample("skeid_responses_total", s.labels, s.n);
+    family(
+      "skeid_upstream_attempt_failures_total",
+      "counter",
+      "Upstream attempts that failed, by node and reason.",
+    );
+    for (const s of this.#attemptFailures.samples()) {
+      sample("skeid_upstream_attempt_failures_total", s.labels, s.n);
+    }
+    family(
+      "skeid_refusals_total",
+      "counter",
+      "Requests refused before forwarding, by requested model, status and reason.",
+    );
+    for (const s of this.#refusals.samples()) sample("skeid_refusals_total", s.labels, s.n);
+
+    return out.join("\n") + "\n";
+  }
+}

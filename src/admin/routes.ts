@@ -1,0 +1,217 @@
+/**
+ * The admin plane: `/skeid/*` routes for operators (inventory, metrics, usage, config reload and
+ * the core's function table), behind `Authorization: Bearer <admin key>`. With no admin key in
+ * force every admin route answers a plain 404, as if the plane did not exist.
+ *
+ * The registry snapshot (`/skeid/registry/*`) has its own credentials (admin key or registry
+ * read key) and is left to its own route: the admin check here steps aside for it.
+ *
+ * @module
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import type { Skeid } from "../core/skeid.ts";
+import type { ReloadStatus } from "../core/types.ts";
+import type { ReportFilters, UsageReport } from "../usage/types.ts";
+import type { Logger } from "../log.ts";
+import { FunctionError, type FunctionTable, nodeMetricsToWire } from "../core/functions.ts";
+import { NodeSpecError } from "../core/inventory.ts";
+import type { GatewayMetrics } from "./metrics.ts";
+import { bearerToken, secretMatches } from "./auth.ts";
+
+/** What the admin plane needs from the gateway around it. */
+export interface AdminDeps {
+  /** The routing and admission core. */
+  skeid: Skeid;
+  /** The core's function table (`POST /skeid/call/:function`). */
+  functions: FunctionTable;
+  /** The admin key in force; `''` = admin API off → every `/skeid/*` route 404. */
+  adminKey(): string;
+  /** Reload status, message included (admin only; `/health` never shows the message). */
+  reloadStatus(): ReloadStatus;
+  /** Explicit reload; throws with the error message (the config in force stays). */
+  reload(): Promise<unknown>;
+  /** A usage report for the filters. */
+  usageReport(filters: ReportFilters): Promise<UsageReport>;
+  /** Volatile process counters for `/skeid/metrics`. */
+  metrics: GatewayMetrics;
+  logger: Logger;
+}
+
+/** Default row limit of `GET /skeid/usage`. */
+const ADMIN_USAGE_LIMIT = 50;
+
+const UNAUTHORIZED_BODY = JSON.stringify({
+  error: { message: "Missing or invalid admin bearer token", type: "unauthorized" },
+});
+
+/** A JSON response. */
+function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body ?? null), {
+    status,
+    headers: { "content-type": "application/json; charset=utf-8", ...headers },
+  });
+}
+
+/** An OpenAI-shaped error, as the data plane answers. */
+function openaiError(status: number, message: string, type = "invalid_request_error"): Response {
+  return json({ error: { message, type } }, status);
+}
+
+/** The request body as JSON; `undefined` for an empty body; throws on bad JSON. */
+async function readJson(c: Context): Promise<unknown> {
+  const text = await c.req.text();
+  if (text.trim() === "") return undefined;
+  return JSON.parse(text);
+}
+
+function isHash(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** A node spec error's message, naming the field when the message does not already. */
+function nodeSpecMessage(e: Error): string {
+  if (e instanceof NodeSpecError && e.field && !e.message.includes(e.field)) {
+    return `${e.field}: ${e.message}`;
+  }
+  return e.message;
+}
+
+/** The admin routes, as a Hono app the server mounts under `/`. */
+export function adminRoutes(deps: AdminDeps): Hono {
+  const { skeid, logger } = deps;
+  const app = new Hono();
+
+  app.use("/skeid/*", async (c, next) => {
+    if (c.req.path.startsWith("/skeid/registry/")) return await next();
+    const key = deps.adminKey();
+    if (key === "") return c.text("Not Found", 404);
+    const token = bearerToken(c.req.header("authorization"));
+    if (token === undefined || !(await secretMatches(token, key))) {
+      return new Response(UNAUTHORIZED_BODY, {
+        status: 401,
+        headers: {
+          "content-type": "application/json; charset=utf-8",
+          "www-authenticate": 'Bearer realm="skeid-admin"',
+        },
+      });
+    }
+    await next();
+  });
+
+  // ---- inventory ---------------------------------------------------------------------------
+
+  app.get("/skeid/nodes", () => json({ nodes: skeid.listNodes() }));
+
+  app.post("/skeid/nodes", async (c) => {
+    let spec: unknown;
+    try {
+      spec = await readJson(c);
+    } catch {
+      return openaiError(400, "body is not valid JSON");
+    }
+    if (!isHash(spec)) return openaiError(400, "body must be a JSON object (a node spec)");
+    try {
+      const node = skeid.addNode(spec);
+      logger.info("admin_node_added", { node_id: node.id });
+      return json({ ok: true, node });
+    } catch (e) {
+      if (!(e instanceof Error)) throw e;
+      return openaiError(400, nodeSpecMessage(e));
+    }
+  });
+
+  app.delete("/skeid/nodes/:id", (c) => {
+    const id = c.req.param("id");
+    if (!skeid.removeNode(id)) return json({ ok: false, error: `unknown node '${id}'` }, 404);
+    logger.info("admin_node_removed", { node_id: id });
+    return json({ ok: true });
+  });
+
+  app.post("/skeid/nodes/:id/health", async (c) => {
+    const id = c.req.param("id");
+    // An unknown node is refused before anything else: this route never creates one.
+    if (!skeid.getNode(id)) return json({ ok: false, error: `unknown node '${id}'` }, 404);
+    let body: unknown;
+    try {
+      body = await readJson(c);
+    } catch {
+      return json({ ok: false, error: "body is not valid JSON" }, 400);
+    }
+    const healthy = isHash(body) ? body.healthy : undefined;
+    if (typeof healthy !== "boolean") {
+      return json({ ok: false, error: "healthy must be true or false" }, 400);
+    }
+    if (!skeid.setNodeHealth(id, healthy)) {
+      return json({ ok: false, error: `unknown node '${id}'` }, 404);
+    }
+    logger.info("admin_node_health", { node_id: id, healthy });
+    return json({ ok: true, id, healthy });
+  });
+
+  // ---- metrics -----------------------------------------------------------------------------
+
+  app.get(
+    "/skeid/metrics/nodes",
+    () => json({ metrics: skeid.nodeMetrics().map(nodeMetricsToWire) }),
+  );
+
+  app.get("/skeid/metrics", () =>
+    new Response(deps.metrics.render(skeid), {
+      headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
+    }));
+
+  // ---- usage -------------------------------------------------------------------------------
+
+  app.get("/skeid/usage", async (c) => {
+    const filters: ReportFilters = {};
+    for (const key of ["since", "api_key_id", "model"] as const) {
+      const v = c.req.query(key);
+      if (v !== undefined && v !== "") filters[key] = v;
+    }
+    const limit = Number.parseInt(c.req.query("limit") ?? "", 10);
+    filters.limit = Number.isFinite(limit) ? limit : ADMIN_USAGE_LIMIT;
+    try {
+      const report = await deps.usageReport(filters);
+      return json(report, report.ok ? 200 : 400);
+    } catch (e) {
+      logger.error("admin_usage_report_failed", { error: String(e) });
+      return json({ ok: false, enabled: false, error: "usage report failed" }, 500);
+    }
+  });
+
+  // ---- config ------------------------------------------------------------------------------
+
+  app.get("/skeid/config", () => json(deps.reloadStatus()));
+
+  app.post("/skeid/config/reload", async () => {
+    try {
+      const result = await deps.reload();
+      return json({ ok: true, config: result ?? null, status: deps.reloadStatus() });
+    } catch (e) {
+      const error = e instanceof Error ? e.message : String(e);
+      return json({ ok: false, error, status: deps.reloadStatus() }, 500);
+    }
+  });
+
+  // ---- the function table ------------------------------------------------------------------
+
+  app.post("/skeid/call/:function", async (c) => {
+    const name = c.req.param("function");
+    let args: unknown;
+    try {
+      args = await readJson(c);
+    } catch {
+      return json({ ok: false, error: `${name}: body is not valid JSON` }, 400);
+    }
+    try {
+      return json(await deps.functions.call(name, args ?? {}));
+    } catch (e) {
+      if (e instanceof FunctionError) return json({ ok: false, error: e.message }, e.status);
+      logger.error("admin_call_failed", { function: name, error: String(e) });
+      return json({ ok: false, error: `${name}: internal error` }, 500);
+    }
+  });
+
+  return app;
+}

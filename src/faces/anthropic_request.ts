@@ -1,0 +1,236 @@
+/**
+ * Anthropic Messages request → the OpenAI chat request sent upstream.
+ *
+ * Carried: model, max_tokens, temperature, top_p, stop_sequences (→ stop), metadata.user_id
+ * (→ user), system, messages (text, image, tool_use, tool_result), tools, tool_choice
+ * (+ disable_parallel_tool_use → parallel_tool_calls:false), stream. Not carried: top_k,
+ * thinking, cache_control, output_config (structured output takes the client's synthetic-tool
+ * path), service_tier and the rest.
+ *
+ * @module
+ */
+import { FaceError, type JsonObject } from "./face.ts";
+import { anthropicImageUrl } from "./images.ts";
+import { argumentsText, isJsonObject, num, obj, str } from "./json.ts";
+
+/** Content blocks that carry nothing upstream and are dropped without complaint. */
+const DROPPED_BLOCKS: ReadonlySet<string> = new Set(["thinking", "redacted_thinking"]);
+
+function required(field: string): FaceError {
+  return new FaceError(400, `${field}: Field required`);
+}
+
+function mustBe(field: string, what: string): FaceError {
+  return new FaceError(400, `${field}: must be ${what}`);
+}
+
+/** Checks the fields every Messages request must have; count_tokens needs no `max_tokens`. */
+export function validateMessagesBody(body: JsonObject, needMaxTokens: boolean): void {
+  if (body.model === undefined || body.model === null) throw required("model");
+  if (typeof body.model !== "string" || body.model === "") {
+    throw mustBe("model", "a non-empty string");
+  }
+  if (body.messages === undefined || body.messages === null) throw required("messages");
+  if (!Array.isArray(body.messages)) throw mustBe("messages", "an array");
+  if (needMaxTokens) {
+    if (body.max_tokens === undefined || body.max_tokens === null) throw required("max_tokens");
+    if (num(body.max_tokens) === undefined) throw mustBe("max_tokens", "a number");
+  }
+  for (const field of ["temperature", "top_p"]) {
+    if (body[field] !== undefined && body[field] !== null && num(body[field]) === undefined) {
+      throw mustBe(field, "a number");
+    }
+  }
+}
+
+/** The system prompt as text: a string, or the `text` of its blocks joined without separator. */
+export function systemText(system: unknown): string {
+  if (typeof system === "string") return system;
+  if (!Array.isArray(system)) return "";
+  return system.map((b) => (isJsonObject(b) ? str(b.text) ?? "" : "")).join("");
+}
+
+/** A tool_result's content as text: a string as is, text blocks joined, anything else as JSON. */
+export function toolResultText(content: unknown): string {
+  if (content === undefined || content === null) return "";
+  if (typeof content === "string") return content;
+  if (
+    Array.isArray(content) &&
+    content.every((b) => isJsonObject(b) && b.type === "text" && typeof b.text === "string")
+  ) {
+    return content.map((b) => (b as { text: string }).text).join("");
+  }
+  return JSON.stringify(content);
+}
+
+/** The parts of one Anthropic message, sorted into what OpenAI takes. */
+interface SortedBlocks {
+  tools: JsonObject[];
+  toolCalls: JsonObject[];
+  /** Text and image parts in client order. */
+  parts: JsonObject[];
+  hasImage: boolean;
+}
+
+function sortBlocks(
+  content: unknown[],
+  role: string,
+  path: string,
+  newToolId: () => string,
+): SortedBlocks {
+  const out: SortedBlocks = { tools: [], toolCalls: [], parts: [], hasImage: false };
+  content.forEach((raw, i) => {
+    const at = `${path}[${i}]`;
+    if (typeof raw === "string") {
+      out.parts.push({ type: "text", text: raw });
+      return;
+    }
+    if (!isJsonObject(raw)) throw mustBe(at, "a content block object");
+    const type = str(raw.type);
+    if (type === "text") {
+      out.parts.push({ type: "text", text: str(raw.text) ?? "" });
+    } else if (type === "image") {
+      if (role === "assistant") {
+        throw new FaceError(400, `${at}: image blocks are only accepted in user messages`);
+      }
+      out.parts.push({ type: "image_url", image_url: { url: anthropicImageUrl(raw.source, at) } });
+      out.hasImage = true;
+    } else if (type === "tool_use") {
+      out.toolCalls.push({
+        id: str(raw.id) || newToolId(),
+        type: "function",
+        function: { name: str(raw.name) || "tool", arguments: argumentsText(raw.input ?? {}) },
+      });
+    } else if (type === "tool_result") {
+      out.tools.push({
+        role: "tool",
+        tool_call_id: str(raw.tool_use_id) ?? str(raw.id) ?? "",
+        content: toolResultText(raw.content),
+      });
+    } else if (type === undefined || !DROPPED_BLOCKS.has(type)) {
+      throw new FaceError(
+        400,
+        `${at}.type: content block type '${type ?? String(raw.type)}' is not supported`,
+      );
+    }
+  });
+  return out;
+}
+
+function joinedText(parts: JsonObject[]): string {
+  return parts.map((p) => (p.type === "text" ? str(p.text) ?? "" : "")).join("");
+}
+
+/** Anthropic `messages` → OpenAI messages (tool results first, in block order). */
+export function mapMessages(messages: unknown[], newToolId: () => string): JsonObject[] {
+  const out: JsonObject[] = [];
+  messages.forEach((raw, i) => {
+    const path = `messages[${i}]`;
+    if (!isJsonObject(raw)) throw mustBe(path, "an object");
+    const role = str(raw.role);
+    if (role !== "user" && role !== "assistant") {
+      throw mustBe(`${path}.role`, "'user' or 'assistant'");
+    }
+    const content = raw.content;
+    if (typeof content === "string") {
+      out.push({ role, content });
+      return;
+    }
+    if (!Array.isArray(content)) throw mustBe(`${path}.content`, "a string or an array");
+    const sorted = sortBlocks(content, role, `${path}.content`, newToolId);
+    out.push(...sorted.tools);
+    const text = joinedText(sorted.parts);
+    if (role === "assistant") {
+      const m: JsonObject = { role };
+      if (text !== "") m.content = text;
+      if (sorted.toolCalls.length > 0) m.tool_calls = sorted.toolCalls;
+      if (text === "" && sorted.toolCalls.length === 0) m.content = "";
+      out.push(m);
+    } else if (sorted.hasImage) {
+      out.push({ role, content: sorted.parts.filter((p) => p.type !== "text" || p.text !== "") });
+    } else if (text !== "") {
+      out.push({ role, content: text });
+    }
+  });
+  return out;
+}
+
+/** Anthropic `tools` → OpenAI function tools (OpenAI-shaped and MCP `inputSchema` entries accepted). */
+export function mapTools(tools: unknown[]): JsonObject[] {
+  return tools.map((raw, i) => {
+    if (!isJsonObject(raw)) throw mustBe(`tools[${i}]`, "an object");
+    if (raw.type === "function" && isJsonObject(raw.function)) return raw;
+    const name = str(raw.name);
+    if (!name) throw required(`tools[${i}].name`);
+    const schema = obj(raw.input_schema) ?? obj(raw.inputSchema) ??
+      { type: "object", properties: {} };
+    return {
+      type: "function",
+      function: { name, description: str(raw.description) ?? "", parameters: schema },
+    };
+  });
+}
+
+/** Anthropic `tool_choice` → OpenAI's; undefined = omit. */
+export function mapToolChoice(choice: unknown): unknown {
+  const c = obj(choice);
+  switch (c && str(c.type)) {
+    case "auto":
+      return "auto";
+    case "any":
+      return "required";
+    case "none":
+      return "none";
+    case "tool": {
+      const name = str(c?.name);
+      return name ? { type: "function", function: { name } } : "auto";
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** What `fromUpstream` and the stream translator need back: the request's stop sequences. */
+export function requestContext(body: JsonObject): JsonObject | undefined {
+  const stops = stopSequences(body);
+  return stops.length > 0 ? { stop_sequences: stops } : undefined;
+}
+
+function stopSequences(body: JsonObject): string[] {
+  const s = body.stop_sequences;
+  if (s === undefined || s === null) return [];
+  if (!Array.isArray(s) || !s.every((x) => typeof x === "string")) {
+    throw mustBe("stop_sequences", "an array of strings");
+  }
+  return s;
+}
+
+/** The OpenAI chat body for an Anthropic Messages body (already validated). */
+export function toChatBody(body: JsonObject, newToolId: () => string): JsonObject {
+  const messages: JsonObject[] = [];
+  const system = systemText(body.system);
+  if (system !== "") messages.push({ role: "system", content: system });
+  messages.push(...mapMessages(body.messages as unknown[], newToolId));
+  const out: JsonObject = { model: body.model, messages, max_tokens: body.max_tokens };
+  if (num(body.temperature) !== undefined) out.temperature = body.temperature;
+  if (num(body.top_p) !== undefined) out.top_p = body.top_p;
+  const stops = stopSequences(body);
+  if (stops.length > 0) out.stop = stops;
+  const user = str(obj(body.metadata)?.user_id);
+  if (user) out.user = user;
+  if (body.tools !== undefined && body.tools !== null) {
+    if (!Array.isArray(body.tools)) throw mustBe("tools", "an array");
+    if (body.tools.length > 0) out.tools = mapTools(body.tools);
+  }
+  // OpenAI-compatible servers refuse tool_choice / parallel_tool_calls without tools.
+  if (out.tools !== undefined) {
+    const choice = mapToolChoice(body.tool_choice);
+    if (choice !== undefined) out.tool_choice = choice;
+    if (obj(body.tool_choice)?.disable_parallel_tool_use === true) out.parallel_tool_calls = false;
+  }
+  if (body.stream === true) {
+    out.stream = true;
+    out.stream_options = { include_usage: true };
+  }
+  return out;
+}

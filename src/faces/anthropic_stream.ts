@@ -1,0 +1,150 @@
+/**
+ * Upstream OpenAI chat stream → Anthropic Messages stream events.
+ *
+ * `message_start` comes first (on the first upstream chunk, or at the end); content blocks open
+ * lazily and are numbered by first appearance: the text block on the first non-empty text, one
+ * `tool_use` block per upstream `tool_calls[].index`; argument fragments go out verbatim as
+ * `input_json_delta` of their call's block. Role-only and usage-only chunks add nothing. At the
+ * end every open block closes in opening order, then `message_delta` (stop reason, usage) and
+ * `message_stop`. A failure ends with `event: error` and no `message_stop`.
+ *
+ * @module
+ */
+import type { AnswerTimings, JsonObject, StreamTranslator } from "./face.ts";
+import { anthropicStop } from "./anthropic_stop.ts";
+import { anthropicErrorBody } from "./errors.ts";
+import { sseFrame } from "./sse.ts";
+import { StreamState, type ToolCallState } from "./stream_state.ts";
+import { anthropicUsage, readChatTokens } from "./usage.ts";
+
+const PING = sseFrame("ping", { type: "ping" });
+
+/** One Anthropic stream; `now` stamps the message id when the upstream sends none. */
+export class AnthropicStreamTranslator implements StreamTranslator {
+  /** Content type of the translated stream. */
+  readonly contentType = "text/event-stream";
+  readonly #state = new StreamState("toolu_skeid_");
+  readonly #open: number[] = [];
+  readonly #toolBlock = new Map<ToolCallState, number>();
+  #textBlock: number | undefined;
+  #started = false;
+  #closed = false;
+
+  constructor(
+    readonly requestedModel: string,
+    readonly context: JsonObject | undefined,
+    readonly now: () => number,
+  ) {}
+
+  /** UTF-8 bytes of text and tool arguments translated so far. */
+  get contentBytes(): number {
+    return this.#state.contentBytes;
+  }
+
+  /** The last usage object the upstream reported. */
+  get usage(): JsonObject | undefined {
+    return this.#state.usage;
+  }
+
+  /** Tool calls seen so far, OpenAI shape. */
+  get toolCalls(): JsonObject[] {
+    return this.#state.toolCalls;
+  }
+
+  /** One parsed upstream chunk → the events it makes (maybe none). */
+  chunk(chunk: JsonObject): string {
+    if (this.#closed) return "";
+    const parts = this.#state.read(chunk);
+    let out = this.#start();
+    if (parts.text !== "") {
+      if (this.#textBlock === undefined) {
+        this.#textBlock = this.#openBlock();
+        out += sseFrame("content_block_start", {
+          type: "content_block_start",
+          index: this.#textBlock,
+          content_block: { type: "text", text: "" },
+        });
+      }
+      out += sseFrame("content_block_delta", {
+        type: "content_block_delta",
+        index: this.#textBlock,
+        delta: { type: "text_delta", text: parts.text },
+      });
+    }
+    for (const { call, opened, fragment } of parts.tools) {
+      let index = this.#toolBlock.get(call);
+      if (opened || index === undefined) {
+        index = this.#openBlock();
+        this.#toolBlock.set(call, index);
+        out += sseFrame("content_block_start", {
+          type: "content_block_start",
+          index,
+          content_block: { type: "tool_use", id: call.id, name: call.name || "tool", input: {} },
+        });
+      }
+      if (fragment !== "") {
+        out += sseFrame("content_block_delta", {
+          type: "content_block_delta",
+          index,
+          delta: { type: "input_json_delta", partial_json: fragment },
+        });
+      }
+    }
+    return out;
+  }
+
+  /** `event: ping` while the upstream is silent. */
+  keepalive(): string {
+    return this.#closed ? "" : PING;
+  }
+
+  /** Closes open blocks, then `message_delta` and `message_stop`. */
+  end(_timings?: AnswerTimings): string {
+    if (this.#closed) return "";
+    let out = this.#start();
+    this.#closed = true;
+    for (const index of this.#open) {
+      out += sseFrame("content_block_stop", { type: "content_block_stop", index });
+    }
+    const s = this.#state;
+    const stop = anthropicStop(s.finishReason, s.matchedStop, this.context, s.calls.length > 0);
+    const usage = anthropicUsage(readChatTokens(s.usage));
+    out += sseFrame("message_delta", { type: "message_delta", delta: stop, usage });
+    out += sseFrame("message_stop", { type: "message_stop" });
+    return out;
+  }
+
+  /** `event: error` with the Anthropic error body; no `message_stop` follows. */
+  fail(status: number, message: string): string {
+    if (this.#closed) return "";
+    this.#closed = true;
+    return sseFrame("error", anthropicErrorBody(status, undefined, message));
+  }
+
+  #openBlock(): number {
+    const index = this.#open.length;
+    this.#open.push(index);
+    return index;
+  }
+
+  #start(): string {
+    if (this.#started) return "";
+    this.#started = true;
+    const usage = this.#state.usage === undefined
+      ? { input_tokens: 0, output_tokens: 0 }
+      : { ...anthropicUsage(readChatTokens(this.#state.usage)), output_tokens: 0 };
+    return sseFrame("message_start", {
+      type: "message_start",
+      message: {
+        id: `msg_${this.#state.upstreamId ?? this.now()}`,
+        type: "message",
+        role: "assistant",
+        model: this.requestedModel,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage,
+      },
+    });
+  }
+}

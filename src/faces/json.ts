@@ -1,0 +1,52 @@
+/**
+ * Narrowing helpers for parsed JSON: client bodies and upstream answers arrive as `unknown`.
+ *
+ * @module
+ */
+import type { JsonObject } from "./face.ts";
+
+/** Whether `v` is a plain JSON object (not null, not an array). */
+export function isJsonObject(v: unknown): v is JsonObject {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** `v` when it is a string, else undefined. */
+export function str(v: unknown): string | undefined {
+  return typeof v === "string" ? v : undefined;
+}
+
+/** `v` when it is a finite number, else undefined. */
+export function num(v: unknown): number | undefined {
+  return typeof v === "number" && Number.isFinite(v) ? v : undefined;
+}
+
+/** `v` when it is a JSON object, else undefined. */
+export function obj(v: unknown): JsonObject | undefined {
+  return isJsonObject(v) ? v : undefined;
+}
+
+/** Parses JSON text into an object; anything else (bad JSON, an array, a scalar) → undefined. */
+export function parseJsonObject(text: string): JsonObject | undefined {
+  try {
+    const v: unknown = JSON.parse(text);
+    return isJsonObject(v) ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Tool-call arguments as an object: an object is taken as is, JSON text is parsed, anything
+ * unparsable becomes `{}` (Anthropic `input` and Ollama `arguments` must be objects).
+ */
+export function argumentsObject(v: unknown): JsonObject {
+  if (isJsonObject(v)) return v;
+  if (typeof v === "string") return parseJsonObject(v) ?? {};
+  return {};
+}
+
+/** Tool-call arguments as JSON text (OpenAI's shape): text is kept, anything else serialized. */
+export function argumentsText(v: unknown): string {
+  if (typeof v === "string") return v;
+  return JSON.stringify(v ?? {});
+}

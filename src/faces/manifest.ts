@@ -1,0 +1,86 @@
+/**
+ * What each face publishes in the provider manifest: its endpoint format, where it sits under
+ * `public_url`, and the capabilities its translator carries upstream (a model's claims are cut
+ * to this list per face — a claim holds at that endpoint or is not made there).
+ *
+ * @module
+ */
+import type { FaceName } from "./face.ts";
+
+/** One face's manifest endpoint description. */
+export interface FaceManifest {
+  /** The manifest's endpoint format id. */
+  readonly format: string;
+  /** Path below `public_url` (`/v1` for OpenAI, root for the others). */
+  readonly path: string;
+  /** Capabilities this face carries. */
+  readonly capabilities: readonly string[];
+}
+
+const TOOL_CHOICE = [
+  "tool_choice_auto",
+  "tool_choice_any",
+  "tool_choice_none",
+  "tool_choice_named",
+];
+
+/** Every face's manifest description. */
+export const FACE_MANIFESTS: Readonly<Record<FaceName, FaceManifest>> = {
+  openai: {
+    format: "openai-chat",
+    path: "/v1",
+    capabilities: [
+      "chat",
+      "streaming",
+      "system_prompt",
+      "tools_native",
+      "tools_hermes",
+      ...TOOL_CHOICE,
+      "parallel_tool_use",
+      "response_format_json_object",
+      "response_format_json_schema",
+      "reasoning_effort",
+      "temperature",
+      "seed",
+      "response_size",
+      "prompt_cache_key",
+      "image_input",
+    ],
+  },
+  anthropic: {
+    format: "anthropic-compat",
+    path: "",
+    capabilities: [
+      "chat",
+      "streaming",
+      "system_prompt",
+      "tools_native",
+      "tools_hermes",
+      ...TOOL_CHOICE,
+      "temperature",
+      "response_size",
+      "image_input",
+    ],
+  },
+  ollama: {
+    format: "ollama",
+    path: "",
+    capabilities: [
+      "chat",
+      "streaming",
+      "system_prompt",
+      "tools_native",
+      "tools_hermes",
+      "temperature",
+      "response_size",
+      "image_input",
+      "response_format_json_object",
+      "response_format_json_schema",
+    ],
+  },
+};
+
+/** The endpoint URL of a face under `publicUrl` (trailing `/` of the URL dropped). */
+export function faceEndpointUrl(face: FaceName, publicUrl: string): string {
+  return publicUrl.replace(/\/+$/, "") + FACE_MANIFESTS[face].path;
+}

@@ -1,0 +1,148 @@
+/**
+ * The Ollama face: `/api/chat`, `/api/generate`, `/api/embed` (and the older `/api/embeddings`)
+ * translated to one OpenAI call and back (streaming in `ollama_stream.ts`; a missing `stream`
+ * means a stream). Listing routes are in `ollama_list.ts`.
+ *
+ * @module
+ */
+import type {
+  AnswerTimings,
+  Face,
+  FaceOptions,
+  JsonObject,
+  StreamTranslator,
+  UpstreamRequest,
+} from "./face.ts";
+import { FaceError } from "./face.ts";
+import { ollamaErrorBody, readUpstreamError } from "./errors.ts";
+import { extractHermesToolCalls } from "./hermes.ts";
+import { isJsonObject, obj, str } from "./json.ts";
+import { closingFields, isoAt, ollamaToolCalls } from "./ollama_answer.ts";
+import { chatToOpenAI, embedToOpenAI, generateToOpenAI } from "./ollama_request.ts";
+import { OllamaStreamTranslator } from "./ollama_stream.ts";
+
+/** The routes this face proxies. */
+export const OLLAMA_ENDPOINTS = [
+  "/api/chat",
+  "/api/generate",
+  "/api/embed",
+  "/api/embeddings",
+] as const;
+
+function messageText(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content.map((p) => (isJsonObject(p) ? str(p.text) ?? "" : "")).join("");
+}
+
+/** Embedding vectors of an OpenAI embeddings answer, in input order. */
+function vectors(answer: JsonObject): unknown[] {
+  const data = Array.isArray(answer.data) ? answer.data.filter(isJsonObject) : [];
+  return [...data]
+    .sort((a, b) => (Number(a.index) || 0) - (Number(b.index) || 0))
+    .map((d) => d.embedding);
+}
+
+/** The Ollama face. */
+export class OllamaFace implements Face {
+  /** The face's name. */
+  readonly name = "ollama" as const;
+  readonly #now: () => number;
+
+  constructor(options: FaceOptions = {}) {
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** An Ollama body → the OpenAI request. */
+  toUpstream(endpoint: string, body: JsonObject): UpstreamRequest {
+    switch (endpoint) {
+      case "/api/chat":
+      case "/api/generate": {
+        const r = endpoint === "/api/chat" ? chatToOpenAI(body) : generateToOpenAI(body);
+        return {
+          path: "/chat/completions",
+          body: r.body,
+          stream: r.stream,
+          requestedModel: r.body.model as string,
+        };
+      }
+      case "/api/embed":
+      case "/api/embeddings": {
+        const out = embedToOpenAI(body, endpoint === "/api/embeddings");
+        return {
+          path: "/embeddings",
+          body: out,
+          stream: false,
+          requestedModel: out.model as string,
+        };
+      }
+      default:
+        throw new FaceError(
+          404,
+          `${endpoint} is not proxied by the ollama face`,
+          "not_found_error",
+        );
+    }
+  }
+
+  /** An OpenAI answer → the Ollama answer of `endpoint`. */
+  fromUpstream(
+    endpoint: string,
+    answer: JsonObject,
+    requestedModel: string,
+    _context?: JsonObject,
+    timings?: AnswerTimings,
+  ): JsonObject {
+    const model = str(answer.model) || requestedModel;
+    if (endpoint === "/api/embeddings") return { embedding: vectors(answer)[0] ?? [] };
+    if (endpoint === "/api/embed") {
+      const closing = closingFields(answer.usage, timings);
+      return {
+        model,
+        embeddings: vectors(answer),
+        total_duration: closing.total_duration,
+        load_duration: 0,
+        prompt_eval_count: closing.prompt_eval_count,
+      };
+    }
+    const choices = Array.isArray(answer.choices) ? answer.choices : [];
+    const choice = obj(choices[0]) ?? {};
+    const message = obj(choice.message) ?? {};
+    let text = messageText(message.content);
+    let calls = ollamaToolCalls(Array.isArray(message.tool_calls) ? message.tool_calls : []);
+    if (calls.length === 0) {
+      const found = extractHermesToolCalls(text);
+      text = found.text;
+      calls = found.calls.map((c) => ({ function: { name: c.name, arguments: c.arguments } }));
+    }
+    const out: JsonObject = { model, created_at: isoAt(this.#now()) };
+    if (endpoint === "/api/generate") out.response = text;
+    else {
+      const m: JsonObject = { role: str(message.role) || "assistant", content: text };
+      if (calls.length > 0) m.tool_calls = calls;
+      out.message = m;
+    }
+    out.done = true;
+    out.done_reason = str(choice.finish_reason) || "stop";
+    return Object.assign(out, closingFields(answer.usage, timings));
+  }
+
+  /** A translator to Ollama NDJSON. */
+  streamTranslator(
+    endpoint: string,
+    requestedModel: string,
+    _context?: JsonObject,
+  ): StreamTranslator {
+    return new OllamaStreamTranslator(requestedModel, endpoint === "/api/generate", this.#now);
+  }
+
+  /** `{"error":"..."}`. */
+  errorBody(_status: number, _type: string, message: string): unknown {
+    return ollamaErrorBody(message);
+  }
+
+  /** The upstream's message as `{"error":"..."}`. */
+  upstreamErrorBody(status: number, body: unknown): unknown {
+    return ollamaErrorBody(readUpstreamError(status, body).message);
+  }
+}

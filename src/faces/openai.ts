@@ -1,0 +1,143 @@
+/**
+ * The OpenAI face: the identity. Bodies go upstream unchanged (the proxy sets the served model
+ * and, for streams, `stream_options`) and answers come back unchanged. Its stream translator
+ * re-frames chunks as they came and does the same accounting as the other faces, so the proxy
+ * can count every face alike.
+ *
+ * @module
+ */
+import type { AnswerTimings, Face, JsonObject, StreamTranslator, UpstreamRequest } from "./face.ts";
+import { FaceError } from "./face.ts";
+import { openaiErrorBody, readUpstreamError } from "./errors.ts";
+import { isJsonObject, obj } from "./json.ts";
+import { StreamState } from "./stream_state.ts";
+import type { ListedModel } from "../core/types.ts";
+
+/** Client route → upstream path below the node's `/v1`. */
+const PATHS: Readonly<Record<string, string>> = {
+  "/v1/chat/completions": "/chat/completions",
+  "/v1/completions": "/completions",
+  "/v1/embeddings": "/embeddings",
+};
+
+/** The routes this face proxies. */
+export const OPENAI_ENDPOINTS = Object.keys(PATHS);
+
+/** The `/v1/models` answer: every model once, in the order given, `created` in epoch seconds. */
+export function modelsBody(models: readonly ListedModel[], nowMs: number): JsonObject {
+  const created = Math.floor(nowMs / 1000);
+  return {
+    object: "list",
+    data: models.map((m) => ({ id: m.model, object: "model", created, owned_by: "skeid" })),
+  };
+}
+
+/**
+ * Accounting over an OpenAI stream. `chunk()` re-frames the chunk as `data: <JSON>\n\n`, except
+ * the usage-only chunk (`choices: []`) of a client that did not ask for usage (DESIGN decision
+ * 3); `end()` writes `data: [DONE]`.
+ */
+export class OpenAIStreamTranslator implements StreamTranslator {
+  /** Content type of the stream. */
+  readonly contentType = "text/event-stream";
+  readonly #state = new StreamState("call_skeid_");
+  #closed = false;
+
+  /** `clientAsksUsage`: the client's own `stream_options.include_usage`. */
+  constructor(readonly clientAsksUsage: boolean) {}
+
+  /** UTF-8 bytes of `delta.content` (or completions `text`) and tool-call argument fragments. */
+  get contentBytes(): number {
+    return this.#state.contentBytes;
+  }
+
+  /** The last usage object the upstream reported. */
+  get usage(): JsonObject | undefined {
+    return this.#state.usage;
+  }
+
+  /** Tool calls seen so far, fragments assembled. */
+  get toolCalls(): JsonObject[] {
+    return this.#state.toolCalls;
+  }
+
+  /** Reads one chunk; returns its frame ('' for a usage-only chunk the client did not ask for). */
+  chunk(chunk: JsonObject): string {
+    if (this.#closed) return "";
+    this.#state.read(chunk);
+    const usageOnly = Array.isArray(chunk.choices) && chunk.choices.length === 0 &&
+      isJsonObject(chunk.usage);
+    if (usageOnly && !this.clientAsksUsage) return "";
+    return `data: ${JSON.stringify(chunk)}\n\n`;
+  }
+
+  /** Nothing: OpenAI clients get the upstream's bytes only. */
+  keepalive(): string {
+    return "";
+  }
+
+  /** `data: [DONE]`. */
+  end(_timings?: AnswerTimings): string {
+    if (this.#closed) return "";
+    this.#closed = true;
+    return "data: [DONE]\n\n";
+  }
+
+  /** A last `data:` frame with the OpenAI error body. */
+  fail(_status: number, message: string): string {
+    if (this.#closed) return "";
+    this.#closed = true;
+    return `data: ${JSON.stringify(openaiErrorBody("upstream_error", message))}\n\n`;
+  }
+}
+
+/** The OpenAI face. */
+export class OpenAIFace implements Face {
+  /** The face's name. */
+  readonly name = "openai" as const;
+
+  /** The body as is, to the matching upstream path; `stream` = `body.stream === true`. */
+  toUpstream(endpoint: string, body: JsonObject): UpstreamRequest {
+    const path = PATHS[endpoint];
+    if (!path) {
+      throw new FaceError(404, `${endpoint} is not proxied by the openai face`, "not_found_error");
+    }
+    if (body.model === undefined || body.model === null) {
+      throw new FaceError(400, "model: Field required");
+    }
+    if (typeof body.model !== "string" || body.model === "") {
+      throw new FaceError(400, "model: must be a non-empty string");
+    }
+    const stream = body.stream === true;
+    const req: UpstreamRequest = { path, body, stream, requestedModel: body.model };
+    if (stream) {
+      req.context = { include_usage: obj(body.stream_options)?.include_usage === true };
+    }
+    return req;
+  }
+
+  /** The answer as is. */
+  fromUpstream(_endpoint: string, answer: JsonObject, _requestedModel: string): JsonObject {
+    return answer;
+  }
+
+  /** Accounting translator (see OpenAIStreamTranslator). */
+  streamTranslator(
+    _endpoint: string,
+    _requestedModel: string,
+    context?: JsonObject,
+  ): StreamTranslator {
+    return new OpenAIStreamTranslator(context?.include_usage === true);
+  }
+
+  /** `{"error":{"message","type"}}`. */
+  errorBody(_status: number, type: string, message: string): unknown {
+    return openaiErrorBody(type, message);
+  }
+
+  /** Passed through unchanged (DESIGN decision 2); a body that is not JSON gets the OpenAI shape. */
+  upstreamErrorBody(status: number, body: unknown): unknown {
+    if (isJsonObject(body)) return body;
+    return openaiErrorBody("upstream_error", readUpstreamError(status, body).message);
+  }
+}
