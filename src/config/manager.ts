@@ -1,0 +1,540 @@
+/**
+ * The config manager: first load, explicit reload, "maybe reload" on a file change, the watcher,
+ * the reload status, the admin key in force, the registry settings and the per-key manifests.
+ *
+ * A reload is all or nothing: the new config is loaded and built completely (load.ts), a changed
+ * usage store is prepared, and only then is the core changed (apply.ts) and the store swapped.
+ * A config that fails keeps the previous one in force, manifests and admin key included, and is
+ * reported by `status()`.
+ *
+ * Change detection is by digest: a new mtime with the same content applies nothing. A failed
+ * version is retried with a back-off (1 s doubling to 60 s) while a new mtime is read at once.
+ * A deleted file keeps the config in force, warned once until it is back. Nothing here is module
+ * state: every gateway in a process has its own manager.
+ *
+ * @module
+ */
+import { basename, dirname, resolve } from "node:path";
+import type { Skeid } from "../core/skeid.ts";
+import type { Node, ReloadStatus } from "../core/types.ts";
+import type { Logger } from "../log.ts";
+import { type NormalizedUsageStoreConfig, normalizeUsageStoreConfig } from "../usage/config.ts";
+import { type AdminKeyResolution, resolveAdminKey } from "./admin_key.ts";
+import { applyLoadedConfig, type ApplyState, initialApplyState } from "./apply.ts";
+import { digestOf } from "./canonical.ts";
+import { type ConfigIssue, formatIssue } from "./errors.ts";
+import {
+  ConfigFileMissingError,
+  loadConfigValue,
+  type LoadedConfig,
+  type LoadOptions,
+  parseConfigText,
+} from "./load.ts";
+import type { RegistrySettings } from "./registry.ts";
+import type { Config } from "./schema.ts";
+import { errorMessage } from "./yaml.ts";
+
+/** A usage store prepared but not yet installed. */
+export interface PreparedUsageStore {
+  /** Installs it (the old store is flushed and let go). Runs after the core commit. */
+  install(): Promise<void>;
+  /** Lets it go unused (the reload failed after it was prepared). */
+  discard?(): Promise<void>;
+}
+
+/** What lives outside the config module. */
+export interface ConfigHooks {
+  /**
+   * Called when the usage store changed (or is first set): prepares the new store without
+   * installing it. Throw to fail the whole reload. Answers the install function (run after the
+   * core commit), or a PreparedUsageStore that can also be discarded.
+   */
+  prepareUsageStore?(
+    cfg: NormalizedUsageStoreConfig,
+  ): Promise<(() => Promise<void>) | PreparedUsageStore>;
+  /** Called after every applied config (e.g. the gateway refreshes what it derived). */
+  onApplied?(cfg: Config): void;
+}
+
+/** What identifies a version of the file without reading it. */
+export interface FileStamp {
+  mtimeMs: number;
+  size?: number;
+  ino?: number | null;
+}
+
+/** What the manager needs of a file system (tests inject one to control mtimes). */
+export interface ConfigFileSystem {
+  /** The file's mtime in ms (with size and inode when known), or null when it does not exist. */
+  stat(path: string): Promise<FileStamp | null>;
+  readTextFile(path: string): Promise<string>;
+}
+
+/** The real file system. */
+export const denoFileSystem: ConfigFileSystem = {
+  async stat(path) {
+    try {
+      const info = await Deno.stat(path);
+      return { mtimeMs: info.mtime?.getTime() ?? 0, size: info.size, ino: info.ino };
+    } catch (e) {
+      if (e instanceof Deno.errors.NotFound) return null;
+      throw e;
+    }
+  },
+  readTextFile: (path) => Deno.readTextFile(path),
+};
+
+/** Construction options of a ConfigManager. */
+export interface ConfigManagerOptions {
+  skeid: Skeid;
+  /** The YAML config file; without one the manager applies an empty config. */
+  path?: string;
+  /** Environment; default `Deno.env.get`. */
+  env?: (name: string) => string | undefined;
+  logger: Logger;
+  /** `--admin-api-key`: outranks the config. */
+  explicitAdminKey?: string;
+  hooks?: ConfigHooks;
+  /** Epoch-ms clock (back-off); default the core's clock. */
+  now?: () => number;
+  /** Fallback mtime poll of `watch()`, ms; default SKEID_CONFIG_RELOAD_INTERVAL (s), else 1000. */
+  reloadIntervalMs?: number;
+  /** File access; default the real file system. */
+  fs?: ConfigFileSystem;
+  /** Default registry instance id; default the hostname. */
+  hostname?: () => string;
+  /** Whether `watch()` listens to folder events besides polling the mtime; default true. */
+  watchEvents?: boolean;
+}
+
+/** First retry of a failed config version, ms. */
+export const RETRY_BASE_MS = 1000;
+/** Longest retry interval, ms. */
+export const RETRY_MAX_MS = 60_000;
+const WATCH_DEBOUNCE_MS = 50;
+const MIN_POLL_MS = 50;
+
+/** The back-off before retry number `attempt` (1-based) of a failed version: 1, 2, 4 … 60 s. */
+export function retryDelayMs(attempt: number): number {
+  return Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** Math.max(0, attempt - 1));
+}
+
+/** SKEID_CONFIG_RELOAD_INTERVAL (seconds, fractions allowed) in ms; default 1000. */
+export function reloadIntervalFromEnv(env: (name: string) => string | undefined): number {
+  const raw = env("SKEID_CONFIG_RELOAD_INTERVAL");
+  const s = raw === undefined || raw.trim() === "" ? NaN : Number(raw);
+  return Number.isFinite(s) && s >= 0 ? s * 1000 : 1000;
+}
+
+/** Loads, applies, watches and reloads one config file for one Skeid. */
+export class ConfigManager {
+  readonly #skeid: Skeid;
+  readonly #path?: string;
+  readonly #env: (name: string) => string | undefined;
+  readonly #logger: Logger;
+  readonly #hooks: ConfigHooks;
+  readonly #now: () => number;
+  readonly #intervalMs: number;
+  readonly #fs: ConfigFileSystem;
+  readonly #hostname?: () => string;
+  readonly #watchEvents: boolean;
+  #explicitAdminKey?: string;
+
+  #loaded?: LoadedConfig;
+  #applyState: ApplyState = initialApplyState();
+  #adminKey: AdminKeyResolution;
+  #status = {
+    ok: true,
+    error: null as string | null,
+    failedAt: null as number | null,
+    failures: 0,
+  };
+  /** The stamp (mtime, size, inode) of the version last read, applied or not. */
+  #stamp?: string;
+  /** The failing version and when to try it again. */
+  #failed?: { textDigest: string; attempt: number; retryAt: number };
+  #missingWarned = false;
+  /** Digest and origin of the usage store running (from a config, or SKEID_USAGE_DB). */
+  #store?: { digest: string; origin: "config" | "env" };
+  #storeRemovedWarned = false;
+
+  #queue: Promise<unknown> = Promise.resolve();
+  #pendingCheck?: Promise<boolean>;
+  #closed = false;
+  #watcher?: Deno.FsWatcher;
+  #watchLoop?: Promise<void>;
+  #timer?: ReturnType<typeof setInterval>;
+  #debounce?: ReturnType<typeof setTimeout>;
+
+  constructor(opts: ConfigManagerOptions) {
+    this.#skeid = opts.skeid;
+    this.#path = opts.path;
+    this.#env = opts.env ?? ((name) => Deno.env.get(name));
+    this.#logger = opts.logger;
+    this.#hooks = opts.hooks ?? {};
+    this.#now = opts.now ?? opts.skeid.now;
+    this.#intervalMs = opts.reloadIntervalMs ?? reloadIntervalFromEnv(this.#env);
+    this.#fs = opts.fs ?? denoFileSystem;
+    this.#hostname = opts.hostname;
+    this.#watchEvents = opts.watchEvents ?? true;
+    this.#explicitAdminKey = opts.explicitAdminKey || undefined;
+    this.#adminKey = resolveAdminKey(undefined, this.#env, this.#explicitAdminKey);
+  }
+
+  /** The config file path, if any. */
+  get path(): string | undefined {
+    return this.#path;
+  }
+
+  /**
+   * The first load: reads and applies the config. Throws ConfigFileMissingError when the file
+   * is not there, ConfigLoadError listing every error when it does not load.
+   */
+  load(): Promise<Config> {
+    return this.#exclusive(async () => {
+      if (this.#path === undefined) {
+        try {
+          await this.#applyChanged(loadConfigValue({}, this.#loadOptions()));
+        } catch (e) {
+          throw this.#fail(e);
+        }
+        return this.#loaded!.config;
+      }
+      await this.#readAndApply("force");
+      return this.#loaded!.config;
+    });
+  }
+
+  /**
+   * Reads the file now and applies it when it differs from the config in force (a failed
+   * version is tried again). Throws on failure; the previous config stays in force.
+   */
+  reload(): Promise<Config> {
+    return this.#exclusive(async () => {
+      if (this.#path !== undefined) await this.#readAndApply("force");
+      return this.#loaded?.config ?? {};
+    });
+  }
+
+  /**
+   * Reloads if the file may have changed: its mtime moved, or a failed version is due for a
+   * retry. Never throws; true when a changed config was applied.
+   */
+  maybeReload(): Promise<boolean> {
+    if (this.#path === undefined || this.#closed) return Promise.resolve(false);
+    // Callers arriving while a check is under way share it: a busy gateway asking on every
+    // dispatch costs one stat at a time, not a queue of them.
+    if (this.#pendingCheck) return this.#pendingCheck;
+    const check: Promise<boolean> = this.#exclusive(async () => {
+      try {
+        return await this.#readAndApply("poll");
+      } catch {
+        return false; // recorded in status() and logged where it failed
+      }
+    }).finally(() => {
+      if (this.#pendingCheck === check) this.#pendingCheck = undefined;
+    });
+    this.#pendingCheck = check;
+    return check;
+  }
+
+  /**
+   * Watches the file's folder (editors replace files rather than write them) and polls its
+   * mtime every reload interval as a fallback, reloading within about a second of an edit.
+   */
+  watch(): void {
+    if (this.#path === undefined || this.#closed || this.#timer !== undefined) return;
+    const file = resolve(this.#path);
+    if (this.#watchEvents) this.#watchFolder(file);
+    this.#timer = setInterval(() => {
+      void this.maybeReload();
+    }, Math.max(MIN_POLL_MS, this.#intervalMs));
+  }
+
+  #watchFolder(file: string): void {
+    try {
+      const watcher = Deno.watchFs(dirname(file), { recursive: false });
+      this.#watcher = watcher;
+      this.#watchLoop = (async () => {
+        try {
+          for await (const event of watcher) {
+            if (event.kind === "access") continue; // our own reads
+            if (event.paths.some((p) => basename(p) === basename(file))) this.#scheduleCheck();
+          }
+        } catch (e) {
+          if (!this.#closed) {
+            this.#logger.warn("config_watch_failed", { path: this.#path, error: errorMessage(e) });
+          }
+        }
+      })();
+    } catch (e) {
+      // The folder cannot be watched (permissions, platform): the mtime poll still works.
+      this.#logger.warn("config_watch_failed", { path: this.#path, error: errorMessage(e) });
+    }
+  }
+
+  /** Stops watching and waits for a reload in progress to finish. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    if (this.#debounce !== undefined) clearTimeout(this.#debounce);
+    this.#timer = this.#debounce = undefined;
+    try {
+      this.#watcher?.close();
+    } catch {
+      // already closed
+    }
+    this.#watcher = undefined;
+    await this.#watchLoop;
+    await this.#queue;
+  }
+
+  /** Whether the last reload succeeded, and if not why, when and how many times in a row. */
+  status(): ReloadStatus {
+    const s = this.#status;
+    return {
+      ok: s.ok,
+      error: s.error,
+      failed_at: s.failedAt === null ? null : isoSeconds(s.failedAt),
+      failures: s.failures,
+    };
+  }
+
+  /** The admin API key in force; `''` = the admin API is off. */
+  adminApiKey(): string {
+    return this.#adminKey.key;
+  }
+
+  /** Sets the explicit admin key (`''` clears it: the config's key takes over at once). */
+  setAdminApiKey(key: string): string {
+    this.#explicitAdminKey = key || undefined;
+    this.#adminKey = resolveAdminKey(this.#loaded?.config, this.#env, this.#explicitAdminKey);
+    this.#logger.info("admin_key_changed", { source: this.#adminKey.source });
+    return this.#adminKey.key;
+  }
+
+  /** The config in force, as written (validated). */
+  current(): Config | undefined {
+    return this.#loaded?.config;
+  }
+
+  /** The warnings of the config in force (skipped entries, duplicate ids, ignored keys). */
+  warnings(): ConfigIssue[] {
+    return this.#loaded?.warnings ?? [];
+  }
+
+  /** The canonical JSON manifest of a customer key id (a short id in the config matches too). */
+  manifestFor(apiKeyId: string): string | undefined {
+    const manifests = this.#loaded?.manifests;
+    if (!manifests) return undefined;
+    return manifests.get(apiKeyId) ??
+      (/^k_[0-9a-f]{40}$/.test(apiKeyId) ? manifests.get(apiKeyId.slice(0, 14)) : undefined);
+  }
+
+  /** Whether the manifest is enabled by the config in force. */
+  manifestEnabled(): boolean {
+    return this.#loaded?.manifest !== undefined;
+  }
+
+  /** The registry settings in force, or undefined when the registry is off. */
+  registry(): RegistrySettings | undefined {
+    return this.#loaded?.registry;
+  }
+
+  // ---- internals -----------------------------------------------------------------------------
+
+  #exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#queue.then(fn, fn);
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  #scheduleCheck(): void {
+    if (this.#closed) return;
+    if (this.#debounce !== undefined) clearTimeout(this.#debounce);
+    // A short debounce: an in-place write arrives as several events.
+    this.#debounce = setTimeout(() => {
+      this.#debounce = undefined;
+      if (this.#closed) return;
+      // The folder says the file changed: read it even if its mtime (ms) looks the same.
+      void this.#exclusive(() => this.#readAndApply("event").catch(() => false));
+    }, WATCH_DEBOUNCE_MS);
+  }
+
+  #loadOptions(): LoadOptions {
+    return {
+      env: this.#env,
+      source: this.#path,
+      explicitAdminKey: this.#explicitAdminKey,
+      currentNodes: () => this.#currentNodes(),
+      currentAliases: () => this.#skeid.aliases,
+      hostname: this.#hostname,
+    };
+  }
+
+  #currentNodes(): readonly Node[] {
+    try {
+      return this.#skeid.listNodes();
+    } catch {
+      return [];
+    }
+  }
+
+  /**
+   * Reads the file and applies it if it changed. `poll` reads only when the stamp moved or a
+   * retry is due; `event` (the watcher saw the file change) and `force` (load, explicit reload)
+   * always read. Answers whether a changed config was applied.
+   */
+  async #readAndApply(mode: "poll" | "event" | "force"): Promise<boolean> {
+    const force = mode === "force";
+    const path = this.#path!;
+    const st = await this.#fs.stat(path).catch((e) => {
+      throw this.#fail(e, undefined);
+    });
+    if (st === null) {
+      if (force) throw this.#fail(new ConfigFileMissingError(path), undefined);
+      if (!this.#missingWarned) {
+        this.#missingWarned = true;
+        this.#logger.warn("config_file_missing", {
+          path,
+          message: "config file disappeared; the config in force stays until it is back",
+        });
+      }
+      return false;
+    }
+    if (this.#missingWarned) {
+      this.#missingWarned = false;
+      this.#logger.info("config_file_back", { path });
+    }
+    const stamp = `${st.mtimeMs}:${st.size ?? ""}:${st.ino ?? ""}`;
+    if (mode === "poll" && stamp === this.#stamp) {
+      if (!this.#failed || this.#now() < this.#failed.retryAt) return false;
+    }
+    this.#stamp = stamp;
+    let text: string;
+    try {
+      text = await this.#fs.readTextFile(path);
+    } catch (e) {
+      throw this.#fail(e instanceof Deno.errors.NotFound ? new ConfigFileMissingError(path) : e);
+    }
+    const textDigest = digestOf(text);
+    let loaded: LoadedConfig;
+    try {
+      const parsed = parseConfigText(text, path);
+      if (this.#loaded && parsed.digest === this.#loaded.digest) {
+        // Same content as the config in force (a touch, or a revert after a failed edit).
+        this.#succeeded();
+        return false;
+      }
+      loaded = loadConfigValue(parsed.value, this.#loadOptions(), parsed.lineOf);
+      await this.#applyChanged(loaded);
+    } catch (e) {
+      throw this.#fail(e, textDigest);
+    }
+    return true;
+  }
+
+  /** Prepares the store, commits to the core, installs the store; throws before any change. */
+  async #applyChanged(loaded: LoadedConfig): Promise<void> {
+    // The usage store a config names, or SKEID_USAGE_DB as the default when none ever has.
+    let store:
+      | { digest: string; normalized: NormalizedUsageStoreConfig; origin: "config" | "env" }
+      | undefined = loaded.usageStore ? { ...loaded.usageStore, origin: "config" } : undefined;
+    if (!store && !this.#store) {
+      const dbPath = this.#env("SKEID_USAGE_DB");
+      if (dbPath) {
+        const raw = { backend: "sqlite", sqlite_path: dbPath };
+        store = {
+          digest: digestOf({ env: raw }),
+          normalized: normalizeUsageStoreConfig(raw, { env: this.#env }),
+          origin: "env",
+        };
+      }
+    }
+    let prepared: PreparedUsageStore | undefined;
+    if (store && store.digest !== this.#store?.digest && this.#hooks.prepareUsageStore) {
+      const answer = await this.#hooks.prepareUsageStore(store.normalized);
+      prepared = typeof answer === "function" ? { install: answer } : answer;
+    }
+
+    let changes: string[];
+    try {
+      const result = applyLoadedConfig(this.#skeid, loaded, this.#applyState);
+      this.#applyState = result.state;
+      changes = result.changes;
+    } catch (e) {
+      await prepared?.discard?.().catch(() => {});
+      throw e;
+    }
+
+    // Committed: from here on nothing may fail the reload.
+    this.#loaded = loaded;
+    this.#adminKey = loaded.adminKey;
+    if (store) {
+      if (store.digest !== this.#store?.digest) {
+        changes.push(`usage store ${this.#store ? "changed" : "set"}`);
+      }
+      this.#store = { digest: store.digest, origin: store.origin };
+      this.#storeRemovedWarned = false;
+    } else if (this.#store?.origin === "config" && !this.#storeRemovedWarned) {
+      this.#storeRemovedWarned = true;
+      this.#logger.warn("usage_store_removed", {
+        path: this.#path,
+        message:
+          "usage_store was removed from the config; the running store stays in force until restart",
+      });
+    }
+    if (prepared) {
+      try {
+        await prepared.install();
+      } catch (e) {
+        this.#logger.error("usage_store_install_failed", { error: errorMessage(e) });
+      }
+    }
+    this.#succeeded();
+    this.#logger.info("config_applied", { path: this.#path ?? null, changes });
+    for (const w of loaded.warnings) {
+      this.#logger.warn("config_warning", { path: this.#path ?? null, warning: formatIssue(w) });
+    }
+    try {
+      this.#hooks.onApplied?.(loaded.config);
+    } catch (e) {
+      this.#logger.error("config_on_applied_failed", { error: errorMessage(e) });
+    }
+  }
+
+  #succeeded(): void {
+    this.#status = { ok: true, error: null, failedAt: null, failures: 0 };
+    this.#failed = undefined;
+  }
+
+  /** Records a failed attempt (status, back-off, log); answers the error to throw. */
+  #fail(e: unknown, textDigest?: string): unknown {
+    const now = this.#now();
+    const message = errorMessage(e);
+    const attempt = this.#failed && textDigest !== undefined &&
+        this.#failed.textDigest === textDigest
+      ? this.#failed.attempt + 1
+      : 1;
+    const retryIn = retryDelayMs(attempt);
+    this.#failed = { textDigest: textDigest ?? "", attempt, retryAt: now + retryIn };
+    this.#status = {
+      ok: false,
+      error: message,
+      failedAt: now,
+      failures: this.#status.failures + 1,
+    };
+    this.#logger.error("config_reload_failed", {
+      path: this.#path ?? null,
+      error: message,
+      failures: this.#status.failures,
+      retry_in_ms: retryIn,
+    });
+    return e;
+  }
+}
+
+/** ISO-8601 UTC to the second (`2026-09-25T16:08:30Z`). */
+function isoSeconds(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
+}

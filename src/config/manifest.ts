@@ -1,0 +1,293 @@
+/**
+ * The provider manifest (seed "Provider Manifest", schema v1): per customer key, the models that
+ * key's own `keys:` entry grants, on every published face, with capability claims cut per face to
+ * what that face carries upstream. Built and validated once at config load and stored as
+ * canonical JSON under the key id, so a request costs one lookup and one key's manifest cannot be
+ * served for another.
+ *
+ * @module
+ */
+import type { Alias, Node, Policy } from "../core/types.ts";
+import type { PathSegment } from "./errors.ts";
+import { canonicalJson } from "./canonical.ts";
+import type { ManifestConfig } from "./schema.ts";
+import { isRecord } from "./yaml.ts";
+
+/** The faces a manifest can publish. */
+export type ManifestFace = "openai" | "anthropic" | "ollama";
+
+/** Every capability flag a manifest model may claim (Langertha `model_capabilities`). */
+export const MODEL_CAPABILITIES: readonly string[] = [
+  "chat",
+  "streaming",
+  "tools_native",
+  "tools_hermes",
+  "tool_choice_auto",
+  "tool_choice_any",
+  "tool_choice_none",
+  "tool_choice_named",
+  "parallel_tool_use",
+  "response_format_json_object",
+  "response_format_json_schema",
+  "reasoning_effort",
+  "thinking_budget",
+  "temperature",
+  "seed",
+  "system_prompt",
+  "response_size",
+  "prompt_cache",
+  "prompt_cache_key",
+  "server_tools",
+  "image_input",
+];
+
+/** Per face: manifest dialect, path below public_url, and the claims its translator carries. */
+export const MANIFEST_FACES: Readonly<
+  Record<ManifestFace, { dialect: string; path: string; carries: readonly string[] }>
+> = {
+  openai: {
+    dialect: "openai-chat",
+    path: "/v1",
+    carries: [
+      "chat",
+      "streaming",
+      "system_prompt",
+      "tools_native",
+      "tools_hermes",
+      "tool_choice_auto",
+      "tool_choice_any",
+      "tool_choice_none",
+      "tool_choice_named",
+      "parallel_tool_use",
+      "response_format_json_object",
+      "response_format_json_schema",
+      "reasoning_effort",
+      "temperature",
+      "seed",
+      "response_size",
+      "prompt_cache_key",
+      "image_input",
+    ],
+  },
+  anthropic: {
+    dialect: "anthropic-compat",
+    path: "",
+    carries: [
+      "chat",
+      "streaming",
+      "system_prompt",
+      "tools_native",
+      "tools_hermes",
+      "tool_choice_auto",
+      "tool_choice_any",
+      "tool_choice_none",
+      "tool_choice_named",
+      "temperature",
+      "response_size",
+      "image_input",
+    ],
+  },
+  ollama: {
+    dialect: "ollama",
+    path: "",
+    carries: [
+      "chat",
+      "streaming",
+      "system_prompt",
+      "tools_native",
+      "tools_hermes",
+      "temperature",
+      "response_size",
+      "image_input",
+      "response_format_json_object",
+      "response_format_json_schema",
+    ],
+  },
+};
+
+const ALL_FACES: readonly ManifestFace[] = ["openai", "anthropic", "ollama"];
+const DEFAULT_CLAIMS: Readonly<Record<string, boolean>> = { chat: true, streaming: true };
+
+/** An enabled manifest section, resolved. */
+export interface ManifestSettings {
+  /** Where clients reach Skeid, without a trailing slash. */
+  publicUrl: string;
+  /** The origin of publicUrl (the manifest's `issuer`). */
+  issuer: string;
+  providerId: string;
+  faces: ManifestFace[];
+  /** Declared claims per requested model name. */
+  capabilities: Map<string, Record<string, boolean>>;
+}
+
+/** A problem, located below `manifest` (or wherever `segments` says for grants). */
+export interface ManifestProblem {
+  segments: PathSegment[];
+  message: string;
+}
+
+/** Resolves the section: no settings when absent or not enabled. */
+export function resolveManifest(
+  section: ManifestConfig | null | undefined,
+): { settings?: ManifestSettings; problems: ManifestProblem[] } {
+  if (!section || section.enabled !== true) return { problems: [] };
+  const problems: ManifestProblem[] = [];
+  let publicUrl = "";
+  let issuer = "";
+  const raw = section.public_url ?? "";
+  if (raw === "") {
+    problems.push({
+      segments: ["public_url"],
+      message: "required when the manifest is enabled (where clients reach Skeid)",
+    });
+  } else {
+    let url: URL | undefined;
+    try {
+      url = new URL(raw);
+    } catch {
+      url = undefined;
+    }
+    if (!url || (url.protocol !== "http:" && url.protocol !== "https:")) {
+      problems.push({ segments: ["public_url"], message: "must be an http(s) URL" });
+    } else {
+      publicUrl = raw.replace(/\/+$/, "");
+      issuer = url.origin;
+    }
+  }
+  const faces: ManifestFace[] = [];
+  (section.faces ?? ALL_FACES).forEach((face, i) => {
+    const f = face.trim().toLowerCase();
+    if (!(ALL_FACES as readonly string[]).includes(f)) {
+      problems.push({
+        segments: ["faces", i],
+        message: `unknown face '${face}' (expected one of: ${ALL_FACES.join(", ")})`,
+      });
+    } else if (!faces.includes(f as ManifestFace)) faces.push(f as ManifestFace);
+  });
+  if (section.faces && section.faces.length === 0) {
+    problems.push({ segments: ["faces"], message: "must name at least one face" });
+  }
+  const carried = new Set(faces.flatMap((f) => MANIFEST_FACES[f].carries));
+  const capabilities = new Map<string, Record<string, boolean>>();
+  for (const [model, claims] of Object.entries(section.capabilities ?? {})) {
+    const declared: Record<string, boolean> = {};
+    for (const [flag, on] of Object.entries(claims ?? {})) {
+      if (!MODEL_CAPABILITIES.includes(flag)) {
+        problems.push({
+          segments: ["capabilities", model, flag],
+          message: `unknown capability '${flag}' (expected one of: ${
+            MODEL_CAPABILITIES.join(", ")
+          })`,
+        });
+      } else if (on && !carried.has(flag)) {
+        problems.push({
+          segments: ["capabilities", model, flag],
+          message: `capability '${flag}' is carried by no published face (${faces.join(", ")})`,
+        });
+      } else declared[flag] = on;
+    }
+    capabilities.set(model, declared);
+  }
+  if (problems.length > 0) return { problems };
+  return {
+    settings: {
+      publicUrl,
+      issuer,
+      providerId: section.provider_id ?? "skeid",
+      faces: ALL_FACES.filter((f) => faces.includes(f)),
+      capabilities,
+    },
+    problems,
+  };
+}
+
+/** One key's manifest grant as written under `keys:`. */
+export interface ManifestGrant {
+  /** The `keys:` entry (a names name or a key id). */
+  entry: string;
+  /** The models granted, as written (order kept). */
+  models: string[];
+}
+
+/** Reads the `manifest: {models}` grants out of the `keys:` section. */
+export function manifestGrants(
+  keys: Record<string, unknown> | null | undefined,
+): { grants: ManifestGrant[]; problems: ManifestProblem[] } {
+  const grants: ManifestGrant[] = [];
+  const problems: ManifestProblem[] = [];
+  for (const [entry, spec] of Object.entries(keys ?? {})) {
+    if (!isRecord(spec) || spec.manifest === undefined || spec.manifest === null) continue;
+    const m = spec.manifest;
+    if (!isRecord(m)) {
+      problems.push({
+        segments: [entry, "manifest"],
+        message: "must be a mapping {models: [...]}",
+      });
+      continue;
+    }
+    const list = typeof m.models === "string"
+      ? m.models.split(/[\s,]+/).filter((s) => s !== "")
+      : m.models ?? [];
+    if (!Array.isArray(list) || list.some((x) => typeof x !== "string" || x === "")) {
+      problems.push({
+        segments: [entry, "manifest", "models"],
+        message: "must be a list of model names",
+      });
+      continue;
+    }
+    grants.push({ entry, models: list as string[] });
+  }
+  return { grants, problems };
+}
+
+/** What a key could reach: the inventory and aliases that will be in force. */
+export interface Reach {
+  nodes: readonly Pick<Node, "model" | "tags">[];
+  aliases: ReadonlyMap<string, Alias>;
+}
+
+/**
+ * Whether a key under `policy` (null = unrestricted) can be served `model`: its policy grants
+ * the name, and it is an alias with a tier the policy does not deny, or a node model served by
+ * a node carrying no denied tag (the same narrowing as `listModels`).
+ */
+export function canReach(model: string, policy: Policy | null, reach: Reach): boolean {
+  if (policy?.models && !policy.models.has(model)) return false;
+  const deny = policy?.deny_tags ?? [];
+  const denied = (tags: readonly string[]) => tags.some((t) => deny.includes(t));
+  const alias = reach.aliases.get(model);
+  if (alias) return alias.tiers.some((tier) => !denied(tier.tags));
+  return reach.nodes.some((n) => n.model === model && !denied(n.tags));
+}
+
+/** The canonical JSON (sorted keys) of one key's manifest v1. */
+export function buildManifest(settings: ManifestSettings, models: readonly string[]): string {
+  const endpoints = settings.faces.map((face) => ({
+    id: face,
+    dialect: MANIFEST_FACES[face].dialect,
+    base_url: settings.publicUrl + MANIFEST_FACES[face].path,
+    auth_ref: "api_key",
+  }));
+  const entries = [];
+  for (const model of [...new Set(models)].sort()) {
+    const claims = { ...DEFAULT_CLAIMS, ...settings.capabilities.get(model) };
+    for (const face of settings.faces) {
+      const carries = MANIFEST_FACES[face].carries;
+      const capabilities: Record<string, boolean> = {};
+      for (const [flag, on] of Object.entries(claims)) {
+        if (on && carries.includes(flag)) capabilities[flag] = true;
+      }
+      entries.push({ id: model, endpoint_ref: face, capabilities });
+    }
+  }
+  return canonicalJson({
+    schema_version: 1,
+    kind: "langertha-provider",
+    provider_id: settings.providerId,
+    issuer: settings.issuer,
+    endpoints,
+    auth: [{ id: "api_key", type: "api_key" }],
+    models: entries,
+    extensions: {},
+  });
+}

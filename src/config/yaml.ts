@@ -1,0 +1,128 @@
+/**
+ * YAML text → plain data, keeping where each value was written so that every config error can
+ * name its line. Syntax errors are reported with line and column.
+ *
+ * @module
+ */
+import { isMap, isScalar, isSeq, LineCounter, parseDocument } from "yaml";
+import { type ConfigIssue, ConfigLoadError, type PathSegment } from "./errors.ts";
+
+/** A parsed YAML document: its data and a way back from a config path to a source line. */
+export interface ParsedYaml {
+  /** The document as plain data (`undefined` for an empty document). */
+  readonly value: unknown;
+  /** The line of the deepest part of `path` that exists in the source. */
+  lineOf(path: readonly PathSegment[]): number | undefined;
+}
+
+/** Parses YAML text; throws ConfigLoadError naming line and column of every syntax error. */
+export function parseYaml(text: string, source?: string): ParsedYaml {
+  const counter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: counter, prettyErrors: false, merge: true });
+  if (doc.errors.length > 0) {
+    const issues: ConfigIssue[] = doc.errors.map((e) => {
+      const pos = counter.linePos(e.pos[0]);
+      return { path: "", line: pos.line, col: pos.col, message: firstLine(e.message) };
+    });
+    throw new ConfigLoadError(issues, source);
+  }
+  let value: unknown;
+  try {
+    value = doc.toJS({ maxAliasCount: 1000 });
+  } catch (e) {
+    throw new ConfigLoadError([{ path: "", message: errorMessage(e) }], source);
+  }
+  const lineAt = (offset: number | undefined) =>
+    offset === undefined ? undefined : counter.linePos(offset).line;
+  return {
+    value,
+    lineOf(path) {
+      let node: unknown = doc.contents;
+      let line = lineAt(rangeStart(node));
+      for (const seg of path) {
+        if (isMap(node)) {
+          const pair = node.items.find((p) =>
+            isScalar(p.key) ? String(p.key.value) === String(seg) : false
+          );
+          if (!pair) break;
+          line = lineAt(rangeStart(pair.key)) ?? line;
+          node = pair.value;
+        } else if (isSeq(node) && typeof seg === "number") {
+          const item = node.items[seg];
+          if (item === undefined) break;
+          line = lineAt(rangeStart(item)) ?? line;
+          node = item;
+        } else break;
+      }
+      return line;
+    },
+  };
+}
+
+function rangeStart(node: unknown): number | undefined {
+  if (node !== null && typeof node === "object" && "range" in node) {
+    const range = (node as { range?: [number, number, number] | null }).range;
+    return range ? range[0] : undefined;
+  }
+  return undefined;
+}
+
+function firstLine(message: string): string {
+  return message.split("\n")[0].trim();
+}
+
+/** The message of a thrown value. */
+export function errorMessage(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/**
+ * Splits a printed config path (`keys.alice.policy`, `pricing.gpt-4.1`, `nodes[2]`) into
+ * segments, resolving each step against `value` so that keys containing dots still match.
+ * Steps that do not exist in `value` are split on dots as a fallback.
+ */
+export function pathSegments(value: unknown, path: string): PathSegment[] {
+  const out: PathSegment[] = [];
+  let rest = path;
+  let node = value;
+  while (rest !== "") {
+    const before = rest.length;
+    if (rest.startsWith(".")) rest = rest.slice(1);
+    const index = /^\[(\d+)\]/.exec(rest);
+    if (index) {
+      const i = Number(index[1]);
+      out.push(i);
+      node = Array.isArray(node) ? node[i] : undefined;
+      rest = rest.slice(index[0].length);
+      continue;
+    }
+    const quoted = /^\["((?:[^"\\]|\\.)*)"\]/.exec(rest);
+    if (quoted) {
+      const key = JSON.parse(`"${quoted[1]}"`) as string;
+      out.push(key);
+      node = isRecord(node) ? node[key] : undefined;
+      rest = rest.slice(quoted[0].length);
+      continue;
+    }
+    let key: string | undefined;
+    if (isRecord(node)) {
+      for (const k of Object.keys(node)) {
+        if (
+          (rest === k || rest.startsWith(k + ".") || rest.startsWith(k + "[")) &&
+          (key === undefined || k.length > key.length)
+        ) key = k;
+      }
+    }
+    if (key === undefined) key = /^[^.[]*/.exec(rest)![0];
+    out.push(key);
+    node = isRecord(node) ? node[key] : undefined;
+    rest = rest.slice(key.length);
+    if (rest.length >= before) break; // no progress (a stray bracket): stop here
+  }
+  return out;
+}
+
+/** Whether `v` is a plain mapping. */
+export function isRecord(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}

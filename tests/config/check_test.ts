@@ -1,0 +1,176 @@
+import { assert, assertEquals, assertMatch } from "./assert.ts";
+import { run } from "../../src/cli/check.ts";
+
+const EXAMPLE = new URL("../../config.example.yaml", import.meta.url);
+const MAIN = new URL("../../src/main.ts", import.meta.url);
+
+/** Runs `skeid check` in-process with captured output. */
+async function check(args: string[], env: Record<string, string> = {}) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await run(args, {
+    out: (l) => out.push(l),
+    err: (l) => err.push(l),
+    env: (n) => env[n],
+  });
+  return { code, out, err };
+}
+
+/** 1-based line of the first line of `text` containing `needle`. */
+function lineOf(text: string, needle: string): number {
+  const i = text.split("\n").findIndex((l) => l.includes(needle));
+  if (i < 0) throw new Error(`not in text: ${needle}`);
+  return i + 1;
+}
+
+Deno.test("config.example.yaml passes skeid check", async () => {
+  const r = await check(["--config", EXAMPLE.pathname]);
+  assertEquals(r.err, []);
+  assertEquals(r.code, 0);
+  assertMatch(
+    r.out[0],
+    /^ok: .*config\.example\.yaml \(4 nodes, 2 aliases, 3 prices, 2 policies, 3 keys, 2 names, usage store jsonlog, admin off, registry off, manifest on \(1 key\)\)$/,
+  );
+});
+
+Deno.test("config.example.yaml holds no secret, only variable names", async () => {
+  const text = await Deno.readTextFile(EXAMPLE);
+  assert(!/^\s*(api_key|admin_api_key|password|secret):/m.test(text), "no key written inline");
+  assertMatch(text, /api_key_env: SKEID_ADMIN_API_KEY/);
+  assertMatch(text, /secret_env: SKEID_REGISTRY_SECRET/);
+});
+
+Deno.test("a broken copy of the example lists each error with its path and line", async () => {
+  const good = await Deno.readTextFile(EXAMPLE);
+  const broken = good
+    .replace("engine: sglang", "engine: openai-compatible")
+    .replace("max_conns: 64", "max_conns: lots")
+    .replace("output_per_million: 0.79", "output_per_million: -0.79")
+    .replace("wait_poll_ms: 25", "wait_poll_ms: 0")
+    .replace("error_window_s: 60", "error_window_s: 60\n  secret: hunter2")
+    .replace("tool_choice_auto: true", "tool_choice_auto: true, telepathy: true")
+    .replace("default_policy: standard", "default_policy: platinum")
+    .replace("backend: jsonlog", "backend: papyrus");
+  const dir = await Deno.makeTempDir({ prefix: "skeid-check-" });
+  const path = `${dir}/broken.yaml`;
+  try {
+    await Deno.writeTextFile(path, broken);
+    const r = await check(["--config", path]);
+    assertEquals(r.code, 1);
+    assertEquals(r.out, []);
+    assertEquals(r.err[0], `skeid check: ${path}: 8 errors`);
+    const expected = [
+      `error: nodes[1].engine (line ${
+        lineOf(broken, "openai-compatible")
+      }): unknown engine 'openai-compatible' (expected one of: `,
+      `error: nodes[3].max_conns (line ${lineOf(broken, "max_conns: lots")}): `,
+      `error: pricing["llama-3.3-70b-versatile"].output_per_million (line ${
+        lineOf(broken, "-0.79")
+      }): output_per_million must be a number >= 0`,
+      `error: default_policy (line ${lineOf(broken, "default_policy:")}): `,
+      `error: routing.wait_poll_ms (line ${lineOf(broken, "wait_poll_ms: 0")}): must be >= 1`,
+      `error: registry.secret (line ${lineOf(broken, "secret: hunter2")}): unknown key`,
+      `error: manifest.capabilities.house-model.telepathy (line ${
+        lineOf(broken, "telepathy")
+      }): unknown capability 'telepathy'`,
+      `error: usage_store.backend (line ${lineOf(broken, "papyrus")}): `,
+    ];
+    const lines = r.err.slice(1);
+    assertEquals(lines.length, expected.length, lines.join("\n"));
+    for (const [i, prefix] of expected.entries()) {
+      assert(lines[i].startsWith(prefix), `expected ${prefix}\n     got ${lines[i]}`);
+    }
+    assert(
+      !r.err.join("\n").includes("hunter2"),
+      "a value written where a secret went is not echoed",
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("check prints skipped-entry and worker-share warnings and still passes", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "skeid-check-" });
+  const path = `${dir}/warn.yaml`;
+  try {
+    await Deno.writeTextFile(
+      path,
+      "routing: {frontend_count: 4}\nnodes:\n  - {id: a, url: 'http://a:1', max_conns: 2}\n" +
+        "  - {url: 'http://b:1'}\n",
+    );
+    const r = await check(["--config", path]);
+    assertEquals(r.code, 0);
+    assertMatch(r.out[0], /^ok: .*\(1 node, /);
+    assertEquals(r.out[1], "warning: nodes[1] (line 4): skipped: a node needs both id and url");
+    assertEquals(r.out.length, 3, r.out.join("\n"));
+    assertMatch(r.out[2], /^warning: .*'a'.*2/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("check: a missing file exits 2 with a clear message; no --config exits 2", async () => {
+  const r = await check(["--config", "/nonexistent/skeid.yaml"]);
+  assertEquals(r.code, 2);
+  assertEquals(r.err, ["skeid check: config file not found: /nonexistent/skeid.yaml"]);
+  const none = await check([]);
+  assertEquals(none.code, 2);
+  assertMatch(none.err[0], /--config FILE is required/);
+});
+
+Deno.test("check: the registry's secret variable is read as serve would read it", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "skeid-check-" });
+  const path = `${dir}/reg.yaml`;
+  try {
+    await Deno.writeTextFile(
+      path,
+      "admin: {api_key_env: ADM}\nregistry: {enabled: true, secret_env: REG}\n",
+    );
+    const fails = await check(["--config", path], { ADM: "a" });
+    assertEquals(fails.code, 1);
+    assertMatch(fails.err[1], /^error: registry\.secret_env \(line 2\): variable REG is empty/);
+    const passes = await check(["--config", path], { ADM: "a", REG: "r".repeat(32) });
+    assertEquals(passes.code, 0);
+    assertMatch(passes.out[0], /admin on \(admin\.api_key_env\), registry on/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("skeid check runs as a subcommand of the CLI", async () => {
+  const cmd = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--allow-read",
+      "--allow-env",
+      "--allow-sys=hostname",
+      MAIN.pathname,
+      "check",
+      "--config",
+      EXAMPLE.pathname,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  });
+  const { code, stdout, stderr } = await cmd.output();
+  const out = new TextDecoder().decode(stdout);
+  assertEquals(code, 0, new TextDecoder().decode(stderr));
+  assertMatch(out, /^ok: .*config\.example\.yaml \(4 nodes/);
+  const missing = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--allow-read",
+      "--allow-env",
+      MAIN.pathname,
+      "check",
+      "--config",
+      "/nope.yaml",
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assertEquals(missing.code, 2);
+});
