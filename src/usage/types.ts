@@ -109,3 +109,24 @@ export interface UsageRecorder {
   /** Hands one event to the ledger; the write happens off the request path. */
   record(event: UsageEvent): void;
 }
+
+/** The backends a usage store can be. `callback` is the custom sink set on the ledger. */
+export type UsageBackend = "jsonlog" | "sqlite" | "postgresql" | "callback";
+
+/**
+ * One usage store. Only the ledger's background writer calls `write`; reports are admin-only.
+ * Every write is idempotent on `event_id`, so a replayed batch never duplicates a row.
+ */
+export interface UsageStore {
+  readonly backend: UsageBackend;
+  /** For logs: backend and path or host, never a password. */
+  readonly description: string;
+  /** Creates the directory, file or schema; throws when the store is unusable. */
+  prepare(): Promise<void>;
+  /** Writes one batch in one transaction; throws on failure (see `UsageWriteError`). */
+  write(events: UsageEvent[]): Promise<void>;
+  /** The report for `filters` (already normalized: empty filters dropped, limit 1–500). */
+  report(filters: ReportFilters): Promise<UsageReport>;
+  /** Releases files, handles and connections. */
+  close(): Promise<void>;
+}

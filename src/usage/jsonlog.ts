@@ -1,0 +1,220 @@
+/**
+ * The jsonlog usage store: no database. Dir mode writes one `<id>.json` per event (temp name,
+ * then rename, so a reader never sees half a file and a replay just rewrites the same file);
+ * file mode appends JSON lines, one locked write per batch. Reports read the files.
+ *
+ * @module
+ */
+import { dirname, join } from "node:path";
+import type { JsonlogStoreConfig } from "./config.ts";
+import { aggregate } from "./report.ts";
+import { errorMessage } from "./secret.ts";
+import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";
+
+const encoder = new TextEncoder();
+/** Files written or read at once in dir mode. */
+const PARALLEL_FILES = 16;
+
+/**
+ * The id of an event's record: UTC `YYYYMMDD-HHMMSS-` of its created_at, then its event_id —
+ * so dir-mode file names sort by time and the same event always gets the same name.
+ */
+export function jsonlogRecordId(event: Pick<UsageEvent, "created_at" | "event_id">): string {
+  const digits = event.created_at.replace(/\D/g, "").slice(0, 14).padEnd(14, "0");
+  const safe = event.event_id.replace(/[^A-Za-z0-9_-]/g, "_");
+  return `${digits.slice(0, 8)}-${digits.slice(8, 14)}-${safe}`;
+}
+
+/** Runs `fn` over `items`, at most `width` at a time, keeping order of results. */
+async function inChunks<T, R>(
+  items: readonly T[],
+  width: number,
+  fn: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < items.length; i += width) {
+    out.push(...await Promise.all(items.slice(i, i + width).map(fn)));
+  }
+  return out;
+}
+
+async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+  let off = 0;
+  while (off < bytes.length) off += await file.write(bytes.subarray(off));
+}
+
+function parseRecord(line: string): Record<string, unknown> | undefined {
+  try {
+    const v: unknown = JSON.parse(line);
+    return typeof v === "object" && v !== null && !Array.isArray(v)
+      ? v as Record<string, unknown>
+      : undefined;
+  } catch {
+    return undefined; // a torn line (crash mid-append) is skipped, not fatal
+  }
+}
+
+/** A jsonlog store. */
+export class JsonlogStore implements UsageStore {
+  /** Always `jsonlog`. */
+  readonly backend = "jsonlog" as const;
+  /** `jsonlog dir|file <path>`. */
+  readonly description: string;
+  readonly #cfg: JsonlogStoreConfig;
+  readonly #readOnly: boolean;
+
+  /** `readOnly`: prepare only checks the path exists (reports, `skeid usage`). */
+  constructor(cfg: JsonlogStoreConfig, opts: { readOnly?: boolean } = {}) {
+    this.#cfg = cfg;
+    this.#readOnly = opts.readOnly ?? false;
+    this.description = `jsonlog ${cfg.mode} ${cfg.path}`;
+  }
+
+  /** Creates the directory (dir mode) or the file and its parent (file mode). */
+  async prepare(): Promise<void> {
+    const { path, mode } = this.#cfg;
+    try {
+      if (this.#readOnly) {
+        const st = await Deno.stat(path);
+        if (mode === "dir" && !st.isDirectory) throw new Error("not a directory");
+        if (mode === "file" && !st.isFile) throw new Error("not a file");
+        return;
+      }
+      if (mode === "dir") {
+        await Deno.mkdir(path, { recursive: true });
+      } else {
+        await Deno.mkdir(dirname(path), { recursive: true });
+        (await Deno.open(path, { create: true, append: true })).close();
+      }
+    } catch (err) {
+      throw new Error(`usage_store jsonlog ${mode} ${path}: ${errorMessage(err)}`);
+    }
+  }
+
+  /** Writes the batch: one file per event (dir) or one locked append (file). */
+  async write(events: UsageEvent[]): Promise<void> {
+    if (events.length === 0) return;
+    if (this.#cfg.mode === "dir") {
+      await inChunks(events, PARALLEL_FILES, (e) => this.#writeOne(e));
+    } else {
+      await this.#append(events);
+    }
+  }
+
+  async #writeOne(event: UsageEvent): Promise<void> {
+    const id = jsonlogRecordId(event);
+    const final = join(this.#cfg.path, `${id}.json`);
+    const tmp = join(this.#cfg.path, `.${id}.${crypto.randomUUID().slice(0, 8)}.tmp`);
+    const bytes = encoder.encode(JSON.stringify({ id, ...event }) + "\n");
+    try {
+      const file = await Deno.open(tmp, { write: true, create: true, truncate: true });
+      try {
+        await writeAll(file, bytes);
+        if (this.#cfg.fsync) await file.sync();
+      } finally {
+        file.close();
+      }
+      await Deno.rename(tmp, final);
+    } catch (err) {
+      await Deno.remove(tmp).catch(() => {});
+      throw new Error(`jsonlog write ${final}: ${errorMessage(err)}`);
+    }
+  }
+
+  async #append(events: UsageEvent[]): Promise<void> {
+    const text = events.map((e) => JSON.stringify({ id: jsonlogRecordId(e), ...e })).join("\n");
+    const bytes = encoder.encode(text + "\n");
+    const path = this.#cfg.path;
+    let file: Deno.FsFile;
+    try {
+      file = await Deno.open(path, { create: true, append: true });
+    } catch (err) {
+      throw new Error(`jsonlog append ${path}: ${errorMessage(err)}`);
+    }
+    try {
+      // Exclusive lock: several workers may append to one file.
+      await file.lock(true);
+      const size = (await file.stat()).size;
+      try {
+        await writeAll(file, bytes);
+        if (this.#cfg.fsync) await file.sync();
+      } catch (err) {
+        // Cut a torn batch off, so the retry starts on a line boundary.
+        await file.truncate(size).catch(() => {});
+        throw err;
+      }
+    } catch (err) {
+      throw new Error(`jsonlog append ${path}: ${errorMessage(err)}`);
+    } finally {
+      file.close();
+    }
+  }
+
+  /** Reads every record and aggregates (dir mode: files in name order). */
+  async report(filters: ReportFilters): Promise<UsageReport> {
+    let records: Record<string, unknown>[];
+    try {
+      records = this.#cfg.mode === "dir" ? await this.#readDir() : await this.#readFile();
+    } catch (err) {
+      return {
+        ok: false,
+        enabled: true,
+        backend: "jsonlog",
+        error: `jsonlog read ${this.#cfg.path}: ${errorMessage(err)}`,
+      };
+    }
+    return {
+      ok: true,
+      enabled: true,
+      backend: "jsonlog",
+      since: filters.since ?? "",
+      ...aggregate(records, filters),
+    };
+  }
+
+  async #readDir(): Promise<Record<string, unknown>[]> {
+    const names: string[] = [];
+    for await (const entry of Deno.readDir(this.#cfg.path)) {
+      if (entry.isFile && entry.name.endsWith(".json") && !entry.name.startsWith(".")) {
+        names.push(entry.name);
+      }
+    }
+    names.sort();
+    const records = await inChunks(names, PARALLEL_FILES, async (name) => {
+      const rec = parseRecord(await Deno.readTextFile(join(this.#cfg.path, name)));
+      if (rec && typeof rec.id !== "string") rec.id = name.slice(0, -".json".length);
+      return rec;
+    });
+    return records.filter((r): r is Record<string, unknown> => r !== undefined);
+  }
+
+  async #readFile(): Promise<Record<string, unknown>[]> {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(this.#cfg.path);
+    } catch (err) {
+      if (err instanceof Deno.errors.NotFound) return [];
+      throw err;
+    }
+    const seen = new Set<string>();
+    const out: Record<string, unknown>[] = [];
+    for (const line of text.split("\n")) {
+      if (line.trim() === "") continue;
+      const rec = parseRecord(line);
+      if (!rec) continue;
+      // A replayed batch may have appended an event twice: the first one counts.
+      const id = typeof rec.event_id === "string" ? rec.event_id : "";
+      if (id !== "") {
+        if (seen.has(id)) continue;
+        seen.add(id);
+      }
+      out.push(rec);
+    }
+    return out;
+  }
+
+  /** Nothing to release: every write opens and closes its file. */
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * The `usage_events` table (reference usage-and-cost §5) for SQLite and PostgreSQL, from one
+ * column list: the shipped schema, the columns an old table gets added, the indexes.
+ *
+ * @module
+ */
+
+/** One column of `usage_events`. */
+export interface UsageColumn {
+  name: string;
+  sqlite: string;
+  postgresql: string;
+}
+
+/** The columns after `id`, in table order; the last ones were added over time (nullable). */
+export const USAGE_COLUMNS: readonly UsageColumn[] = [
+  {
+    name: "created_at",
+    sqlite: "TEXT NOT NULL",
+    postgresql: "TIMESTAMPTZ NOT NULL DEFAULT NOW()",
+  },
+  ...[
+    "request_id",
+    "api_format",
+    "endpoint",
+    "api_key_id",
+    "provider",
+    "engine",
+    "model",
+    "requested_model",
+    "node_id",
+    "route_url",
+  ].map((name) => ({ name, sqlite: "TEXT", postgresql: "TEXT" })),
+  { name: "status_code", sqlite: "INTEGER", postgresql: "INTEGER" },
+  {
+    name: "ok",
+    sqlite: "INTEGER NOT NULL DEFAULT 0",
+    postgresql: "BOOLEAN NOT NULL DEFAULT FALSE",
+  },
+  { name: "duration_ms", sqlite: "INTEGER", postgresql: "INTEGER" },
+  ...["input_tokens", "output_tokens", "total_tokens", "tool_calls"].map((name) => ({
+    name,
+    sqlite: "INTEGER NOT NULL DEFAULT 0",
+    postgresql: "BIGINT NOT NULL DEFAULT 0",
+  })),
+  ...["cost_input_usd", "cost_output_usd", "cost_total_usd"].map((name) => ({
+    name,
+    sqlite: "REAL NOT NULL DEFAULT 0",
+    postgresql: "DOUBLE PRECISION NOT NULL DEFAULT 0",
+  })),
+  { name: "error_type", sqlite: "TEXT", postgresql: "TEXT" },
+  { name: "error_message", sqlite: "TEXT", postgresql: "TEXT" },
+  // Added columns: NULL means "not measured" (a row from before the column existed).
+  { name: "cached_tokens", sqlite: "INTEGER", postgresql: "BIGINT" },
+  { name: "content_bytes", sqlite: "INTEGER", postgresql: "BIGINT" },
+  { name: "cost_cache_read_usd", sqlite: "REAL", postgresql: "DOUBLE PRECISION" },
+  { name: "cost_cache_write_usd", sqlite: "REAL", postgresql: "DOUBLE PRECISION" },
+  { name: "cache_write_tokens", sqlite: "INTEGER", postgresql: "BIGINT" },
+  { name: "event_id", sqlite: "TEXT", postgresql: "TEXT" },
+  { name: "ttft_ms", sqlite: "INTEGER", postgresql: "BIGINT" },
+  { name: "attempts", sqlite: "INTEGER", postgresql: "INTEGER" },
+];
+
+/** Indexes; the event_id one is unique (the idempotency key of a replayed batch). */
+export const USAGE_INDEXES: readonly string[] = [
+  "CREATE INDEX IF NOT EXISTS usage_events_created_at_idx ON usage_events (created_at)",
+  "CREATE INDEX IF NOT EXISTS usage_events_api_key_id_idx ON usage_events (api_key_id)",
+  "CREATE INDEX IF NOT EXISTS usage_events_model_idx ON usage_events (model)",
+  "CREATE INDEX IF NOT EXISTS usage_events_requested_model_idx ON usage_events (requested_model)",
+  "CREATE UNIQUE INDEX IF NOT EXISTS usage_events_event_id_idx ON usage_events (event_id)",
+];
+
+/** The name of the unique index on event_id. */
+export const EVENT_ID_INDEX = "usage_events_event_id_idx";
+
+/** The CREATE TABLE statement alone (auto_migrate runs it, then adds columns, then indexes). */
+export function createTable(dialect: "sqlite" | "postgresql"): string {
+  const id = dialect === "sqlite" ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY";
+  const cols = USAGE_COLUMNS.map((c) => `  ${c.name} ${c[dialect]}`);
+  return `CREATE TABLE IF NOT EXISTS usage_events (\n  id ${id},\n${cols.join(",\n")}\n)`;
+}
+
+/** The shipped SQLite schema (what auto_migrate runs when no schema_file is given). */
+export const SQLITE_SCHEMA: string = [createTable("sqlite"), ...USAGE_INDEXES].join(";\n") +
+  ";\n";
+
+/** The shipped PostgreSQL schema. */
+export const POSTGRES_SCHEMA: string = [createTable("postgresql"), ...USAGE_INDEXES].join(";\n") +
+  ";\n";
+
+/** The statements that bring an existing table up to date, for the columns it lacks. */
+export function addColumnStatements(
+  dialect: "sqlite" | "postgresql",
+  existing: ReadonlySet<string>,
+): string[] {
+  return USAGE_COLUMNS.filter((c) => !existing.has(c.name)).map((c) =>
+    `ALTER TABLE usage_events ADD COLUMN ${
+      dialect === "postgresql" ? "IF NOT EXISTS " : ""
+    }${c.name} ${c[dialect]}`
+  );
+}
