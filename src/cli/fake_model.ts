@@ -1,11 +1,79 @@
 /**
- * `skeid fake-model` (placeholder until its issue lands).
+ * `skeid fake-model [--listen HOST:PORT] [--ttft-ms N] [--tokens N] [--itl-ms N] [--model NAME]
+ * [--record N]`: runs the deterministic fake model, prints its base URL on stdout (one line) and
+ * serves until SIGINT or SIGTERM.
  *
  * @module
  */
+import { parseArgs } from "node:util";
+import { startFakeModel } from "../fake/model.ts";
 
-/** Runs the subcommand; answers the exit code. */
-export function run(_args: string[]): Promise<number> {
-  console.error("skeid fake-model: not built yet");
-  return Promise.resolve(1);
+const USAGE =
+  "usage: skeid fake-model [--listen HOST:PORT] [--ttft-ms N] [--tokens N] [--itl-ms N] " +
+  "[--model NAME] [--record N]";
+
+/** Splits `HOST:PORT` (`[::1]:8080` for IPv6); throws naming the bad value. */
+export function parseListen(value: string): { hostname: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(value);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65535) throw new Error(`--listen: expected HOST:PORT, got '${value}'`);
+  return { hostname: m[1] ?? (m[2] || "127.0.0.1"), port };
+}
+
+function count(name: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isFinite(n) || n < 0) {
+    throw new Error(`--${name}: expected a non-negative number, got '${value}'`);
+  }
+  return n;
+}
+
+/** Runs the subcommand; answers the exit code (0 after a signal). */
+export async function run(args: string[]): Promise<number> {
+  let opts;
+  try {
+    const { values } = parseArgs({
+      args,
+      options: {
+        listen: { type: "string", default: "127.0.0.1:8000" },
+        "ttft-ms": { type: "string" },
+        tokens: { type: "string" },
+        "itl-ms": { type: "string" },
+        model: { type: "string" },
+        record: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+    if (values.help) {
+      console.log(USAGE);
+      return 0;
+    }
+    opts = {
+      ...parseListen(values.listen),
+      ttftMs: count("ttft-ms", values["ttft-ms"]),
+      tokens: count("tokens", values.tokens),
+      itlMs: count("itl-ms", values["itl-ms"]),
+      modelName: values.model,
+      record: count("record", values.record),
+    };
+  } catch (e) {
+    console.error(`skeid fake-model: ${e instanceof Error ? e.message : String(e)}\n${USAGE}`);
+    return 2;
+  }
+  let fake;
+  try {
+    fake = startFakeModel(opts);
+  } catch (e) {
+    console.error(`skeid fake-model: cannot listen on ${opts.hostname}:${opts.port}: ${e}`);
+    return 1;
+  }
+  console.log(fake.url);
+  const { promise, resolve } = Promise.withResolvers<void>();
+  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
+  for (const s of signals) Deno.addSignalListener(s, resolve);
+  await promise;
+  for (const s of signals) Deno.removeSignalListener(s, resolve);
+  await fake.close();
+  return 0;
 }

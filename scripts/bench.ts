@@ -1,0 +1,499 @@
+/**
+ * `deno task bench [--quick] [--out FILE] [--gateway-url URL|fake] [--usage jsonlog|none]
+ * [--transport raw|fetch] [--wrk auto|yes|no] [--streams N]`
+ *
+ * Measures Skeid's overhead in one run: the same load client against the fake model directly
+ * and through the gateway, with the gateway pinned to CPU 0 and the client and fake model to
+ * CPU 1. Starts the fake model and the gateway as child processes and stops them (by PID) at
+ * the end. Writes the markdown report to `docs/bench/results.md` (a `--quick` run to
+ * `docs/bench/results-quick.tmp`) and prints the goal table. See `docs/bench/README.md`.
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import type { LoadResult } from "./bench/client.ts";
+import {
+  canPin,
+  type Child,
+  freePort,
+  readProc,
+  readRss,
+  sampleRss,
+  spawnChild,
+} from "./bench/procs.ts";
+import { ensureWrk, runWrk } from "./bench/wrk.ts";
+import {
+  type BenchResults,
+  type BenchSetup,
+  goalTable,
+  renderReport,
+  type ScenarioRun,
+  type SideRun,
+} from "./bench/report.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
+const MAIN = `${ROOT}/src/main.ts`;
+const CLIENT = `${ROOT}/scripts/bench/client.ts`;
+const DENO = Deno.execPath();
+const GATEWAY_CPU = 0;
+const LOAD_CPU = 1;
+
+/** A load to run on both sides. */
+interface Scenario {
+  label: string;
+  describe: string;
+  stream: boolean;
+  concurrency: number;
+  requests: number;
+  durationMs: number;
+  warmup: number;
+  rampMs?: number;
+  /** Measured with wrk when it is available (throughput scenarios). */
+  wrk?: boolean;
+  body: Record<string, unknown>;
+  expectChunks?: number;
+}
+
+const MESSAGES = [{ role: "user", content: "Write one short sentence about benchmarks." }];
+
+function scenarios(quick: boolean, streamCount: number) {
+  const json = { model: "bench-model", messages: MESSAGES };
+  const stream = {
+    model: "bench-model",
+    messages: MESSAGES,
+    stream: true,
+    fake_ttft_ms: 20,
+    fake_tokens: 64,
+    fake_itl_ms: 1,
+  };
+  // Many streams: a token every 200 ms each (2,000 streams = 10,000 chunks/s in all), so the
+  // client and the fake model sharing one CPU stay under half load and the direct baseline is
+  // sound; 64 tokens 50 ms apart oversubscribe that CPU and the baseline is noise.
+  const manyTokens = quick ? 16 : 32;
+  const manyItl = quick ? 100 : 200;
+  const many = {
+    model: "bench-model",
+    messages: MESSAGES,
+    stream: true,
+    fake_ttft_ms: 20,
+    fake_tokens: manyTokens,
+    fake_itl_ms: manyItl,
+  };
+  const c1: Scenario = {
+    label: "c=1 JSON",
+    describe: "non-streaming chat completion (8 tokens, no delay), one connection, one at a time",
+    stream: false,
+    concurrency: 1,
+    requests: quick ? 1000 : 10_000,
+    durationMs: quick ? 3000 : 10_000,
+    warmup: quick ? 200 : 1000,
+    body: json,
+  };
+  const c32: Scenario = {
+    label: "c=32 JSON",
+    describe: "the same request on 32 keep-alive connections, as fast as answered",
+    stream: false,
+    concurrency: 32,
+    requests: 1_000_000,
+    durationMs: quick ? 2000 : 6000,
+    warmup: quick ? 500 : 3000,
+    wrk: true,
+    body: json,
+  };
+  const c256: Scenario = {
+    label: "c=256 JSON burst",
+    describe: "the same request on 256 connections, a short burst",
+    stream: false,
+    concurrency: 256,
+    requests: 1_000_000,
+    durationMs: quick ? 1000 : 2000,
+    warmup: 256,
+    wrk: true,
+    body: json,
+  };
+  const stream32: Scenario = {
+    label: "stream c=32",
+    describe:
+      "SSE chat completion, 20 ms to the first token, 64 tokens 1 ms apart, 32 connections; " +
+      "TTFT = request sent → first content byte",
+    stream: true,
+    concurrency: 32,
+    requests: 1_000_000,
+    durationMs: quick ? 2000 : 6000,
+    warmup: 32,
+    body: stream,
+    expectChunks: 64,
+  };
+  const rampMs = quick ? 200 : 1000;
+  const streams: Scenario = {
+    label: `${streamCount.toLocaleString("en-US")} streams`,
+    describe:
+      `${
+        streamCount.toLocaleString("en-US")
+      } concurrent SSE streams (one per connection, started over ` +
+      `${rampMs} ms), 20 ms TTFT, ${manyTokens} tokens ${manyItl} ms apart; gap = time between ` +
+      "consecutive content chunks at the client",
+    stream: true,
+    concurrency: streamCount,
+    requests: streamCount,
+    durationMs: 120_000,
+    warmup: 0,
+    rampMs,
+    body: many,
+    expectChunks: manyTokens,
+  };
+  return { c1, c32, c256, stream32, streams };
+}
+
+/** Runs the load client (pinned with the fake model) against `baseUrl`; bounded in time. */
+async function runClient(
+  baseUrl: string,
+  s: Scenario,
+  transport: string,
+  pin: boolean,
+): Promise<LoadResult> {
+  const args = [
+    "run",
+    "--quiet",
+    "--no-prompt",
+    "--allow-net",
+    CLIENT,
+    "--url",
+    `${baseUrl}/chat/completions`,
+    "--body",
+    JSON.stringify(s.body),
+    "--concurrency",
+    String(s.concurrency),
+    "--requests",
+    String(s.requests),
+    "--duration-ms",
+    String(s.durationMs),
+    "--warmup",
+    String(s.warmup),
+    "--timeout-ms",
+    "60000",
+    "--transport",
+    transport,
+  ];
+  if (s.stream) args.push("--stream");
+  if (s.rampMs) args.push("--ramp-ms", String(s.rampMs));
+  if (s.expectChunks !== undefined) args.push("--expect-chunks", String(s.expectChunks));
+  const child = spawnChild(`client (${s.label})`, DENO, args, { cpu: pin ? LOAD_CPU : undefined });
+  // Warm-up, the measured phase and a per-request timeout, plus start-up slack.
+  const limitMs = s.durationMs + 60_000 + 60_000;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<"timeout">((resolve) => {
+    timer = setTimeout(() => resolve("timeout"), limitMs);
+  });
+  try {
+    const code = await Promise.race([child.exited, timedOut]);
+    if (code === "timeout") throw new Error(`load client ran over ${limitMs} ms`);
+    if (code !== 0) throw new Error(`load client exited ${code}: ${child.tail()}`);
+    const line = await child.firstLine(1000);
+    return JSON.parse(line) as LoadResult;
+  } finally {
+    clearTimeout(timer);
+    await child.stop();
+  }
+}
+
+/** Waits until `url` answers 200 or `child` exits; bounded. */
+async function waitHealthy(
+  url: string,
+  child: Child | undefined,
+  ms: number,
+): Promise<string | null> {
+  const deadline = Date.now() + ms;
+  let last = "no answer";
+  for (let i = 0; i < 10_000 && Date.now() < deadline; i++) {
+    if (child?.done) return `the gateway exited (code ${await child.exited}): ${child.tail()}`;
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+      await res.body?.cancel();
+      if (res.ok) return null;
+      last = `status ${res.status}`;
+    } catch (e) {
+      last = e instanceof Error ? e.message : String(e);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return `no healthy answer from ${url} within ${ms} ms (${last})`;
+}
+
+/** One chat request through `baseUrl`; null when it answers like the fake model would. */
+async function sanityCheck(baseUrl: string): Promise<string | null> {
+  try {
+    const res = await fetch(`${baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: "Bearer sk-bench" },
+      body: JSON.stringify({ model: "bench-model", messages: MESSAGES, fake_tokens: 3 }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    const text = await res.text();
+    if (res.status !== 200) return `a test request answered ${res.status}: ${text.slice(0, 300)}`;
+    if (!text.includes("tök0 tök1 tök2")) return `a test request answered: ${text.slice(0, 300)}`;
+    return null;
+  } catch (e) {
+    return `a test request failed: ${e instanceof Error ? e.message : String(e)}`;
+  }
+}
+
+function gatewayConfig(fakeUrl: string, usage: string, dir: string): string {
+  const lines = [
+    "# generated by scripts/bench.ts",
+    "nodes:",
+    "  - id: fake-1",
+    `    url: ${fakeUrl}`,
+    "    engine: vllm",
+    "pricing:",
+    '  "*": { input_per_million: 0.5, output_per_million: 1.5 }',
+  ];
+  if (usage === "jsonlog") {
+    lines.push("usage_store:", "  backend: jsonlog", `  path: ${dir}/usage.jsonl`, "  mode: file");
+  }
+  return lines.join("\n") + "\n";
+}
+
+async function machine(): Promise<string> {
+  const cpuinfo = await readProc("/proc/cpuinfo") ?? "";
+  const cpu = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? "unknown CPU";
+  const kb = Number(/^MemTotal:\s+(\d+)/m.exec(await readProc("/proc/meminfo") ?? "")?.[1]);
+  const mem = kb ? `, ${(kb / 1024 / 1024).toFixed(1)} GB RAM` : "";
+  return `nproc ${navigator.hardwareConcurrency}, ${cpu}${mem}, ${Deno.build.os} ` +
+    `${Deno.osRelease()}, Deno ${Deno.version.deno}`;
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: {
+      quick: { type: "boolean", default: false },
+      out: { type: "string" },
+      "gateway-url": { type: "string" },
+      usage: { type: "string", default: "jsonlog" },
+      transport: { type: "string", default: "raw" },
+      wrk: { type: "string", default: "auto" },
+      streams: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  if (values.help) {
+    console.log(
+      "usage: deno task bench [--quick] [--out FILE] [--gateway-url URL|fake] " +
+        "[--usage jsonlog|none] [--transport raw|fetch] [--wrk auto|yes|no] [--streams N]",
+    );
+    return 0;
+  }
+  if (values.usage !== "jsonlog" && values.usage !== "none") {
+    console.error(`bench: --usage must be jsonlog or none, got '${values.usage}'`);
+    return 2;
+  }
+  if (values.wrk !== "auto" && values.wrk !== "yes" && values.wrk !== "no") {
+    console.error(`bench: --wrk must be auto, yes or no, got '${values.wrk}'`);
+    return 2;
+  }
+  if (values.transport !== "raw" && values.transport !== "fetch") {
+    console.error(`bench: --transport must be raw or fetch, got '${values.transport}'`);
+    return 2;
+  }
+  const quick = values.quick;
+  const streamCount = Number(values.streams ?? (quick ? 200 : 2000));
+  if (!Number.isInteger(streamCount) || streamCount < 1) {
+    console.error(`bench: --streams must be a whole number >= 1, got '${values.streams}'`);
+    return 2;
+  }
+  const out = values.out ?? `${ROOT}/docs/bench/${quick ? "results-quick.tmp" : "results.md"}`;
+  const command = ["deno task bench", ...Deno.args].join(" ");
+  const started = Date.now();
+  const log = (msg: string) =>
+    console.error(`bench [${((Date.now() - started) / 1000).toFixed(1)}s]: ${msg}`);
+
+  const pin = await canPin();
+  const notes: string[] = [
+    `load client: Deno, ${
+      values.transport === "raw" ? "raw HTTP/1.1 over Deno.connect" : "fetch"
+    }` +
+    ", keep-alive, connections opened before measuring",
+    `usage store of the gateway: ${values.usage === "jsonlog" ? "jsonlog (one file)" : "none"}`,
+  ];
+  let useWrk = false;
+  if (values.wrk !== "no") {
+    const problem = await ensureWrk(log);
+    if (problem && values.wrk === "yes") {
+      console.error(`bench: ${problem}`);
+      return 1;
+    }
+    useWrk = problem === null;
+    notes.push(
+      useWrk
+        ? "c=32 and c=256 throughput: wrk (1 thread, pinned with the fake model; on one shared " +
+          "CPU it keeps up where the Deno client does not)"
+        : `c=32 and c=256 throughput: the Deno client (${problem})`,
+    );
+  }
+  const children: Child[] = [];
+  const dir = await Deno.makeTempDir({ prefix: "skeid-bench-" });
+  const cleanup = async () => {
+    await Promise.all(children.map((c) => c.stop()));
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  };
+  const onSignal = () => {
+    log("interrupted; stopping children");
+    cleanup().finally(() => Deno.exit(130));
+  };
+  Deno.addSignalListener("SIGINT", onSignal);
+  Deno.addSignalListener("SIGTERM", onSignal);
+
+  try {
+    // The fake model: the upstream of both sides.
+    const fake = spawnChild("fake model", DENO, [
+      "run",
+      "--quiet",
+      "--no-prompt",
+      "--allow-net",
+      MAIN,
+      "fake-model",
+      "--listen",
+      "127.0.0.1:0",
+      "--record",
+      "0",
+    ], { cpu: pin ? LOAD_CPU : undefined });
+    children.push(fake);
+    const fakeUrl = (await fake.firstLine(60_000)).trim();
+    if (!/^http:\/\/[^/]+\/v1$/.test(fakeUrl)) throw new Error(`fake model printed '${fakeUrl}'`);
+    const fakeProblem = await waitHealthy(`${fakeUrl.replace(/\/v1$/, "")}/health`, fake, 30_000) ??
+      await sanityCheck(fakeUrl);
+    if (fakeProblem) throw new Error(`fake model not usable: ${fakeProblem}`);
+    log(`fake model at ${fakeUrl} (pid ${fake.pid})`);
+
+    // The gateway, or what stands in for it.
+    let gatewayUrl: string | undefined;
+    let gatewayPid: number | undefined;
+    let gatewayNote: string;
+    let unavailable: string | null = null;
+    const given = values["gateway-url"];
+    if (given && given !== "fake") {
+      gatewayUrl = given.replace(/\/$/, "");
+      gatewayNote = `external OpenAI-compatible URL ${gatewayUrl} (not started here; no RSS)`;
+      unavailable = await sanityCheck(gatewayUrl);
+    } else if (given === "fake") {
+      const second = spawnChild("second fake model", DENO, [
+        "run",
+        "--quiet",
+        "--no-prompt",
+        "--allow-net",
+        MAIN,
+        "fake-model",
+        "--listen",
+        "127.0.0.1:0",
+        "--record",
+        "0",
+      ], { cpu: pin ? GATEWAY_CPU : undefined });
+      children.push(second);
+      gatewayUrl = (await second.firstLine(60_000)).trim();
+      gatewayPid = second.pid;
+      gatewayNote = "a second fake model standing in for Skeid (harness check, not Skeid)";
+      unavailable = await sanityCheck(gatewayUrl);
+    } else {
+      const config = `${dir}/skeid.yaml`;
+      await Deno.writeTextFile(config, gatewayConfig(fakeUrl, values.usage, dir));
+      const port = freePort();
+      const gw = spawnChild("gateway", DENO, [
+        "run",
+        "--quiet",
+        "--no-prompt",
+        "--allow-net",
+        "--allow-read",
+        "--allow-write",
+        "--allow-env",
+        "--allow-sys",
+        MAIN,
+        "serve",
+        "--config",
+        config,
+        "--listen",
+        `127.0.0.1:${port}`,
+      ], { cpu: pin ? GATEWAY_CPU : undefined, env: { SKEID_LOG_LEVEL: "warn" } });
+      children.push(gw);
+      gatewayUrl = `http://127.0.0.1:${port}/v1`;
+      gatewayPid = gw.pid;
+      gatewayNote = `\`skeid serve\` (src/main.ts) on 127.0.0.1:${port}, one node → the fake model`;
+      unavailable = await waitHealthy(`http://127.0.0.1:${port}/health`, gw, 60_000) ??
+        await sanityCheck(gatewayUrl);
+    }
+    if (unavailable) {
+      log(`gateway not available: ${unavailable}`);
+      gatewayNote = `**gateway not available** — ${unavailable.replaceAll("\n", " ")}`;
+    } else log(`gateway at ${gatewayUrl}${gatewayPid ? ` (pid ${gatewayPid})` : ""}`);
+    const useGateway = !unavailable && gatewayUrl !== undefined;
+    const idle = useGateway && gatewayPid ? await readRss(gatewayPid) : null;
+
+    const sc = scenarios(quick, streamCount);
+    const runSide = async (url: string, s: Scenario, sampleRssOf?: number): Promise<SideRun> => {
+      const sampler = sampleRssOf ? sampleRss(sampleRssOf) : undefined;
+      try {
+        const result = useWrk && s.wrk
+          ? await runWrk({
+            url: `${url}/chat/completions`,
+            concurrency: s.concurrency,
+            seconds: Math.max(1, Math.round(s.durationMs / 1000)),
+            body: JSON.stringify(s.body),
+            dir,
+            cpu: pin ? LOAD_CPU : undefined,
+          })
+          : await runClient(url, s, values.transport, pin);
+        return { result, rssPeakMb: sampler ? await sampler.stop() : undefined };
+      } catch (e) {
+        await sampler?.stop();
+        return { error: e instanceof Error ? e.message : String(e) };
+      }
+    };
+    const runScenario = async (s: Scenario, sampleGateway = false): Promise<ScenarioRun> => {
+      log(`${s.label}: direct`);
+      const direct = await runSide(fakeUrl, s);
+      let skeid: SideRun = { error: "gateway not available" };
+      if (useGateway && gatewayUrl) {
+        log(`${s.label}: through the gateway`);
+        skeid = await runSide(gatewayUrl, s, sampleGateway ? gatewayPid : undefined);
+      }
+      return { label: s.label, describe: s.describe, direct, skeid };
+    };
+
+    const results: BenchResults = {
+      c1: await runScenario(sc.c1),
+      c32: await runScenario(sc.c32),
+      c256: await runScenario(sc.c256),
+      stream32: await runScenario(sc.stream32),
+      streams: await runScenario(sc.streams, true),
+      streamCount,
+      idleRssMb: idle?.rssMb,
+    };
+    if (useGateway && gatewayPid) results.hwmMb = (await readRss(gatewayPid))?.hwmMb;
+
+    const setup: BenchSetup = {
+      date: new Date().toISOString(),
+      command,
+      machine: await machine(),
+      quick,
+      gateway: gatewayNote,
+      gatewayAvailable: useGateway,
+      pinning: pin
+        ? `gateway on CPU ${GATEWAY_CPU}; load client and fake model on CPU ${LOAD_CPU} (taskset)`
+        : "none (taskset missing or fewer than 2 CPUs): all processes share every CPU",
+      notes,
+    };
+    const report = renderReport(results, setup);
+    await Deno.mkdir(out.replace(/\/[^/]*$/, ""), { recursive: true });
+    await Deno.writeTextFile(out, report);
+    console.log(`\n${goalTable(results)}\n`);
+    if (!useGateway) console.log(`gateway not available: ${unavailable ?? "not started"}\n`);
+    console.log(`report: ${out} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+    return 0;
+  } finally {
+    Deno.removeSignalListener("SIGINT", onSignal);
+    Deno.removeSignalListener("SIGTERM", onSignal);
+    await cleanup();
+  }
+}
+
+if (import.meta.main) Deno.exit(await main());

@@ -1,0 +1,202 @@
+/**
+ * Child processes of the benchmark: started (optionally pinned to one CPU with `taskset`),
+ * their output kept in a log file, their memory read from `/proc`, and stopped by PID.
+ *
+ * @module
+ */
+
+/** A started child process. */
+export interface Child {
+  /** What it is, for messages. */
+  name: string;
+  /** Its PID (the program's own: `taskset` execs it). */
+  pid: number;
+  /** Resolves with the exit code when it exits. */
+  exited: Promise<number>;
+  /** Whether it has exited. */
+  readonly done: boolean;
+  /** The first stdout line (within `timeoutMs`), or an error naming what happened. */
+  firstLine(timeoutMs: number): Promise<string>;
+  /** The last `lines` lines of its stderr, then stdout (kept in memory, bounded). */
+  tail(lines?: number): string;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves once it exited. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/** Whether `taskset` works here (and there are two CPUs to pin to). */
+export async function canPin(): Promise<boolean> {
+  if (navigator.hardwareConcurrency < 2) return false;
+  try {
+    const out = await new Deno.Command("taskset", {
+      args: ["-c", "0", "true"],
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    return out.success;
+  } catch {
+    return false;
+  }
+}
+
+/** Keeps the last `max` characters of a stream of text. */
+class Tail {
+  text = "";
+  constructor(readonly max = 8000) {}
+  add(s: string): void {
+    this.text += s;
+    if (this.text.length > 2 * this.max) this.text = this.text.slice(-this.max);
+  }
+}
+
+/**
+ * Starts `cmd args` (on CPU `cpu` when given). Stdout and stderr are read continuously (a full
+ * pipe would stall the child); the first stdout line is available through `firstLine`.
+ */
+export function spawnChild(
+  name: string,
+  cmd: string,
+  args: string[],
+  opts: { cpu?: number; env?: Record<string, string> } = {},
+): Child {
+  const pinned = opts.cpu !== undefined;
+  const proc = new Deno.Command(pinned ? "taskset" : cmd, {
+    args: pinned ? ["-c", String(opts.cpu), cmd, ...args] : args,
+    env: opts.env,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const out = new Tail();
+  const err = new Tail();
+  const firstLine = Promise.withResolvers<string>();
+  let sawLine = false;
+  const pump = async (stream: ReadableStream<Uint8Array>, tail: Tail, lines: boolean) => {
+    const decoder = new TextDecoder();
+    try {
+      for await (const chunk of stream) {
+        tail.add(decoder.decode(chunk, { stream: true }));
+        if (lines && !sawLine && tail.text.includes("\n")) {
+          sawLine = true;
+          firstLine.resolve(tail.text.split("\n")[0]);
+        }
+      }
+    } catch {
+      // the child went away
+    }
+  };
+  const pumps = Promise.all([pump(proc.stdout, out, true), pump(proc.stderr, err, false)]);
+  let done = false;
+  const exited = proc.status.then(async (s) => {
+    done = true;
+    await pumps;
+    if (!sawLine) firstLine.reject(new Error(`${name} exited (code ${s.code}) before any output`));
+    return s.code;
+  });
+  const tail = (lines = 15) =>
+    [err.text.trim(), out.text.trim()].filter((s) => s !== "").join("\n").split("\n")
+      .slice(-lines).join("\n");
+  return {
+    name,
+    pid: proc.pid,
+    exited,
+    get done() {
+      return done;
+    },
+    async firstLine(timeoutMs) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`${name} printed nothing within ${timeoutMs} ms`)),
+          timeoutMs,
+        );
+      });
+      try {
+        return await Promise.race([firstLine.promise, timeout]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+    tail,
+    async stop(graceMs = 5000) {
+      if (done) return;
+      try {
+        Deno.kill(proc.pid, "SIGTERM");
+      } catch {
+        // already gone
+      }
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const killed = new Promise<void>((resolve) => {
+        timer = setTimeout(() => {
+          try {
+            Deno.kill(proc.pid, "SIGKILL");
+          } catch {
+            // already gone
+          }
+          resolve();
+        }, graceMs);
+      });
+      await Promise.race([exited, killed]);
+      clearTimeout(timer);
+      await exited;
+    },
+  };
+}
+
+/**
+ * The text of a `/proc` file, or null. Read through `cat`: Deno lets only `--allow-all` read
+ * `/proc` entries, and the bench runs with a permission list.
+ */
+export async function readProc(path: string): Promise<string | null> {
+  try {
+    const out = await new Deno.Command("cat", { args: [path], stdout: "piped", stderr: "null" })
+      .output();
+    return out.success ? new TextDecoder().decode(out.stdout) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Resident memory of `pid` from `/proc/<pid>/status`, MB: current (VmRSS) and peak (VmHWM). */
+export async function readRss(pid: number): Promise<{ rssMb: number; hwmMb: number } | null> {
+  try {
+    const text = await readProc(`/proc/${pid}/status`);
+    if (text === null) return null;
+    const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text)?.[1]);
+    const rss = kb("VmRSS");
+    const hwm = kb("VmHWM");
+    if (!Number.isFinite(rss) || !Number.isFinite(hwm)) return null;
+    return { rssMb: rss / 1024, hwmMb: hwm / 1024 };
+  } catch {
+    return null;
+  }
+}
+
+/** Samples the RSS of `pid` every `everyMs` until `stop` is called; answers the peak MB. */
+export function sampleRss(pid: number, everyMs = 250): { stop(): Promise<number> } {
+  let peak = 0;
+  let running = true;
+  const loop = (async () => {
+    // bounded: at most an hour of samples
+    for (let i = 0; running && i < 14_400; i++) {
+      const r = await readRss(pid);
+      if (r) peak = Math.max(peak, r.rssMb);
+      if (!running) break;
+      await new Promise((res) => setTimeout(res, everyMs));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return peak;
+    },
+  };
+}
+
+/** A free TCP port on 127.0.0.1 (closed again; a small race, acceptable for a benchmark). */
+export function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}

@@ -1,0 +1,129 @@
+import { assert, assertEquals } from "./assert.ts";
+import { startFakeModel } from "../../src/fake/model.ts";
+import { type LoadOptions, runLoad } from "../../scripts/bench/client.ts";
+
+const MESSAGES = [{ role: "user", content: "hi" }];
+
+function load(url: string, over: Partial<LoadOptions>): LoadOptions {
+  return {
+    url: `${url}/chat/completions`,
+    body: JSON.stringify({ model: "m", messages: MESSAGES }),
+    stream: false,
+    concurrency: 4,
+    requests: 40,
+    durationMs: 10_000,
+    timeoutMs: 10_000,
+    warmup: 4,
+    transport: "raw",
+    ...over,
+  };
+}
+
+for (const transport of ["raw", "fetch"] as const) {
+  Deno.test(`load client (${transport}): JSON requests bounded by count`, async () => {
+    const fake = startFakeModel({ record: 0 });
+    try {
+      const r = await runLoad(load(fake.url, { transport }));
+      assertEquals(r.completed, 40);
+      assertEquals(r.errors, 0);
+      assertEquals(r.latency.n, 40);
+      assert(r.latency.p50 > 0 && r.latency.p99 >= r.latency.p50);
+      assertEquals(fake.stats.completed, 44, "40 measured + 4 warm-up");
+    } finally {
+      await fake.close();
+    }
+  });
+
+  Deno.test(`load client (${transport}): streams timed to the first content byte`, async () => {
+    const fake = startFakeModel({ record: 0 });
+    try {
+      const body = {
+        model: "m",
+        messages: MESSAGES,
+        stream: true,
+        fake_ttft_ms: 30,
+        fake_tokens: 5,
+        fake_itl_ms: 5,
+      };
+      const r = await runLoad(load(fake.url, {
+        transport,
+        body: JSON.stringify(body),
+        stream: true,
+        requests: 8,
+        warmup: 0,
+        expectChunks: 5,
+      }));
+      assertEquals([r.completed, r.errors, r.errorSamples], [8, 0, []]);
+      assert(r.ttft!.p50 >= 28, `ttft ${r.ttft!.p50}`);
+      assertEquals(r.gap!.n, 8 * 4, "four gaps per five-token stream");
+      assert(r.gap!.mean > 2 && r.gap!.mean < 30, `mean gap ${r.gap!.mean}`);
+    } finally {
+      await fake.close();
+    }
+  });
+}
+
+Deno.test("load client: chunks split mid-frame (and mid-character) are still counted", async () => {
+  const fake = startFakeModel({ record: 0 });
+  try {
+    const body = { model: "m", messages: MESSAGES, stream: true, fake_split_frames: true };
+    const r = await runLoad(load(fake.url, {
+      body: JSON.stringify(body),
+      stream: true,
+      concurrency: 2,
+      requests: 4,
+      warmup: 0,
+      expectChunks: 8,
+    }));
+    assertEquals([r.completed, r.errors, r.errorSamples], [4, 0, []]);
+  } finally {
+    await fake.close();
+  }
+});
+
+Deno.test("load client: error answers, broken and short streams are counted", async () => {
+  const fake = startFakeModel({ record: 0 });
+  try {
+    const status = await runLoad(load(fake.url, {
+      body: JSON.stringify({ model: "m", messages: MESSAGES, fake_status: 503 }),
+      requests: 6,
+      warmup: 0,
+    }));
+    assertEquals([status.completed, status.errors, status.errorSamples], [0, 6, ["status 503"]]);
+
+    const cut = await runLoad(load(fake.url, {
+      body: JSON.stringify({ model: "m", messages: MESSAGES, stream: true, fake_cut_after: 2 }),
+      stream: true,
+      requests: 3,
+      warmup: 0,
+    }));
+    assertEquals([cut.completed, cut.errors], [0, 3]);
+
+    const short = await runLoad(load(fake.url, {
+      body: JSON.stringify({ model: "m", messages: MESSAGES, stream: true, fake_tokens: 3 }),
+      stream: true,
+      requests: 2,
+      warmup: 0,
+      expectChunks: 4,
+    }));
+    assertEquals(short.errorSamples, ["stream had 3 content chunks, expected 4"]);
+  } finally {
+    await fake.close();
+  }
+});
+
+Deno.test("load client: a slow answer past the timeout fails and the run still ends", async () => {
+  const fake = startFakeModel({ record: 0 });
+  try {
+    const r = await runLoad(load(fake.url, {
+      body: JSON.stringify({ model: "m", messages: MESSAGES, fake_ttft_ms: 2000 }),
+      concurrency: 1,
+      requests: 1,
+      warmup: 0,
+      timeoutMs: 150,
+    }));
+    assertEquals([r.completed, r.errors], [0, 1]);
+  } finally {
+    await fake.close();
+  }
+});
