@@ -1,11 +1,92 @@
 /**
- * `skeid demo` (placeholder until its issue lands).
+ * `skeid demo [--listen HOST:PORT]`: a gateway in front of a built-in fake model, with an alias
+ * (`demo` → the fake model), prices and a SQLite usage store in a temp directory — nothing to set
+ * up. Prints the address and a streaming curl line; runs until SIGINT/SIGTERM.
  *
  * @module
  */
+import { parseArgs } from "node:util";
+import { stringify } from "yaml";
+import { startFakeModel } from "../fake/model.ts";
+import { DEFAULT_LISTEN, parseListen, startServer } from "./serve.ts";
+
+/** The demo's config for a fake model at `fakeUrl`, usage in `dir`. */
+export function demoConfig(fakeUrl: string, dir: string): Record<string, unknown> {
+  return {
+    nodes: [{
+      id: "fake-1",
+      url: fakeUrl,
+      model: "fake-model",
+      engine: "vllm",
+      max_conns: 32,
+      tags: ["local"],
+    }],
+    aliases: { demo: { tiers: [{ tags: ["local"], model: "fake-model", wait_ms: 500 }] } },
+    pricing: { "fake-model": { input_per_million: 0.15, output_per_million: 0.6 } },
+    usage_store: { backend: "sqlite", path: `${dir}/usage.sqlite` },
+  };
+}
 
 /** Runs the subcommand; answers the exit code. */
-export function run(_args: string[]): Promise<number> {
-  console.error("skeid demo: not built yet");
-  return Promise.resolve(1);
+export async function run(args: string[]): Promise<number> {
+  let listenText: string;
+  try {
+    const { values } = parseArgs({
+      args,
+      options: { listen: { type: "string", short: "l" }, help: { type: "boolean", short: "h" } },
+    });
+    if (values.help) {
+      console.log("usage: skeid demo [--listen HOST:PORT]");
+      return 0;
+    }
+    listenText = values.listen ?? DEFAULT_LISTEN;
+  } catch (err) {
+    console.error(`skeid demo: ${err instanceof Error ? err.message : String(err)}`);
+    return 2;
+  }
+  let listen;
+  try {
+    listen = parseListen(listenText);
+  } catch (err) {
+    console.error(`skeid demo: ${(err as Error).message}`);
+    return 2;
+  }
+
+  const dir = await Deno.makeTempDir({ prefix: "skeid-demo-" });
+  const fake = startFakeModel({ ttftMs: 50, itlMs: 20, tokens: 24 });
+  await fake.ready;
+  const configPath = `${dir}/skeid.yaml`;
+  await Deno.writeTextFile(configPath, stringify(demoConfig(fake.url, dir)));
+  let running;
+  try {
+    running = await startServer({ hostname: listen.hostname, port: listen.port, configPath });
+  } catch (err) {
+    console.error(`skeid demo: ${err instanceof Error ? err.message : String(err)}`);
+    await fake.close();
+    return 1;
+  }
+  const host = running.addr.hostname.includes(":")
+    ? `[${running.addr.hostname}]`
+    : running.addr.hostname;
+  const base = `http://${host}:${running.addr.port}`;
+  console.log(`skeid demo: gateway on ${base}, fake model on ${fake.url}`);
+  console.log(`skeid demo: config ${configPath}, usage in ${dir}/usage.sqlite`);
+  console.log("try:");
+  console.log(
+    `  curl -N ${base}/v1/chat/completions -H 'content-type: application/json' ` +
+      `-d '{"model":"demo","stream":true,"messages":[{"role":"user","content":"hello"}]}'`,
+  );
+  console.log(`  skeid usage --db ${dir}/usage.sqlite`);
+
+  const stopped = Promise.withResolvers<void>();
+  const onSignal = () => stopped.resolve();
+  Deno.addSignalListener("SIGINT", onSignal);
+  Deno.addSignalListener("SIGTERM", onSignal);
+  await Promise.race([stopped.promise, running.finished]);
+  Deno.removeSignalListener("SIGINT", onSignal);
+  Deno.removeSignalListener("SIGTERM", onSignal);
+  await running.stop(5000);
+  await fake.close();
+  console.log(`skeid demo: stopped; usage kept in ${dir}/usage.sqlite`);
+  return 0;
 }

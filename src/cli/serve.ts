@@ -1,11 +1,192 @@
 /**
- * `skeid serve` (placeholder until its issue lands).
+ * `skeid serve [--config FILE] [--listen HOST:PORT] [--admin-api-key KEY] [--workers N]`: runs
+ * the gateway until SIGTERM/SIGINT, then stops accepting, drains in-flight requests (bounded by
+ * SKEID_SHUTDOWN_GRACE_MS, default 10000), flushes the usage store and exits 0.
  *
  * @module
  */
+import { parseArgs } from "node:util";
+import { Gateway, type GatewayOptions } from "../gateway.ts";
+import { buildApp } from "../server.ts";
+import { formatIssue } from "../config/errors.ts";
+
+/** Default listen address. */
+export const DEFAULT_LISTEN = "127.0.0.1:8090";
+/** Config file used when `--config` is not given and it exists. */
+export const DEFAULT_CONFIG = "skeid.yaml";
+
+/** `HOST:PORT` (IPv6 in brackets) → parts; throws on a bad value. */
+export function parseListen(value: string): { hostname: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(value.trim());
+  if (!m) throw new Error(`--listen must be HOST:PORT, got '${value}'`);
+  const hostname = m[1] ?? (m[2] || "0.0.0.0");
+  const port = Number(m[3]);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new Error(`--listen port must be 0..65535, got '${m[3]}'`);
+  }
+  return { hostname, port };
+}
+
+/** A running server: its address and how to stop it. */
+export interface RunningServer {
+  gateway: Gateway;
+  /** The address it listens on (the real port when 0 was asked). */
+  addr: Deno.NetAddr;
+  /** Stops accepting, drains (bounded by `graceMs`), closes the gateway. */
+  stop(graceMs?: number): Promise<void>;
+  /** Resolves once the server stopped. */
+  finished: Promise<void>;
+}
+
+/** Options of `startServer`. */
+export interface StartServerOptions extends GatewayOptions {
+  hostname: string;
+  port: number;
+}
+
+/** Opens a gateway and serves it (used by `serve`, `demo` and the integration tests). */
+export async function startServer(opts: StartServerOptions): Promise<RunningServer> {
+  const gateway = await Gateway.open(opts);
+  const app = buildApp(gateway);
+  const ac = new AbortController();
+  let server: Deno.HttpServer<Deno.NetAddr>;
+  try {
+    server = Deno.serve({
+      hostname: opts.hostname,
+      port: opts.port,
+      signal: ac.signal,
+      onListen: () => {},
+      onError: (err) => {
+        gateway.logger.error("http_error", {
+          error: err instanceof Error ? err.message : String(err),
+        });
+        return new Response("Internal Server Error", { status: 500 });
+      },
+    }, app.fetch);
+  } catch (err) {
+    await gateway.close();
+    throw err;
+  }
+  gateway.config.watch();
+  let stopping: Promise<void> | undefined;
+  const stop = (graceMs = 10_000): Promise<void> => {
+    stopping ??= (async () => {
+      // Stop accepting and let in-flight requests finish; past the grace, stop their upstreams
+      // so the streams end (their usage events are still written).
+      const shutdown = server.shutdown();
+      await gateway.drain(graceMs);
+      await shutdown;
+      await gateway.close();
+    })();
+    return stopping;
+  };
+  return { gateway, addr: server.addr, stop, finished: server.finished };
+}
 
 /** Runs the subcommand; answers the exit code. */
-export function run(_args: string[]): Promise<number> {
-  console.error("skeid serve: not built yet");
-  return Promise.resolve(1);
+export async function run(args: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      options: {
+        config: { type: "string", short: "c" },
+        listen: { type: "string", short: "l" },
+        "admin-api-key": { type: "string" },
+        workers: { type: "string", short: "w" },
+        help: { type: "boolean", short: "h" },
+      },
+      allowPositionals: false,
+    });
+  } catch (err) {
+    console.error(`skeid serve: ${err instanceof Error ? err.message : String(err)}`);
+    return 2;
+  }
+  const v = parsed.values;
+  if (v.help) {
+    console.log(
+      "usage: skeid serve [--config FILE] [--listen HOST:PORT] [--admin-api-key KEY] [--workers N]",
+    );
+    return 0;
+  }
+  let listen;
+  try {
+    listen = parseListen(v.listen ?? DEFAULT_LISTEN);
+  } catch (err) {
+    console.error(`skeid serve: ${(err as Error).message}`);
+    return 2;
+  }
+  const workers = v.workers === undefined ? 1 : Number(v.workers);
+  if (!Number.isInteger(workers) || workers < 1) {
+    console.error(`skeid serve: --workers must be a whole number >= 1, got '${v.workers}'`);
+    return 2;
+  }
+  let configPath = v.config;
+  if (configPath === undefined) {
+    try {
+      if ((await Deno.stat(DEFAULT_CONFIG)).isFile) configPath = DEFAULT_CONFIG;
+    } catch {
+      // no default config: start empty
+    }
+  }
+
+  let running: RunningServer;
+  try {
+    running = await startServer({
+      hostname: listen.hostname,
+      port: listen.port,
+      configPath,
+      explicitAdminKey: v["admin-api-key"],
+      workerCount: workers,
+    });
+  } catch (err) {
+    const msg = err instanceof Error ? err.message : String(err);
+    // ConfigLoadError names the file and every error with its path and line already.
+    const where = configPath && !msg.startsWith("config") ? `config ${configPath}: ` : "";
+    console.error(`skeid serve: ${where}${msg}`);
+    return 1;
+  }
+  const gw = running.gateway;
+  const host = running.addr.hostname.includes(":")
+    ? `[${running.addr.hostname}]`
+    : running.addr.hostname;
+  console.log(`skeid: listening on http://${host}:${running.addr.port}`);
+  console.log(`skeid: config ${configPath ?? "(none: empty inventory)"}`);
+  if (workers > 1) {
+    console.log(
+      `skeid: --workers ${workers}: this process admits 1/${workers} of each node's max_conns; ` +
+        `run ${workers} such processes (each on its own --listen, behind one balancer)`,
+    );
+  }
+  for (const w of gw.skeid.workerShareWarnings()) console.log(`skeid: warning: ${w}`);
+  for (const w of gw.config.warnings()) console.log(`skeid: warning: ${formatIssue(w)}`);
+
+  const grace = Number(Deno.env.get("SKEID_SHUTDOWN_GRACE_MS") ?? "10000");
+  const graceMs = Number.isFinite(grace) && grace >= 0 ? grace : 10_000;
+  const stopped = Promise.withResolvers<string>();
+  const onSignal = (name: string) => () => stopped.resolve(name);
+  const term = onSignal("SIGTERM");
+  const int = onSignal("SIGINT");
+  Deno.addSignalListener("SIGTERM", term);
+  Deno.addSignalListener("SIGINT", int);
+  // SIGHUP: reload the config now (the watcher does it on its own within about a second).
+  const hup = () => {
+    gw.config.reload().catch((err) =>
+      gw.logger.warn("config_reload_failed", {
+        error: err instanceof Error ? err.message : String(err),
+      })
+    );
+  };
+  Deno.addSignalListener("SIGHUP", hup);
+  const signal = await Promise.race([
+    stopped.promise,
+    running.finished.then(() => "server stopped"),
+  ]);
+  Deno.removeSignalListener("SIGTERM", term);
+  Deno.removeSignalListener("SIGINT", int);
+  Deno.removeSignalListener("SIGHUP", hup);
+  gw.logger.info("shutdown", { signal, inflight: gw.inflight, grace_ms: graceMs });
+  await running.stop(graceMs);
+  gw.logger.info("stopped", {});
+  return 0;
 }

@@ -1,7 +1,8 @@
 /**
  * The fake model: a deterministic OpenAI-compatible server (chat, completions, embeddings,
  * models, vLLM `/metrics`, `/health`) that every integration test and the benchmark talk to.
- * Request bodies steer it with `fake_*` fields (timing, status, headers, tool calls, faults);
+ * Request bodies steer it with `fake_*` fields (timing, status, headers, tool calls, faults),
+ * and so does the `x-fake-options` header (a JSON object of the same fields, under the body's);
  * see `docs/bench/README.md` for the list.
  *
  * @module
@@ -23,6 +24,7 @@ import {
   inputTokens,
   isObject,
 } from "./content.ts";
+import { withFakeOptions } from "./options.ts";
 import { FakeCut, timedStream } from "./stream.ts";
 
 /** Options of {@link startFakeModel}; every timing is a default a request body can override. */
@@ -335,7 +337,8 @@ export function startFakeModel(opts: FakeModelOptions = {}): FakeModel {
     stats.started++;
     stats.inflight++;
     try {
-      return await modelRequest(req, path, body);
+      // Recorded above as sent; answered with the x-fake-options fields under the body's.
+      return await modelRequest(req, path, withFakeOptions(body, req.headers));
     } catch (e) {
       finished();
       if (!(e instanceof FakeRequestError)) throw e;

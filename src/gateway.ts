@@ -1,0 +1,307 @@
+/**
+ * The Gateway: one Skeid core with everything a running gateway hangs off it — the config
+ * manager (load, watch, reload), the usage ledger, the metrics, the logger, the customer key id
+ * cache, the waiter queue, the upstream HTTP client and the in-flight bookkeeping for a graceful
+ * drain. Nothing is module state: N gateways can run in one process (tests do).
+ *
+ * @module
+ */
+import { Skeid } from "./core/skeid.ts";
+import { keyIdForKey } from "./core/keyid.ts";
+import { FunctionTable } from "./core/functions.ts";
+import type { Node } from "./core/types.ts";
+import { ConfigManager } from "./config/manager.ts";
+import { assertRegistryProbeBlock } from "./config/registry_probe.ts";
+import { UsageLedger } from "./usage/ledger.ts";
+import { buildUsageEvent } from "./usage/event.ts";
+import { normalizeUsageStoreConfig } from "./usage/config.ts";
+import type { ReportFilters, UsageReport } from "./usage/types.ts";
+import { GatewayMetrics } from "./admin/metrics.ts";
+import type { AdminDeps } from "./admin/routes.ts";
+import { createLogger, type Logger, type LogLevel, parseLogLevel } from "./log.ts";
+import type { Exchange, ProxyContext, ProxyMetrics } from "./proxy/handler.ts";
+import { Http1Client } from "./proxy/http1.ts";
+import { KeyIdCache } from "./proxy/identity.ts";
+import { IdleWatch, nodeKeyFromEnv } from "./proxy/upstream.ts";
+import { SecondStamp } from "./proxy/usage.ts";
+import { WaiterQueue } from "./proxy/wait.ts";
+
+/** Construction options of a Gateway. */
+export interface GatewayOptions {
+  /** The YAML config file; without one the gateway starts with an empty config. */
+  configPath?: string;
+  /** Environment (SKEID_*, node key variables); default `Deno.env.get`. */
+  env?: (name: string) => string | undefined;
+  /** Default: JSON lines on stderr at SKEID_LOG_LEVEL. */
+  logger?: Logger;
+  /** Level of the default logger; default SKEID_LOG_LEVEL, else `info`. */
+  logLevel?: LogLevel;
+  /** `--admin-api-key`: outranks the config. */
+  explicitAdminKey?: string;
+  /** `--workers N`: processes sharing the nodes' max_conns (ADR 0010). */
+  workerCount?: number;
+  /** Epoch-ms clock. */
+  now?: () => number;
+  /** Usage spill file (default: the ledger's). */
+  spillPath?: string;
+  /** Upstream attempt bound, ms; default SKEID_UPSTREAM_TIMEOUT seconds (300). */
+  upstreamTimeoutMs?: number;
+  /** Idle upstream connections kept per host; default SKEID_UPSTREAM_POOL (100). */
+  upstreamPool?: number;
+  /** Fetch used upstream (tests may wrap it). */
+  fetch?: typeof fetch;
+  /** Config reload poll interval, ms (tests shorten it). */
+  reloadIntervalMs?: number;
+}
+
+/** The `/health` answer. */
+export interface HealthBody {
+  status: "ok";
+  proxy: "skeid";
+  config: { ok: boolean; failed_at: string | null; failures: number };
+}
+
+function positiveInt(raw: string | undefined, dflt: number): number {
+  if (raw === undefined || raw.trim() === "") return dflt;
+  const n = Number(raw.trim());
+  return Number.isInteger(n) && n > 0 ? n : dflt;
+}
+
+/** A running gateway's state (the HTTP app is built over it by `buildApp`). */
+export class Gateway implements ProxyContext {
+  readonly skeid: Skeid;
+  readonly config: ConfigManager;
+  readonly ledger: UsageLedger;
+  readonly recorder: UsageLedger;
+  readonly metrics: GatewayMetrics & ProxyMetrics;
+  readonly logger: Logger;
+  readonly logRequests: boolean;
+  readonly functions: FunctionTable;
+  readonly waiters: WaiterQueue;
+  readonly keyIds: KeyIdCache;
+  readonly idle: IdleWatch;
+  readonly env: (name: string) => string | undefined;
+  readonly upstreamTimeoutMs: number;
+  readonly httpClient: Deno.HttpClient | undefined;
+  readonly fetch: typeof fetch | undefined;
+  readonly #exchanges = new Set<Exchange>();
+  readonly #http1: Http1Client | undefined;
+  readonly #stamp = new SecondStamp();
+  #drained: (() => void) | undefined;
+  /** Nodes warned about a missing upstream key, by `id|variable`, so each is said once. */
+  readonly #keyWarned = new Set<string>();
+  #closed = false;
+
+  constructor(opts: GatewayOptions = {}) {
+    const env = opts.env ?? ((name: string) => Deno.env.get(name));
+    this.env = env;
+    const level = opts.logLevel ?? parseLogLevel(env("SKEID_LOG_LEVEL"));
+    this.logger = opts.logger ?? createLogger(level);
+    this.logRequests = opts.logger ? true : level === "debug";
+    this.skeid = new Skeid({
+      now: opts.now,
+      workerCount: opts.workerCount,
+      env,
+      logger: this.logger,
+      // addNode (admin API, functions) refuses a registry probe block a config load refuses.
+      validateNode: assertRegistryProbeBlock,
+    });
+    this.ledger = new UsageLedger({ logger: this.logger, spillPath: opts.spillPath });
+    this.recorder = this.ledger;
+    this.metrics = new GatewayMetrics() as GatewayMetrics & ProxyMetrics;
+    this.upstreamTimeoutMs = opts.upstreamTimeoutMs ??
+      positiveInt(env("SKEID_UPSTREAM_TIMEOUT"), 300) * 1000;
+    this.idle = new IdleWatch(this.upstreamTimeoutMs, this.skeid.now);
+    const pool = opts.upstreamPool ?? positiveInt(env("SKEID_UPSTREAM_POOL"), 100);
+    this.httpClient = typeof Deno.createHttpClient === "function"
+      ? Deno.createHttpClient({ poolMaxIdlePerHost: pool })
+      : undefined;
+    // Plain-HTTP upstreams go through the lean HTTP/1.1 client, HTTPS ones through fetch (TLS,
+    // HTTP/2, proxies); SKEID_UPSTREAM_CLIENT=fetch sends everything through fetch.
+    if (opts.fetch) {
+      this.fetch = opts.fetch;
+    } else if ((env("SKEID_UPSTREAM_CLIENT") ?? "").trim().toLowerCase() !== "fetch") {
+      this.#http1 = new Http1Client({ maxIdlePerHost: pool, now: this.skeid.now });
+      this.fetch = this.#http1.fetch;
+    } else {
+      this.fetch = undefined;
+    }
+    this.keyIds = new KeyIdCache({ derive: keyIdForKey });
+    const skeid = this.skeid;
+    this.waiters = new WaiterQueue({
+      now: skeid.now,
+      subscribe: (listener) => skeid.onCapacityChange(listener),
+      nextChangeAt: () => skeid.nextCapacityChangeAt(),
+      pollMs: () => skeid.routing.wait_poll_ms,
+    });
+    const ledger = this.ledger;
+    this.config = new ConfigManager({
+      skeid,
+      path: opts.configPath,
+      env,
+      logger: this.logger,
+      explicitAdminKey: opts.explicitAdminKey,
+      reloadIntervalMs: opts.reloadIntervalMs,
+      hooks: {
+        prepareUsageStore: async (cfg) => {
+          const store = await ledger.prepareStore(cfg);
+          return {
+            install: () => ledger.installStore(store, cfg),
+            discard: () => store.close(),
+          };
+        },
+        onApplied: () => this.#onApplied(),
+      },
+    });
+    const config = this.config;
+    this.functions = new FunctionTable(skeid, {
+      reload: () => config.reload(),
+      reloadStatus: () => config.status(),
+      usageRecord: (args) => {
+        ledger.record(buildUsageEvent(args, skeid.now));
+        return Promise.resolve({ ok: true, queued: true });
+      },
+      usageReport: (filters) => ledger.report(filters as ReportFilters),
+      usageConfigure: async (cfg) => {
+        const normalized = normalizeUsageStoreConfig(cfg, { env });
+        await ledger.configure(normalized);
+        return { usage_store: normalized };
+      },
+      beforeCall: async () => {
+        await config.maybeReload();
+      },
+    });
+  }
+
+  /** Creates a gateway and loads its config (throws when the config does not load). */
+  static async open(opts: GatewayOptions = {}): Promise<Gateway> {
+    const gw = new Gateway(opts);
+    try {
+      await gw.config.load();
+    } catch (err) {
+      await gw.close();
+      throw err;
+    }
+    return gw;
+  }
+
+  /** What the admin plane needs. */
+  adminDeps(): AdminDeps {
+    const config = this.config;
+    return {
+      skeid: this.skeid,
+      functions: this.functions,
+      adminKey: () => config.adminApiKey(),
+      reloadStatus: () => config.status(),
+      reload: () => config.reload(),
+      usageReport: (filters: ReportFilters): Promise<UsageReport> => this.ledger.report(filters),
+      metrics: this.metrics,
+      logger: this.logger,
+    };
+  }
+
+  /** `/health`: the reload state without its message. */
+  health(): HealthBody {
+    const s = this.config.status();
+    return {
+      status: "ok",
+      proxy: "skeid",
+      config: { ok: s.ok, failed_at: s.failed_at, failures: s.failures },
+    };
+  }
+
+  /** The node's own key (see ProxyContext.nodeKey); env read in memory, per request. */
+  nodeKey(node: Node): string | null | undefined {
+    return nodeKeyFromEnv(node, this.env);
+  }
+
+  /** ProxyContext: the `created_at` stamp of an event recorded at `ms`. */
+  createdAt(ms: number): string {
+    return this.#stamp.at(ms);
+  }
+
+  /** Requests in flight (streams included). */
+  get inflight(): number {
+    return this.#exchanges.size;
+  }
+
+  /** ProxyContext: a request started. */
+  exchangeStarted(ex: Exchange): void {
+    this.#exchanges.add(ex);
+  }
+
+  /** ProxyContext: a request ended (its answer fully sent, or its stream ended). */
+  exchangeEnded(ex: Exchange): void {
+    this.#exchanges.delete(ex);
+    if (this.#exchanges.size === 0 && this.#drained) {
+      const done = this.#drained;
+      this.#drained = undefined;
+      done();
+    }
+  }
+
+  /**
+   * Waits until no request is in flight, at most `graceMs`; then stops the upstream of every
+   * request still running. True when everything finished within the grace.
+   */
+  async drain(graceMs: number): Promise<boolean> {
+    if (this.#exchanges.size === 0) return true;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const drained = new Promise<boolean>((resolve) => {
+      this.#drained = () => resolve(true);
+      timer = setTimeout(() => resolve(false), Math.max(0, graceMs));
+    });
+    const ok = await drained;
+    clearTimeout(timer);
+    this.#drained = undefined;
+    if (!ok) {
+      this.logger.warn("shutdown_grace_exceeded", { inflight: this.#exchanges.size });
+      for (const ex of this.#exchanges) ex.forceClose();
+    }
+    return ok;
+  }
+
+  /** Stops everything the gateway runs; flushes and closes the usage store. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.waiters.close();
+    for (const ex of this.#exchanges) ex.forceClose();
+    await this.config.close();
+    this.idle.close();
+    try {
+      await this.ledger.close();
+    } catch (err) {
+      this.logger.error("usage_close_failed", {
+        error: err instanceof Error ? err.message : String(err),
+      });
+    }
+    this.#http1?.close();
+    try {
+      this.httpClient?.close();
+    } catch {
+      // already closed
+    }
+  }
+
+  /** After every applied config: warn once about nodes whose own key resolves nothing. */
+  #onApplied(): void {
+    const seen = new Set<string>();
+    for (const node of this.skeid.listNodes()) {
+      if (this.nodeKey(node) !== null) continue;
+      const source = node.api_key_env ?? node.api_key_ref ?? "";
+      const tag = `${node.id}|${source}`;
+      seen.add(tag);
+      if (this.#keyWarned.has(tag)) continue;
+      this.#keyWarned.add(tag);
+      this.logger.warn("upstream_key_unavailable", {
+        node_id: node.id,
+        ...(node.api_key_env ? { api_key_env: node.api_key_env } : {}),
+        ...(node.api_key_ref && !node.api_key_env ? { api_key_ref: node.api_key_ref } : {}),
+        message: `node '${node.id}' names an upstream key source that resolves no key; ` +
+          "it will not be called",
+      });
+    }
+    for (const tag of this.#keyWarned) if (!seen.has(tag)) this.#keyWarned.delete(tag);
+  }
+}

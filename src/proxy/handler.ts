@@ -1,0 +1,775 @@
+/**
+ * The request lifecycle of a proxied call: identity, body, plan, walk, upstream attempts with
+ * failover before the first byte, the answer (relayed or translated), the usage event.
+ *
+ * One `Exchange` object per client request carries the state; its methods are the steps, so the
+ * hot path allocates one object instead of a closure per step.
+ *
+ * @module
+ */
+import type { Skeid } from "../core/skeid.ts";
+import type { Node, PickedNode } from "../core/types.ts";
+import type { Face, JsonObject, UpstreamRequest } from "../faces/face.ts";
+import { FaceError } from "../faces/face.ts";
+import { readUpstreamError } from "../faces/errors.ts";
+import { StreamState } from "../faces/stream_state.ts";
+import type { Logger } from "../log.ts";
+import type { UsageRecorder } from "../usage/types.ts";
+import { errorResponse, jsonResponse, Refusal } from "./errors.ts";
+import { ANONYMOUS, type KeyIdCache, requestKeyId } from "./identity.ts";
+import { type RelayMode, type RelayOutcome, type RelayOwner, StreamRelay } from "./relay.ts";
+import {
+  fetchUpstream,
+  hopsOf,
+  type IdleWatch,
+  MAX_HOPS,
+  relayedResponseHeaders,
+  upstreamHeaders,
+  UpstreamTransportError,
+  upstreamUrl,
+} from "./upstream.ts";
+import { usageEvent } from "./usage.ts";
+import { RouteWalk } from "./walk.ts";
+import type { WaiterQueue } from "./wait.ts";
+
+/** The counters the proxy feeds (the admin plane's GatewayMetrics satisfies it). */
+export interface ProxyMetrics {
+  refusal(model: string, status: number, reason: string): void;
+  noNode(model: string): void;
+  saturation(model: string): void;
+  attemptFailed(nodeId: string, reason: string): void;
+  requestDone(nodeId: string, status: number, durationMs: number): void;
+}
+
+/** Everything a request needs from the gateway that runs it. */
+export interface ProxyContext {
+  readonly skeid: Skeid;
+  readonly recorder: UsageRecorder;
+  readonly metrics: ProxyMetrics;
+  readonly logger: Logger;
+  /** Whether one debug line per request is wanted (checked before building it). */
+  readonly logRequests: boolean;
+  readonly waiters: WaiterQueue;
+  readonly keyIds: KeyIdCache;
+  readonly idle: IdleWatch;
+  /** Bound on an upstream attempt's wait for headers, and on body inactivity, ms. */
+  readonly upstreamTimeoutMs: number;
+  /** The shared upstream HTTP client (connection pool). */
+  readonly httpClient?: Deno.HttpClient;
+  /** The fetch used upstream (tests may wrap it). */
+  readonly fetch?: typeof fetch;
+  /**
+   * The node's own key: undefined = none configured (client headers go through), null = one is
+   * configured but resolved nothing (the node must not be called), else the key.
+   */
+  nodeKey(node: Node): string | null | undefined | Promise<string | null | undefined>;
+  /** The `created_at` stamp of an event recorded at epoch-ms `ms`. */
+  createdAt(ms: number): string;
+  /** In-flight bookkeeping for a graceful drain. */
+  exchangeStarted(ex: Exchange): void;
+  exchangeEnded(ex: Exchange): void;
+}
+
+/** Upstream statuses that fail over to the next node (before the first byte). */
+const FAILOVER_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
+
+const decoder = new TextDecoder();
+
+/** An attempt that failed before the first byte. */
+interface Failure {
+  node: PickedNode;
+  /** Set when the upstream answered (429/5xx): passed through when it is the last failure. */
+  status?: number;
+  headers?: Headers;
+  body?: Uint8Array<ArrayBuffer>;
+  reason: string;
+}
+
+/** Proxies one client request on `endpoint` through `face`. Never throws. */
+export function handleProxy(
+  ctx: ProxyContext,
+  face: Face,
+  endpoint: string,
+  req: Request,
+): Promise<Response> {
+  return new Exchange(ctx, face, endpoint, req).run();
+}
+
+/** One client request in flight. */
+export class Exchange implements RelayOwner {
+  readonly ctx: ProxyContext;
+  readonly face: Face;
+  readonly endpoint: string;
+  readonly req: Request;
+  readonly startedAt: number;
+  readonly requestId: string;
+  apiKeyId = ANONYMOUS;
+  requestedModel = "";
+  #upstream: UpstreamRequest | undefined;
+  #rawBody: Uint8Array<ArrayBuffer> | undefined;
+  /** Upstream body bytes per served model (a failover to the same model reuses them). */
+  #bodyModel: string | undefined;
+  #bodyBytes: BodyInit | undefined;
+  #stripUsage = false;
+  #hops = 1;
+  attempts = 0;
+  #node: PickedNode | undefined;
+  #servedModel = "";
+  #upstreamStatus = 0;
+  #controller: AbortController | undefined;
+  #ended = false;
+
+  constructor(ctx: ProxyContext, face: Face, endpoint: string, req: Request) {
+    this.ctx = ctx;
+    this.face = face;
+    this.endpoint = endpoint;
+    this.req = req;
+    this.startedAt = ctx.skeid.now();
+    const given = req.headers.get("x-request-id");
+    this.requestId = given !== null && given.length > 0 && given.length <= 200
+      ? given
+      : `req_${this.startedAt}_${Math.floor(Math.random() * 1_000_000)}`;
+  }
+
+  /** The node serving the request, once admitted. */
+  get nodeId(): string | undefined {
+    return this.#node?.id;
+  }
+
+  /** Runs the whole lifecycle. */
+  async run(): Promise<Response> {
+    this.ctx.exchangeStarted(this);
+    let streaming = false;
+    try {
+      const res = await this.#run();
+      streaming = this.#relaying;
+      return res;
+    } catch (err) {
+      if (err instanceof Refusal) {
+        if (!err.counted) this.ctx.metrics.refusal(this.requestedModel, err.status, err.reason);
+        this.#log(err.status, err.reason);
+        return errorResponse(this.face, err.status, err.type, err.message, this.requestId);
+      }
+      this.ctx.logger.error("proxy_error", {
+        request_id: this.requestId,
+        endpoint: this.endpoint,
+        error: err instanceof Error ? err.message : String(err),
+      });
+      return errorResponse(this.face, 500, "api_error", "Internal gateway error", this.requestId);
+    } finally {
+      if (!streaming) this.#end();
+    }
+  }
+
+  /** Stops the upstream at once (shutdown grace ran out). */
+  forceClose(): void {
+    this.#controller?.abort();
+  }
+
+  #relaying = false;
+
+  async #run(): Promise<Response> {
+    const ctx = this.ctx;
+    const skeid = ctx.skeid;
+    const routing = skeid.routing;
+    const hops = hopsOf(this.req.headers);
+    if (hops >= MAX_HOPS) {
+      throw new Refusal(
+        508,
+        "loop_detected",
+        `Request passed ${hops} Skeid gateways: a node points back at a gateway`,
+        "loop_detected",
+      );
+    }
+    this.#hops = hops + 1;
+    await this.#identify(routing.trust_key_id_header, routing.require_known_keys);
+    const body = await this.#readBody(routing.max_body_bytes);
+    let upstream: UpstreamRequest;
+    try {
+      upstream = this.face.toUpstream(this.endpoint, body);
+    } catch (err) {
+      if (err instanceof FaceError) {
+        throw new Refusal(err.status, err.type, err.message, "bad_request");
+      }
+      throw err;
+    }
+    this.#upstream = upstream;
+    this.requestedModel = upstream.requestedModel;
+    if (typeof this.requestedModel !== "string" || this.requestedModel === "") {
+      throw new Refusal(400, "invalid_request_error", "model: Field required", "model_missing");
+    }
+    if (upstream.stream && this.face.name === "openai" && upstream.path !== "/embeddings") {
+      // DESIGN decision 3: always ask for usage; strip it again when the client did not.
+      const so = upstream.body.stream_options;
+      const asked = typeof so === "object" && so !== null && !Array.isArray(so) &&
+        (so as JsonObject).include_usage === true;
+      this.#stripUsage = !asked;
+    }
+
+    const plan = skeid.routePlan({ model: this.requestedModel, api_key_id: this.apiKeyId });
+    if (!plan.permitted) {
+      throw new Refusal(
+        403,
+        "permission_error",
+        `Model '${this.requestedModel}' is not available for this key`,
+        plan.reason || "model_not_permitted",
+      );
+    }
+
+    const walk = new RouteWalk(skeid, ctx.waiters, plan.tiers, this.requestedModel);
+    const maxAttempts = Math.max(1, routing.max_attempts);
+    let last: Failure | undefined;
+    let keyMissing = 0;
+    let tries = 0;
+    while (tries < maxAttempts) {
+      const step = await walk.next(this.req);
+      if (step.kind === "aborted") return this.#gone();
+      if (step.kind === "refused") {
+        if (last || keyMissing > 0) break;
+        let counted = true;
+        if (step.status === 429) ctx.metrics.saturation(this.requestedModel);
+        else if (step.status === 503) ctx.metrics.noNode(this.requestedModel);
+        else counted = false;
+        throw new Refusal(step.status, step.type, step.message, step.reason, counted);
+      }
+      tries++;
+      const node = step.node;
+      const served = step.tier.model || this.requestedModel;
+      let key = ctx.nodeKey(node);
+      if (key instanceof Promise) key = await key;
+      if (key === null) {
+        // DESIGN decision 1: never send the client's credentials to a node that names its own
+        // key source. Not the node's failure either: the slot is released as not counted.
+        skeid.finishRequest(node.id, { aborted: true });
+        ctx.metrics.attemptFailed(node.id, "upstream_key_unavailable");
+        walk.exclude(node.id);
+        keyMissing++;
+        continue;
+      }
+      this.attempts++;
+      this.#node = node;
+      this.#servedModel = served;
+      const failure = await this.#attempt(node, served, key);
+      if (failure === "answered") return this.#response!;
+      if (failure === "gone") return this.#gone();
+      ctx.metrics.attemptFailed(node.id, failure.reason);
+      walk.exclude(node.id);
+      last = failure;
+    }
+    if (!last) {
+      // Every candidate named a key source that resolved nothing: the request was never sent.
+      ctx.metrics.refusal(this.requestedModel, 503, "upstream_key_unavailable");
+      this.#log(503, "upstream_key_unavailable");
+      return errorResponse(
+        this.face,
+        503,
+        "upstream_key_unavailable",
+        `No upstream key available for model '${this.requestedModel}'`,
+        this.requestId,
+      );
+    }
+    return this.#failed(last);
+  }
+
+  #response: Response | undefined;
+
+  /** One upstream attempt on an admitted node: the answer, or why it failed before the first byte. */
+  async #attempt(
+    node: PickedNode,
+    served: string,
+    key: string | undefined,
+  ): Promise<"answered" | "gone" | Failure> {
+    const ctx = this.ctx;
+    const skeid = ctx.skeid;
+    const upstream = this.#upstream!;
+    let call;
+    const controller = new AbortController();
+    this.#controller = controller;
+    try {
+      call = await fetchUpstream({
+        controller,
+        url: upstreamUrl(node.url, upstream.path),
+        headers: upstreamHeaders(this.req.headers, key, this.#hops),
+        body: this.#bodyFor(served),
+        timeoutMs: ctx.upstreamTimeoutMs,
+        watch: ctx.idle,
+        client: ctx.httpClient,
+        fetch: ctx.fetch,
+      });
+    } catch (err) {
+      const kind = err instanceof UpstreamTransportError ? err.kind : "connect";
+      const reason = err instanceof Error ? err.message : String(err);
+      if (kind === "aborted") {
+        // Stopped from here (shutdown grace ran out): not the node's failure.
+        skeid.finishRequest(node.id, { aborted: true });
+        this.#record(499, false, { errorType: "aborted", errorMessage: reason });
+        return "gone";
+      }
+      skeid.finishRequest(node.id, { ok: false });
+      return { node, reason };
+    }
+    const res = call.response;
+    const status = res.status;
+    this.#upstreamStatus = status;
+    // The passive probe: rate-limit headers and Retry-After off every upstream answer.
+    skeid.observeResponseHeaders(node.id, res.headers, status);
+
+    if (FAILOVER_STATUSES.has(status)) {
+      const body = await this.#readAll(res, call.controller);
+      skeid.finishRequest(node.id, { ok: false });
+      return {
+        node,
+        status,
+        headers: res.headers,
+        body: body ?? new Uint8Array(0),
+        reason: `upstream answered ${status}`,
+      };
+    }
+
+    const type = res.headers.get("content-type") ?? "";
+    if (
+      upstream.stream && status < 400 && res.body !== null && type.includes("text/event-stream")
+    ) {
+      this.#response = this.#stream(node, res, call.controller);
+      return "answered";
+    }
+
+    const bytes = await this.#readAll(res, call.controller);
+    if (bytes === undefined) {
+      skeid.finishRequest(node.id, { ok: false });
+      return { node, reason: "upstream body could not be read" };
+    }
+    this.#response = this.#answer(node, res, bytes);
+    return "answered";
+  }
+
+  /** The upstream body of this request for a served model (raw client bytes when unchanged). */
+  #bodyFor(served: string): BodyInit {
+    if (this.#bodyModel === served && this.#bodyBytes !== undefined) return this.#bodyBytes;
+    const upstream = this.#upstream!;
+    const body = upstream.body;
+    let bytes: BodyInit;
+    if (
+      this.face.name === "openai" && body.model === served && !this.#stripUsage &&
+      this.#rawBody !== undefined
+    ) {
+      bytes = this.#rawBody;
+    } else {
+      body.model = served;
+      if (this.#stripUsage) {
+        const so = body.stream_options;
+        body.stream_options = typeof so === "object" && so !== null && !Array.isArray(so)
+          ? { ...(so as JsonObject), include_usage: true }
+          : { include_usage: true };
+      }
+      bytes = JSON.stringify(body);
+    }
+    this.#bodyModel = served;
+    this.#bodyBytes = bytes;
+    return bytes;
+  }
+
+  /** A non-streamed answer (any status other than a failover one). */
+  #answer(node: PickedNode, res: Response, bytes: Uint8Array<ArrayBuffer>): Response {
+    const ctx = this.ctx;
+    const status = res.status;
+    const upstream = this.#upstream!;
+    const openai = this.face.name === "openai";
+    let parsed: unknown;
+    if (bytes.byteLength > 0) {
+      try {
+        parsed = JSON.parse(decoder.decode(bytes));
+      } catch {
+        parsed = undefined;
+      }
+    }
+    const answer = typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)
+      ? parsed as JsonObject
+      : undefined;
+    const ok = status < 400;
+    const durationMs = ctx.skeid.now() - this.startedAt;
+    ctx.skeid.finishRequest(node.id, { ok: status < 500, duration_ms: durationMs });
+
+    let errorType: string | undefined;
+    let errorMessage: string | undefined;
+    let response: Response;
+    if (ok && (answer !== undefined || openai)) {
+      if (openai) {
+        response = this.#passthrough(res, bytes, node.id);
+      } else {
+        const client = this.face.fromUpstream(
+          this.endpoint,
+          answer!,
+          this.requestedModel,
+          upstream.context,
+          { totalMs: durationMs },
+        );
+        response = jsonResponse(status, client, this.requestId, node.id);
+      }
+    } else if (ok) {
+      // A translated face cannot carry an answer that is not a JSON object.
+      errorType = "upstream_error";
+      errorMessage = "Upstream answer is not a JSON object";
+      response = errorResponse(
+        this.face,
+        502,
+        "upstream_error",
+        `Upstream error: ${errorMessage}`,
+        this.requestId,
+        node.id,
+      );
+      this.#finishAnswer(node, 502, false, answer, errorType, errorMessage, durationMs);
+      return response;
+    } else {
+      // DESIGN decision 2: OpenAI passes upstream errors through; the others reshape them.
+      errorType = "upstream_error";
+      errorMessage = readUpstreamError(status, parsed ?? decoder.decode(bytes)).message;
+      response = openai ? this.#passthrough(res, bytes, node.id) : jsonResponse(
+        status,
+        this.face.upstreamErrorBody(status, parsed),
+        this.requestId,
+        node.id,
+      );
+    }
+    this.#finishAnswer(node, status, ok, answer, errorType, errorMessage, durationMs);
+    return response;
+  }
+
+  #finishAnswer(
+    node: PickedNode,
+    status: number,
+    ok: boolean,
+    answer: JsonObject | undefined,
+    errorType: string | undefined,
+    errorMessage: string | undefined,
+    durationMs: number,
+  ): void {
+    this.#record(status, ok, {
+      response: answer,
+      toolCalls: ok ? toolCallsOf(answer) : undefined,
+      errorType,
+      errorMessage,
+      durationMs,
+    });
+    this.ctx.metrics.requestDone(node.id, status, durationMs);
+    this.#log(status, ok ? "ok" : "upstream_error");
+  }
+
+  /** The upstream's status, headers and bytes, plus ours. */
+  #passthrough(res: Response, bytes: Uint8Array<ArrayBuffer>, nodeId: string): Response {
+    const headers = relayedResponseHeaders(res.headers);
+    headers.set("x-skeid-node", nodeId);
+    headers.set("x-request-id", this.requestId);
+    return new Response(bytes.byteLength > 0 ? bytes : null, { status: res.status, headers });
+  }
+
+  /** A streamed answer: the relay owns the rest of the request's life. */
+  #stream(node: PickedNode, res: Response, controller: AbortController): Response {
+    const openai = this.face.name === "openai";
+    const upstream = this.#upstream!;
+    let mode: RelayMode;
+    let headers: Headers;
+    const opts = {
+      body: res.body!,
+      upstream: controller,
+      owner: this,
+      now: this.ctx.skeid.now,
+      startedAt: this.startedAt,
+      idle: this.ctx.idle,
+    };
+    let relay: StreamRelay;
+    if (openai) {
+      mode = this.#stripUsage ? "strip" : "raw";
+      headers = relayedResponseHeaders(res.headers);
+      relay = new StreamRelay({ ...opts, mode, state: new StreamState("call_skeid_") });
+    } else {
+      mode = "translate";
+      const translator = this.face.streamTranslator(
+        this.endpoint,
+        this.requestedModel,
+        upstream.context,
+      );
+      headers = new Headers({
+        "content-type": translator.contentType,
+        "cache-control": "no-cache",
+      });
+      relay = new StreamRelay({ ...opts, mode, translator });
+    }
+    headers.set("x-skeid-node", node.id);
+    headers.set("x-request-id", this.requestId);
+    this.#relaying = true;
+    return new Response(new ReadableStream<Uint8Array>(relay), { status: res.status, headers });
+  }
+
+  /** RelayOwner: the stream ended (done, broke, client gone). */
+  relayEnded(outcome: RelayOutcome): void {
+    const node = this.#node!;
+    const skeid = this.ctx.skeid;
+    const durationMs = skeid.now() - this.startedAt;
+    let status = this.#upstreamStatus;
+    let ok = true;
+    let errorType: string | undefined;
+    let errorMessage: string | undefined;
+    if (outcome.end === "aborted") {
+      skeid.finishRequest(node.id, { aborted: true, duration_ms: durationMs });
+      status = 499;
+      ok = false;
+      errorType = "client_closed";
+      errorMessage = "client closed the stream";
+    } else if (outcome.end === "broken") {
+      skeid.finishRequest(node.id, { ok: false, duration_ms: durationMs });
+      status = 502;
+      ok = false;
+      errorType = "upstream_error";
+      errorMessage = `Upstream error: ${outcome.error ?? "stream broke"}`;
+      this.ctx.metrics.attemptFailed(node.id, "stream_broken");
+    } else {
+      skeid.finishRequest(node.id, { ok: true, duration_ms: durationMs });
+    }
+    this.#record(status, ok, {
+      usage: outcome.usage,
+      toolCalls: outcome.toolCalls,
+      errorType,
+      errorMessage,
+      contentBytes: outcome.contentBytes,
+      ttftMs: outcome.ttftMs,
+      durationMs,
+    });
+    this.ctx.metrics.requestDone(node.id, status, durationMs);
+    this.#log(status, outcome.end);
+    this.#end();
+  }
+
+  /** Every attempt failed before the first byte: the last upstream answer, or 502. */
+  #failed(last: Failure): Response {
+    const ctx = this.ctx;
+    const node = last.node;
+    const durationMs = ctx.skeid.now() - this.startedAt;
+    let response: Response;
+    let status: number;
+    let errorMessage: string;
+    if (last.status !== undefined && last.headers !== undefined && last.body !== undefined) {
+      // The last upstream answer passes through (OpenAI) or is reshaped (other faces): the
+      // client learns what the upstream said (e.g. its own 429 and Retry-After).
+      status = last.status;
+      const text = decoder.decode(last.body);
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = undefined;
+      }
+      errorMessage = readUpstreamError(status, parsed ?? text).message;
+      if (this.face.name === "openai") {
+        const headers = relayedResponseHeaders(last.headers);
+        headers.set("x-skeid-node", node.id);
+        headers.set("x-request-id", this.requestId);
+        response = new Response(last.body.byteLength > 0 ? last.body : null, { status, headers });
+      } else {
+        response = jsonResponse(
+          status,
+          this.face.upstreamErrorBody(status, parsed),
+          this.requestId,
+          node.id,
+        );
+      }
+    } else {
+      status = 502;
+      errorMessage = `Upstream error: ${last.reason}`;
+      response = errorResponse(
+        this.face,
+        502,
+        "upstream_error",
+        errorMessage,
+        this.requestId,
+        node.id,
+      );
+    }
+    this.#node = node;
+    this.#record(status, false, { errorType: "upstream_error", errorMessage, durationMs });
+    ctx.metrics.requestDone(node.id, status, durationMs);
+    this.#log(status, "upstream_failed");
+    return response;
+  }
+
+  /** The client went away: nobody reads this answer. */
+  #gone(): Response {
+    this.#log(499, "client_closed");
+    return new Response(null, { status: 499, headers: { "x-request-id": this.requestId } });
+  }
+
+  #record(
+    status: number,
+    ok: boolean,
+    extra: {
+      response?: unknown;
+      usage?: unknown;
+      toolCalls?: unknown[];
+      errorType?: string;
+      errorMessage?: string;
+      contentBytes?: number;
+      ttftMs?: number;
+      durationMs?: number;
+    },
+  ): void {
+    const node = this.#node;
+    if (!node) return;
+    try {
+      const event = usageEvent(this.ctx.skeid, {
+        createdAt: this.ctx.createdAt(this.ctx.skeid.now()),
+        requestId: this.requestId,
+        apiFormat: this.face.name,
+        endpoint: this.endpoint,
+        apiKeyId: this.apiKeyId,
+        node,
+        servedModel: this.#servedModel,
+        requestedModel: this.requestedModel,
+        status,
+        ok,
+        durationMs: extra.durationMs ?? this.ctx.skeid.now() - this.startedAt,
+        attempts: this.attempts,
+        response: extra.response,
+        usage: extra.usage,
+        toolCalls: extra.toolCalls,
+        errorType: extra.errorType,
+        errorMessage: extra.errorMessage,
+        contentBytes: extra.contentBytes,
+        ttftMs: extra.ttftMs,
+      });
+      this.ctx.recorder.record(event);
+    } catch (err) {
+      this.ctx.logger.error("usage_lost", {
+        request_id: this.requestId,
+        error: err instanceof Error ? err.message : String(err),
+      });
+    }
+  }
+
+  /** Reads a whole upstream body within the upstream timeout; undefined when it failed. */
+  async #readAll(
+    res: Response,
+    controller: AbortController,
+  ): Promise<Uint8Array<ArrayBuffer> | undefined> {
+    // The whole body within the upstream timeout (the shared deadline watch, no timer of its own).
+    const guard = { lastActivity: this.ctx.idle.now(), idleTimeout: () => controller.abort() };
+    this.ctx.idle.add(guard);
+    try {
+      return new Uint8Array(await res.arrayBuffer());
+    } catch {
+      return undefined;
+    } finally {
+      this.ctx.idle.delete(guard);
+    }
+  }
+
+  async #identify(trustHeader: boolean, requireKnown: boolean): Promise<void> {
+    const r = requestKeyId(this.req.headers, trustHeader, this.ctx.keyIds);
+    const id = r instanceof Promise ? await r : r;
+    if (requireKnown && (id === undefined || !this.ctx.skeid.isKnownKey(id))) {
+      throw new Refusal(
+        401,
+        "authentication_error",
+        id === undefined ? "An API key is required" : "Unknown API key",
+        "unknown_key",
+      );
+    }
+    this.apiKeyId = id ?? ANONYMOUS;
+  }
+
+  async #readBody(limit: number): Promise<JsonObject> {
+    const req = this.req;
+    const declared = req.headers.get("content-length");
+    if (declared !== null) {
+      const n = Number(declared);
+      if (Number.isFinite(n) && n > limit) {
+        throw new Refusal(413, "invalid_request_error", bodyTooLarge(limit), "body_too_large");
+      }
+    }
+    let bytes: Uint8Array<ArrayBuffer>;
+    if (declared !== null || req.body === null) {
+      bytes = new Uint8Array(await req.arrayBuffer());
+      if (bytes.byteLength > limit) {
+        throw new Refusal(413, "invalid_request_error", bodyTooLarge(limit), "body_too_large");
+      }
+    } else {
+      bytes = await readLimited(req.body, limit);
+    }
+    this.#rawBody = bytes;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(decoder.decode(bytes));
+    } catch {
+      parsed = undefined;
+    }
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+      throw new Refusal(400, "invalid_request_error", "Invalid JSON body", "invalid_json");
+    }
+    return parsed as JsonObject;
+  }
+
+  #end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.ctx.exchangeEnded(this);
+  }
+
+  #log(status: number, outcome: string): void {
+    if (!this.ctx.logRequests) return;
+    this.ctx.logger.debug("request", {
+      request_id: this.requestId,
+      endpoint: this.endpoint,
+      api_format: this.face.name,
+      api_key_id: this.apiKeyId,
+      model: this.requestedModel,
+      served_model: this.#servedModel || undefined,
+      node: this.#node?.id,
+      status,
+      outcome,
+      attempts: this.attempts,
+      duration_ms: this.ctx.skeid.now() - this.startedAt,
+    });
+  }
+}
+
+function bodyTooLarge(limit: number): string {
+  return `Request body too large (limit ${limit} bytes)`;
+}
+
+/** Reads a chunked body, refusing it (413) as soon as it passes `limit`. */
+async function readLimited(
+  body: ReadableStream<Uint8Array>,
+  limit: number,
+): Promise<Uint8Array<ArrayBuffer>> {
+  const reader = body.getReader();
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > limit) {
+      await reader.cancel().catch(() => {});
+      throw new Refusal(413, "invalid_request_error", bodyTooLarge(limit), "body_too_large");
+    }
+    parts.push(value);
+  }
+  const out = new Uint8Array(total);
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.byteLength;
+  }
+  return out;
+}
+
+/** Tool calls of a non-streamed chat answer (`choices[0].message.tool_calls`). */
+function toolCallsOf(answer: JsonObject | undefined): unknown[] | undefined {
+  const choices = answer?.choices;
+  if (!Array.isArray(choices) || choices.length === 0) return undefined;
+  const first = choices[0];
+  if (typeof first !== "object" || first === null) return undefined;
+  const message = (first as JsonObject).message;
+  if (typeof message !== "object" || message === null) return undefined;
+  const calls = (message as JsonObject).tool_calls;
+  return Array.isArray(calls) ? calls : undefined;
+}

@@ -1,0 +1,281 @@
+/**
+ * The streaming relay: an upstream SSE body becomes the client's response body.
+ *
+ * Three modes:
+ * - `raw` (OpenAI face, the client asked for usage, or a non-chat stream): the upstream's bytes go
+ *   out unchanged, chunk for chunk, while the SSE parser reads along for the accounting;
+ * - `strip` (OpenAI face, the client did not ask for usage): Skeid asked the upstream for usage
+ *   anyway (DESIGN decision 3), so complete frames go out as received except the usage-only chunk
+ *   (`choices: []`); an incomplete frame is held until its end arrives;
+ * - `translate` (Anthropic, Ollama): each parsed chunk goes through the face's translator.
+ *
+ * The relay is a pull source: it reads upstream only when the client is ready for more, so a slow
+ * client slows the upstream read instead of filling memory. Empty reads are never written. The
+ * relay ends exactly once, reporting how (done, upstream broke, client gone) to its owner, which
+ * releases the node's slot and writes the usage event.
+ *
+ * @module
+ */
+import type { AnswerTimings, JsonObject, StreamTranslator } from "../faces/face.ts";
+import type { StreamState } from "../faces/stream_state.ts";
+import { type SseFrame, SseParser } from "./sse.ts";
+import type { IdleWatch, Watched } from "./upstream.ts";
+
+/** How the relay writes to the client. */
+export type RelayMode = "raw" | "strip" | "translate";
+
+/** How a relayed stream ended. */
+export interface RelayOutcome {
+  /** `done` (upstream ended), `broken` (upstream failed after the stream opened), `aborted` (client gone). */
+  end: "done" | "broken" | "aborted";
+  /** Why it broke (no secret in it). */
+  error?: string;
+  /** The last usage object the upstream reported. */
+  usage: JsonObject | undefined;
+  /** Tool calls seen (OpenAI shape). */
+  toolCalls: JsonObject[];
+  /** UTF-8 bytes of content relayed or translated. */
+  contentBytes: number;
+  /** Routing start → first content byte handed to the client, ms. */
+  ttftMs: number | undefined;
+}
+
+/** Told once when the relay ends. */
+export interface RelayOwner {
+  relayEnded(outcome: RelayOutcome): void;
+}
+
+/** Accounting over the chunks (the OpenAI face's StreamState, or a translator). */
+interface Accounting {
+  readonly contentBytes: number;
+  readonly usage: JsonObject | undefined;
+  readonly toolCalls: JsonObject[];
+}
+
+/** Options of a StreamRelay. */
+export interface StreamRelayOptions {
+  mode: RelayMode;
+  /** The upstream body. */
+  body: ReadableStream<Uint8Array>;
+  /** Aborts the upstream fetch (client gone, idle timeout). */
+  upstream: AbortController;
+  /** `translate`: the face's translator. */
+  translator?: StreamTranslator;
+  /** `raw` / `strip`: the accounting state chunks are read into. */
+  state?: StreamState;
+  owner: RelayOwner;
+  /** Epoch-ms clock and the routing start, for ttft and timings. */
+  now: () => number;
+  startedAt: number;
+  /** Body inactivity watch (SKEID_UPSTREAM_TIMEOUT). */
+  idle?: IdleWatch;
+}
+
+const encoder = new TextEncoder();
+
+/** A pull source relaying one upstream stream to the client. */
+export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched {
+  readonly #opts: StreamRelayOptions;
+  readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
+  readonly #parser: SseParser;
+  readonly #accounting: Accounting;
+  /** Text produced by the frames of the current read (strip / translate). */
+  #out = "";
+  #ttftMs: number | undefined;
+  #ended = false;
+  #idleTimedOut = false;
+  /** Strip mode: the current read had a frame dropped. */
+  #dropped = false;
+  /** Epoch ms of the last upstream byte (IdleWatch). */
+  lastActivity: number;
+
+  constructor(opts: StreamRelayOptions) {
+    this.#opts = opts;
+    this.#reader = opts.body.getReader();
+    this.#parser = new SseParser((frame) => this.#frame(frame), opts.mode === "strip");
+    if (opts.mode === "translate") {
+      if (!opts.translator) throw new Error("relay mode 'translate' needs a translator");
+      this.#accounting = opts.translator;
+    } else {
+      if (!opts.state) throw new Error(`relay mode '${opts.mode}' needs a stream state`);
+      this.#accounting = new StateAccounting(opts.state);
+    }
+    this.lastActivity = opts.now();
+    opts.idle?.add(this);
+  }
+
+  /** The client wants more: read upstream until something can be written, or the end. */
+  async pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+    const opts = this.#opts;
+    for (;;) {
+      let result: ReadableStreamReadResult<Uint8Array>;
+      try {
+        result = await this.#reader.read();
+      } catch (err) {
+        if (this.#ended) return;
+        this.#broken(
+          controller,
+          this.#idleTimedOut ? "upstream stopped sending (timeout)" : describe(err),
+        );
+        return;
+      }
+      if (this.#ended) return;
+      if (result.done) {
+        this.#parser.end();
+        let tail = this.#out;
+        this.#out = "";
+        if (opts.mode === "translate") tail += opts.translator!.end(this.#timings());
+        if (tail.length > 0) controller.enqueue(encoder.encode(tail));
+        this.#finish("done");
+        controller.close();
+        return;
+      }
+      const chunk = result.value;
+      if (chunk.byteLength === 0) continue;
+      this.lastActivity = opts.now();
+      const before = this.#accounting.contentBytes;
+      const aligned = this.#parser.atBoundary;
+      this.#dropped = false;
+      this.#parser.push(chunk);
+      if (opts.mode === "raw") {
+        controller.enqueue(chunk);
+      } else if (
+        opts.mode === "strip" && !this.#dropped && aligned && this.#parser.atBoundary &&
+        endsWithNewline(chunk)
+      ) {
+        // Whole frames in, none dropped: the text is the chunk itself, so send its bytes as
+        // they came instead of encoding them again (the usual case: one frame per write).
+        this.#out = "";
+        controller.enqueue(chunk);
+      } else {
+        if (this.#out.length === 0) continue;
+        controller.enqueue(encoder.encode(this.#out));
+        this.#out = "";
+      }
+      if (this.#ttftMs === undefined && this.#accounting.contentBytes > before) {
+        this.#ttftMs = this.lastActivity - opts.startedAt;
+      }
+      return;
+    }
+  }
+
+  /** The client went away: stop the upstream, report `aborted`. */
+  cancel(): void {
+    if (this.#ended) return;
+    this.#finish("aborted");
+    this.#opts.upstream.abort();
+    this.#reader.cancel().catch(() => {});
+  }
+
+  /** IdleWatch: the upstream was silent for too long. */
+  idleTimeout(): void {
+    if (this.#ended) return;
+    this.#idleTimedOut = true;
+    this.#opts.upstream.abort();
+  }
+
+  #frame(frame: SseFrame): void {
+    const mode = this.#opts.mode;
+    const data = frame.data;
+    if (data.length === 0 || data.charCodeAt(0) !== 123 /* '{' */) {
+      // [DONE], keepalive comments and the like: kept as they are in strip mode, dropped when
+      // translating (the translator writes its own end).
+      if (mode === "strip") this.#out += frame.raw;
+      return;
+    }
+    let chunk: unknown;
+    try {
+      chunk = JSON.parse(data);
+    } catch {
+      if (mode === "strip") this.#out += frame.raw;
+      return;
+    }
+    if (typeof chunk !== "object" || chunk === null || Array.isArray(chunk)) {
+      if (mode === "strip") this.#out += frame.raw;
+      return;
+    }
+    const obj = chunk as JsonObject;
+    if (mode === "translate") {
+      this.#out += this.#opts.translator!.chunk(obj);
+      return;
+    }
+    this.#opts.state!.read(obj);
+    if (mode === "strip") {
+      const choices = obj.choices;
+      const usageOnly = Array.isArray(choices) && choices.length === 0 &&
+        typeof obj.usage === "object" && obj.usage !== null;
+      if (usageOnly) this.#dropped = true;
+      else this.#out += frame.raw;
+    }
+  }
+
+  #broken(controller: ReadableStreamDefaultController<Uint8Array>, reason: string): void {
+    this.#parser.end();
+    const opts = this.#opts;
+    let tail = this.#out;
+    this.#out = "";
+    const message = `Upstream error: ${reason}`;
+    if (opts.mode === "translate") {
+      tail += opts.translator!.fail(502, message);
+    } else {
+      // An OpenAI stream that breaks says so in-band, as OpenAI's own API does, instead of
+      // ending as if complete; OpenAI SDKs raise it as an APIError.
+      tail += `data: ${JSON.stringify({ error: { message, type: "upstream_error" } })}\n\n`;
+    }
+    this.#finish("broken", reason);
+    try {
+      if (tail.length > 0) controller.enqueue(encoder.encode(tail));
+      controller.close();
+    } catch {
+      // The client went away in the same instant.
+    }
+  }
+
+  #timings(): AnswerTimings {
+    const t: AnswerTimings = { totalMs: this.#opts.now() - this.#opts.startedAt };
+    if (this.#ttftMs !== undefined) t.ttftMs = this.#ttftMs;
+    return t;
+  }
+
+  #finish(end: RelayOutcome["end"], error?: string): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#opts.idle?.delete(this);
+    const acc = this.#accounting;
+    const outcome: RelayOutcome = {
+      end,
+      usage: acc.usage,
+      toolCalls: acc.toolCalls,
+      contentBytes: acc.contentBytes,
+      ttftMs: this.#ttftMs,
+    };
+    if (error !== undefined) outcome.error = error;
+    this.#opts.owner.relayEnded(outcome);
+  }
+}
+
+/** StreamState seen through the translator's accounting getters. */
+class StateAccounting implements Accounting {
+  constructor(readonly state: StreamState) {}
+  get contentBytes(): number {
+    return this.state.contentBytes;
+  }
+  get usage(): JsonObject | undefined {
+    return this.state.usage;
+  }
+  get toolCalls(): JsonObject[] {
+    return this.state.toolCalls;
+  }
+}
+
+/** Whether the chunk's last byte is LF or CR (so it cannot end inside a UTF-8 sequence). */
+function endsWithNewline(chunk: Uint8Array): boolean {
+  const last = chunk[chunk.byteLength - 1];
+  return last === 10 || last === 13;
+}
+
+function describe(err: unknown): string {
+  const msg = err instanceof Error ? err.message : String(err);
+  if (/reading a body|connection/i.test(msg)) return "connection closed mid-stream";
+  return msg.split("\n")[0].slice(0, 200);
+}

@@ -1,0 +1,308 @@
+/**
+ * The upstream call: the node URL, the header rules, the node's own key, and one fetch with a
+ * timeout before the headers and an inactivity timeout on the body.
+ *
+ * @module
+ */
+import type { Node } from "../core/types.ts";
+
+/**
+ * The upstream URL of a path below `/v1`: the node URL without trailing `/`; when it ends in `/v1`
+ * the path is appended, else `/v1` + path (`http://a:1` → `http://a:1/v1/chat/completions`).
+ */
+export function upstreamUrl(nodeUrl: string, path: string): string {
+  let base = nodeUrl;
+  while (base.endsWith("/")) base = base.slice(0, -1);
+  return base.endsWith("/v1") ? base + path : base + "/v1" + path;
+}
+
+/** Client request headers never forwarded upstream: hop-by-hop plus what the fetch sets itself. */
+export const DROPPED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "host",
+  "content-length",
+  "accept-encoding",
+]);
+
+/** Upstream response headers never relayed to the client (the body is re-framed and decoded). */
+export const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "content-length",
+  "content-encoding",
+]);
+
+/**
+ * Headers for the upstream call. With `nodeKey` the node's key replaces the client's credentials:
+ * `Authorization: Bearer <nodeKey>` is set and the client's `Authorization` and `x-api-key` are
+ * dropped; without one the client's headers go through (minus the dropped set). `hops` is this
+ * request's hop count (`x-skeid-hops`), one more than it arrived with.
+ */
+export function upstreamHeaders(
+  client: Headers,
+  nodeKey: string | undefined,
+  hops = 1,
+): [string, string][] {
+  // Pairs, not a Headers object: fetch builds its own from them, and a Headers handed over would
+  // be iterated (sorted) a second time.
+  const out: [string, string][] = [];
+  for (const [name, value] of client) {
+    // Headers iteration yields lowercase names.
+    if (DROPPED_REQUEST_HEADERS.has(name) || name === "content-type" || name === HOPS_HEADER) {
+      continue;
+    }
+    if (nodeKey !== undefined && (name === "authorization" || name === "x-api-key")) continue;
+    out.push([name, value]);
+  }
+  if (nodeKey !== undefined) out.push(["authorization", `Bearer ${nodeKey}`]);
+  out.push(["content-type", "application/json"], [HOPS_HEADER, String(hops)]);
+  return out;
+}
+
+/** Counts the Skeid gateways a request passed through, so a node that points back at the
+ * gateway (a config mistake) ends in a refusal instead of a request loop. */
+export const HOPS_HEADER = "x-skeid-hops";
+
+/** Most gateways a request may pass (chained Skeids are fine; a loop is not). */
+export const MAX_HOPS = 8;
+
+/** The hop count a request arrived with (0 from a client). */
+export function hopsOf(headers: Headers): number {
+  const raw = headers.get(HOPS_HEADER);
+  if (raw === null) return 0;
+  const n = Number.parseInt(raw, 10);
+  return Number.isFinite(n) && n > 0 ? n : 0;
+}
+
+/** Copies upstream response headers the client may see (minus the dropped set). */
+export function relayedResponseHeaders(upstream: Headers): Headers {
+  const out = new Headers();
+  for (const [name, value] of upstream) {
+    if (DROPPED_RESPONSE_HEADERS.has(name)) continue;
+    out.append(name, value);
+  }
+  return out;
+}
+
+/**
+ * The node's own key: undefined when the node names no key source (the client's credentials go
+ * through), `null` when it names one that resolved nothing (the node must not be called, DESIGN
+ * decision 1), else the key. The environment is the gateway's in-memory view; a key broker (when
+ * one is configured) is asked first for `api_key_ref`.
+ */
+export function nodeKeyFromEnv(
+  node: Pick<Node, "api_key_env" | "api_key_ref">,
+  env: (name: string) => string | undefined,
+  brokerKey?: string,
+): string | null | undefined {
+  if (brokerKey !== undefined && brokerKey.length > 0) return brokerKey;
+  if (node.api_key_env) {
+    const value = env(node.api_key_env);
+    if (value !== undefined && value.length > 0) return value;
+    return null;
+  }
+  return node.api_key_ref ? null : undefined;
+}
+
+/** Why an attempt failed before the first byte, when it did not get an HTTP answer. */
+export type TransportFailure = "connect" | "timeout" | "aborted" | "key_unavailable";
+
+/** An attempt that got no HTTP answer. */
+export class UpstreamTransportError extends Error {
+  constructor(readonly kind: TransportFailure, message: string) {
+    super(message);
+    this.name = "UpstreamTransportError";
+  }
+}
+
+/** One upstream fetch in flight: the response once headers arrived, and a way to stop it. */
+export interface UpstreamCall {
+  response: Response;
+  controller: AbortController;
+}
+
+/** Options of `fetchUpstream`. */
+export interface FetchUpstreamOptions {
+  url: string;
+  headers: HeadersInit;
+  body: BodyInit;
+  /** Aborts the call (client gone, shutdown). */
+  signal?: AbortSignal;
+  /** The attempt's controller, when the caller wants to stop it too (default: a new one). */
+  controller?: AbortController;
+  /** Bound on the wait for response headers, ms (a private timer when no `watch` is given). */
+  timeoutMs: number;
+  /** The shared deadline watch: bounds the wait without a timer per attempt. */
+  watch?: IdleWatch;
+  /** The shared HTTP client (connection pool), when the runtime has one. */
+  client?: Deno.HttpClient;
+  /** The fetch to use (tests may wrap it). */
+  fetch?: typeof fetch;
+}
+
+/** One attempt waiting for its headers, as the deadline watch sees it. */
+class PendingAttempt implements Watched {
+  lastActivity: number;
+  timedOut = false;
+  constructor(readonly controller: AbortController, now: number) {
+    this.lastActivity = now;
+  }
+  idleTimeout(): void {
+    this.timedOut = true;
+    this.controller.abort();
+  }
+}
+
+/**
+ * Sends one upstream request and waits for its headers, at most `timeoutMs`. Throws
+ * `UpstreamTransportError` (connect / timeout / aborted); the returned controller aborts the body.
+ */
+export async function fetchUpstream(opts: FetchUpstreamOptions): Promise<UpstreamCall> {
+  const controller = opts.controller ?? new AbortController();
+  const outer = opts.signal;
+  let onOuterAbort: (() => void) | undefined;
+  if (outer) {
+    if (outer.aborted) throw new UpstreamTransportError("aborted", "client went away");
+    onOuterAbort = () => controller.abort();
+    outer.addEventListener("abort", onOuterAbort, { once: true });
+  }
+  const watch = opts.watch;
+  const pending = new PendingAttempt(controller, watch ? watch.now() : 0);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  if (watch) watch.add(pending);
+  else timer = setTimeout(() => pending.idleTimeout(), opts.timeoutMs);
+  try {
+    const init: RequestInit & { client?: Deno.HttpClient } = {
+      method: "POST",
+      headers: opts.headers,
+      body: opts.body,
+      signal: controller.signal,
+      redirect: "manual",
+    };
+    if (opts.client) init.client = opts.client;
+    const response = await (opts.fetch ?? fetch)(opts.url, init);
+    return { response, controller };
+  } catch (err) {
+    if (pending.timedOut) {
+      throw new UpstreamTransportError(
+        "timeout",
+        `timed out after ${opts.timeoutMs} ms waiting for response headers`,
+      );
+    }
+    if (outer?.aborted || controller.signal.aborted) {
+      throw new UpstreamTransportError("aborted", "the request was stopped");
+    }
+    throw new UpstreamTransportError("connect", describeFetchError(err));
+  } finally {
+    if (watch) watch.delete(pending);
+    else clearTimeout(timer);
+    // After the headers the caller owns the body's lifetime (the relay aborts `controller` when
+    // the client goes away), so the link to the outer signal ends here.
+    if (outer && onOuterAbort) outer.removeEventListener("abort", onOuterAbort);
+  }
+}
+
+/** A short, key-free reason for a failed fetch (`connection refused`, ...). */
+export function describeFetchError(err: unknown): string {
+  const msg = err instanceof Error ? err.message : String(err);
+  if (/connection refused|ECONNREFUSED/i.test(msg)) return "connection refused";
+  if (/reset|ECONNRESET/i.test(msg)) return "connection reset";
+  if (/dns|lookup|name or service/i.test(msg)) return "name resolution failed";
+  if (/certificate|tls|ssl/i.test(msg)) return "TLS error";
+  // Error messages of fetch name the URL, never a header; keep the first line only.
+  return msg.split("\n")[0].slice(0, 200);
+}
+
+/** Something a body inactivity watch can stop. */
+export interface Watched {
+  /** Epoch ms of the last byte seen. */
+  lastActivity: number;
+  /** Called once when the body was silent for too long. */
+  idleTimeout(): void;
+}
+
+/**
+ * One timer for every upstream wait in flight (headers, a whole non-streamed body, a stream's
+ * silence): one silent for longer than `timeoutMs` is stopped. A timer per attempt (or a reset per
+ * stream read) costs timer ops on every request; a sweep at a quarter of the timeout costs one
+ * timer for all of them, at the price of stopping up to a quarter of the timeout late.
+ */
+export class IdleWatch {
+  readonly #timeoutMs: number;
+  readonly #now: () => number;
+  readonly #watched = new Set<Watched>();
+  #timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(timeoutMs: number, now: () => number = Date.now) {
+    this.#timeoutMs = timeoutMs;
+    this.#now = now;
+  }
+
+  /** The watch's clock, epoch ms. */
+  now(): number {
+    return this.#now();
+  }
+
+  /** How many bodies are watched. */
+  get size(): number {
+    return this.#watched.size;
+  }
+
+  /** Starts watching a body. */
+  add(w: Watched): void {
+    this.#watched.add(w);
+    if (this.#timer === undefined) {
+      const period = Math.max(50, Math.min(5000, Math.floor(this.#timeoutMs / 4)));
+      this.#timer = setInterval(() => this.sweep(), period);
+    }
+  }
+
+  /** Stops watching a body (it ended). */
+  delete(w: Watched): void {
+    // The timer is not stopped here but at the next sweep that finds nothing to watch, so a
+    // trickle of requests does not start and stop an interval for each one.
+    this.#watched.delete(w);
+  }
+
+  /** Stops every body that was silent too long (the timer's work; tests call it directly). */
+  sweep(): void {
+    const cutoff = this.#now() - this.#timeoutMs;
+    for (const w of this.#watched) {
+      if (w.lastActivity <= cutoff) {
+        this.#watched.delete(w);
+        try {
+          w.idleTimeout();
+        } catch {
+          // A body that cannot be stopped is already gone.
+        }
+      }
+    }
+    if (this.#watched.size === 0) this.#stop();
+  }
+
+  /** Stops the timer and forgets every body. */
+  close(): void {
+    this.#watched.clear();
+    this.#stop();
+  }
+
+  #stop(): void {
+    if (this.#timer !== undefined) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+}

@@ -1,0 +1,104 @@
+/**
+ * Usage event assembly: one event per forwarded client request (not per attempt), priced by the
+ * core with the SERVED model's rule, carrying both the served and the requested model.
+ *
+ * @module
+ */
+import type { Skeid } from "../core/skeid.ts";
+import type { Node } from "../core/types.ts";
+import type { UsageEvent } from "../usage/types.ts";
+import { buildUsageEvent, formatCreatedAt } from "../usage/event.ts";
+
+/**
+ * `created_at` stamps (UTC, second precision) formatted once per second instead of once per
+ * event: every request writes one, and formatting a date is not free.
+ */
+export class SecondStamp {
+  #second = -1;
+  #text = "";
+
+  /** The stamp of epoch-ms `ms`. */
+  at(ms: number): string {
+    const second = Math.floor(ms / 1000);
+    if (second !== this.#second) {
+      this.#second = second;
+      this.#text = formatCreatedAt(second * 1000);
+    }
+    return this.#text;
+  }
+}
+
+/** What the proxy knows about a finished request. */
+export interface UsageFacts {
+  /** `created_at`, UTC `YYYY-MM-DDTHH:MM:SSZ` (default: now). */
+  createdAt?: string;
+  requestId: string;
+  apiFormat: string;
+  endpoint: string;
+  apiKeyId: string;
+  /** The node that served the last attempt. */
+  node: Pick<Node, "id" | "url" | "engine">;
+  servedModel: string;
+  requestedModel: string;
+  status: number;
+  ok: boolean;
+  durationMs: number;
+  attempts: number;
+  /** A whole upstream JSON answer (non-streamed) to read usage from. */
+  response?: unknown;
+  /** The last usage object of a stream. */
+  usage?: unknown;
+  /** Tool calls of the answer (OpenAI `{function:{name}}` entries). */
+  toolCalls?: unknown[];
+  errorType?: string;
+  errorMessage?: string;
+  /** Streams only. */
+  contentBytes?: number;
+  ttftMs?: number;
+}
+
+/** Builds the usage event of a forwarded request (token counts read and priced by the core). */
+export function usageEvent(skeid: Skeid, facts: UsageFacts): UsageEvent {
+  const metrics = skeid.normalizeMetrics({
+    model: facts.servedModel,
+    response: facts.response,
+    usage: facts.usage,
+    tool_calls: facts.toolCalls,
+    duration_ms: facts.durationMs,
+    engine: facts.node.engine,
+    route: facts.endpoint,
+    provider: "skeid",
+  });
+  return buildUsageEvent({
+    ...(facts.createdAt !== undefined ? { created_at: facts.createdAt } : {}),
+    request_id: facts.requestId,
+    api_format: facts.apiFormat,
+    endpoint: facts.endpoint,
+    api_key_id: facts.apiKeyId,
+    provider: "skeid",
+    engine: facts.node.engine || "openaibase",
+    model: facts.servedModel,
+    requested_model: facts.requestedModel,
+    node_id: facts.node.id,
+    route_url: facts.node.url,
+    status_code: facts.status,
+    ok: facts.ok,
+    duration_ms: Math.max(0, Math.round(facts.durationMs)),
+    attempts: facts.attempts,
+    input_tokens: metrics.input_tokens,
+    output_tokens: metrics.output_tokens,
+    total_tokens: metrics.total_tokens,
+    cached_tokens: metrics.cached_tokens,
+    cache_write_tokens: metrics.cache_write_tokens,
+    tool_calls: metrics.tool_calls,
+    cost_input_usd: metrics.cost_input_usd,
+    cost_output_usd: metrics.cost_output_usd,
+    cost_cache_read_usd: metrics.cost_cache_read_usd,
+    cost_cache_write_usd: metrics.cost_cache_write_usd,
+    cost_total_usd: metrics.cost_total_usd,
+    error_type: facts.errorType ?? "",
+    error_message: facts.errorMessage ?? "",
+    ...(facts.contentBytes !== undefined ? { content_bytes: facts.contentBytes } : {}),
+    ...(facts.ttftMs !== undefined ? { ttft_ms: Math.max(0, Math.round(facts.ttftMs)) } : {}),
+  }, skeid.now);
+}

@@ -1,0 +1,188 @@
+/**
+ * The routing walk: a route plan's tiers in order, each asked for a node admission takes now,
+ * waiting (event-driven, in the waiter queue) only where the tier says so. The walk also carries
+ * failover: a node whose attempt failed is excluded and the walk goes on from where it was — the
+ * same tier first, then the later ones — without waiting again in a tier it already waited in.
+ *
+ * 403, 429 and 503 tell a client three different things (DESIGN): the walk decides which one a
+ * request that got no node deserves, and never lets one stand in for another.
+ *
+ * @module
+ */
+import type { PickedNode, RouteState, Selection, Tier } from "../core/types.ts";
+import type { Waiter, WaiterQueue } from "./wait.ts";
+
+/** What the walk needs from the core (a `Skeid` satisfies it). */
+export interface WalkCore {
+  routeState(sel: Selection): RouteState;
+  pickNode(sel: Selection): PickedNode | undefined;
+  startRequest(id: string): boolean;
+  now(): number;
+}
+
+/** A node was admitted: the caller owns its slot and must finish it. */
+export interface WalkAdmitted {
+  kind: "admitted";
+  node: PickedNode;
+  tier: Tier;
+}
+
+/** No node: the refusal the client gets (when no attempt was made before). */
+export interface WalkRefused {
+  kind: "refused";
+  status: 403 | 429 | 503;
+  type: "permission_error" | "rate_limit_error" | "model_not_found";
+  /** Short reason for metrics and logs. */
+  reason: "denied_by_tags" | "saturated" | "no_node";
+  message: string;
+}
+
+/** The client went away while waiting: nothing was taken. */
+export interface WalkAborted {
+  kind: "aborted";
+}
+
+/** The walk's answer. */
+export type WalkResult = WalkAdmitted | WalkRefused | WalkAborted;
+
+/** Most picks one admission try makes while skipping excluded nodes (weighted RR repeats ids). */
+const MAX_PICKS = 32;
+
+/** One request's walk over its route plan. */
+export class RouteWalk implements Waiter {
+  readonly #core: WalkCore;
+  readonly #queue: WaiterQueue;
+  readonly #tiers: readonly Tier[];
+  readonly #requestedModel: string;
+  #index = 0;
+  /** Highest tier index whose wait was spent (a revisit during failover does not wait again). */
+  #waitedUpTo = -1;
+  #excluded: Set<string> | undefined;
+  #everEligible = false;
+  /** Whether the last admission try saw an eligible node that was not excluded. */
+  #sawFresh = false;
+  #pickedId: string | undefined;
+  #waitedMs = 0;
+  #admitted: PickedNode | undefined;
+
+  constructor(core: WalkCore, queue: WaiterQueue, tiers: readonly Tier[], requestedModel: string) {
+    this.#core = core;
+    this.#queue = queue;
+    this.#tiers = tiers;
+    this.#requestedModel = requestedModel;
+  }
+
+  /** Milliseconds spent waiting for capacity so far. */
+  get waitedMs(): number {
+    return this.#waitedMs;
+  }
+
+  /** Leaves a node out of every later admission try (its attempt failed). */
+  exclude(id: string): void {
+    (this.#excluded ??= new Set()).add(id);
+  }
+
+  /**
+   * The next admitted node, or why there is none. `client.signal` (the client went away) is read
+   * only when the walk has to wait: creating a request's signal costs the server work on every
+   * request, and most requests never wait.
+   */
+  async next(client?: { readonly signal: AbortSignal }): Promise<WalkResult> {
+    let signal: AbortSignal | undefined;
+    const tiers = this.#tiers;
+    while (this.#index < tiers.length) {
+      const tier = tiers[this.#index];
+      const state = this.#core.routeState(tier);
+      if (!state.has_eligible) {
+        // Nothing could ever serve this tier: on at once, whatever its wait.
+        this.#index++;
+        continue;
+      }
+      this.#everEligible = true;
+      if (this.tryAdmit()) return this.#take(tier);
+      const wait = this.#waitOf(tier);
+      if (wait > 0 && this.#waitedUpTo < this.#index && this.#sawFresh) {
+        this.#waitedUpTo = this.#index;
+        const started = this.#core.now();
+        signal ??= client?.signal;
+        const result = await this.#queue.wait(this, started + wait, signal);
+        this.#waitedMs += this.#core.now() - started;
+        if (result === "admitted") return this.#take(tier);
+        if (result === "aborted") return { kind: "aborted" };
+      }
+      this.#index++;
+    }
+    if (signal?.aborted) return { kind: "aborted" };
+    return this.#refusal();
+  }
+
+  /** Tries the current tier once: true when a node was admitted (Waiter contract). */
+  tryAdmit(): boolean {
+    const tier = this.#tiers[this.#index];
+    if (tier === undefined) return false;
+    const excluded = this.#excluded;
+    this.#sawFresh = excluded === undefined;
+    for (let i = 0; i < MAX_PICKS; i++) {
+      const node = this.#core.pickNode(tier);
+      if (node === undefined) return false;
+      if (excluded !== undefined && excluded.has(node.id)) continue;
+      this.#sawFresh = true;
+      this.#pickedId = node.id;
+      if (this.#core.startRequest(node.id)) {
+        this.#admitted = node;
+        return true;
+      }
+      // Another request took the slot between pick and start: pick again.
+    }
+    return false;
+  }
+
+  #waitOf(tier: Tier): number {
+    return tier.wait_ms > 0 ? tier.wait_ms : 0;
+  }
+
+  #take(tier: Tier): WalkAdmitted {
+    const node = this.#admitted!;
+    this.#admitted = undefined;
+    this.#waitedUpTo = Math.max(this.#waitedUpTo, this.#index);
+    return { kind: "admitted", node, tier };
+  }
+
+  #refusal(): WalkRefused {
+    const model = this.#requestedModel;
+    if (this.#everEligible) {
+      const waited = Math.round(this.#waitedMs);
+      const where = this.#pickedId !== undefined
+        ? `on node '${this.#pickedId}'`
+        : `for model '${model}'`;
+      return {
+        kind: "refused",
+        status: 429,
+        type: "rate_limit_error",
+        reason: "saturated",
+        message: `Timed out waiting for free capacity ${where} (waited ${waited}ms)`,
+      };
+    }
+    // No tier had an eligible node. If one would have without the key's deny_tags, the key may
+    // not reach this model: that is a permission answer, not an availability one.
+    for (const tier of this.#tiers) {
+      if (tier.deny_tags.length === 0) continue;
+      if (this.#core.routeState({ ...tier, deny_tags: [] }).has_eligible) {
+        return {
+          kind: "refused",
+          status: 403,
+          type: "permission_error",
+          reason: "denied_by_tags",
+          message: `Model '${model}' is not available for this key`,
+        };
+      }
+    }
+    return {
+      kind: "refused",
+      status: 503,
+      type: "model_not_found",
+      reason: "no_node",
+      message: `No healthy node available for model '${model}'`,
+    };
+  }
+}

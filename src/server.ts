@@ -1,0 +1,161 @@
+/**
+ * The HTTP app: the data plane (OpenAI, Anthropic and Ollama faces), `/health`, the provider
+ * manifest, and the admin plane under `/skeid/*`, assembled over one Gateway.
+ *
+ * @module
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import type { Gateway } from "./gateway.ts";
+import { adminRoutes } from "./admin/routes.ts";
+import {
+  countTokens,
+  type Face,
+  faceFor,
+  modelsBody,
+  psBody,
+  tagsBody,
+  versionBody,
+} from "./faces/index.ts";
+import type { JsonObject } from "./faces/face.ts";
+import { handleProxy } from "./proxy/handler.ts";
+import { errorResponse, jsonResponse } from "./proxy/errors.ts";
+import { ANONYMOUS, requestKeyId } from "./proxy/identity.ts";
+
+/** The data-plane routes each face proxies. */
+const PROXIED: readonly { face: "openai" | "anthropic" | "ollama"; path: string }[] = [
+  { face: "openai", path: "/v1/chat/completions" },
+  { face: "openai", path: "/v1/completions" },
+  { face: "openai", path: "/v1/embeddings" },
+  { face: "anthropic", path: "/v1/messages" },
+  { face: "ollama", path: "/api/chat" },
+  { face: "ollama", path: "/api/generate" },
+  { face: "ollama", path: "/api/embed" },
+];
+
+/** The customer key id of a listing request, or a refusal when known keys are required. */
+async function listingKeyId(
+  gw: Gateway,
+  req: Request,
+  face: Face,
+): Promise<string | Response> {
+  const routing = gw.skeid.routing;
+  const r = requestKeyId(req.headers, routing.trust_key_id_header, gw.keyIds);
+  const id = r instanceof Promise ? await r : r;
+  if (routing.require_known_keys && (id === undefined || !gw.skeid.isKnownKey(id))) {
+    gw.metrics.refusal("", 401, "unknown_key");
+    const message = id === undefined ? "An API key is required" : "Unknown API key";
+    return errorResponse(face, 401, "authentication_error", message, requestIdOf(req));
+  }
+  return id ?? ANONYMOUS;
+}
+
+function requestIdOf(req: Request): string {
+  const given = req.headers.get("x-request-id");
+  return given !== null && given.length > 0 && given.length <= 200
+    ? given
+    : `req_${Date.now()}_${Math.floor(Math.random() * 1_000_000)}`;
+}
+
+/** Builds the Hono app over a gateway. */
+export function buildApp(gw: Gateway): Hono {
+  const app = new Hono();
+  const faces = {
+    openai: faceFor("openai", { now: gw.skeid.now }),
+    anthropic: faceFor("anthropic", { now: gw.skeid.now }),
+    ollama: faceFor("ollama", { now: gw.skeid.now }),
+  };
+
+  app.get("/health", () => healthResponse(gw));
+
+  for (const { face, path } of PROXIED) {
+    const f = faces[face];
+    app.post(path, (c: Context) => handleProxy(gw, f, path, c.req.raw));
+  }
+
+  app.post("/v1/messages/count_tokens", async (c: Context) => {
+    const face = faces.anthropic;
+    const rid = requestIdOf(c.req.raw);
+    let body: unknown;
+    try {
+      body = JSON.parse(await c.req.text());
+    } catch {
+      body = undefined;
+    }
+    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+      return errorResponse(face, 400, "invalid_request_error", "Invalid JSON body", rid);
+    }
+    try {
+      return jsonResponse(200, countTokens(body as JsonObject), rid);
+    } catch (err) {
+      const status = typeof (err as { status?: unknown }).status === "number"
+        ? (err as { status: number }).status
+        : 400;
+      const message = err instanceof Error ? err.message : String(err);
+      return errorResponse(face, status, "invalid_request_error", message, rid);
+    }
+  });
+
+  app.get("/v1/models", async (c: Context) => {
+    const id = await listingKeyId(gw, c.req.raw, faces.openai);
+    if (id instanceof Response) return id;
+    const models = gw.skeid.listModels({ api_key_id: id });
+    return Response.json(modelsBody(models, gw.skeid.now()));
+  });
+
+  app.get("/api/tags", async (c: Context) => {
+    const id = await listingKeyId(gw, c.req.raw, faces.ollama);
+    if (id instanceof Response) return id;
+    const models = gw.skeid.listModels({ api_key_id: id });
+    return Response.json(tagsBody(models, gw.skeid.now()));
+  });
+  app.get("/api/ps", () => Response.json(psBody()));
+  app.get("/api/version", () => Response.json(versionBody()));
+
+  app.get("/.well-known/langertha.json", async (c: Context) => {
+    if (!gw.config.manifestEnabled()) return c.text("Not Found", 404);
+    const req = c.req.raw;
+    const r = requestKeyId(req.headers, gw.skeid.routing.trust_key_id_header, gw.keyIds);
+    const id = r instanceof Promise ? await r : r;
+    if (id === undefined) {
+      return errorResponse(
+        faces.openai,
+        401,
+        "authentication_error",
+        "An API key is required",
+        requestIdOf(req),
+      );
+    }
+    const manifest = gw.config.manifestFor(id);
+    if (manifest === undefined) {
+      return errorResponse(
+        faces.openai,
+        403,
+        "permission_error",
+        "No provider manifest is published for this key",
+        requestIdOf(req),
+      );
+    }
+    return new Response(manifest, {
+      headers: { "content-type": "application/json", "cache-control": "no-store" },
+    });
+  });
+
+  app.route("/", adminRoutes(gw.adminDeps()));
+
+  app.notFound(() => new Response("Not Found", { status: 404 }));
+  app.onError((err) => {
+    gw.logger.error("http_error", { error: err instanceof Error ? err.message : String(err) });
+    return new Response(
+      JSON.stringify({ error: { message: "Internal gateway error", type: "api_error" } }),
+      { status: 500, headers: { "content-type": "application/json" } },
+    );
+  });
+  return app;
+}
+
+function healthResponse(gw: Gateway): Response {
+  return new Response(JSON.stringify(gw.health()), {
+    headers: { "content-type": "application/json" },
+  });
+}

@@ -1,0 +1,91 @@
+import { deepStrictEqual, match, ok, strictEqual, throws } from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { parseListen } from "../../src/cli/serve.ts";
+
+const launcher = fileURLToPath(new URL("../../scripts/skeid", import.meta.url));
+
+Deno.test("cli: parseListen", () => {
+  deepStrictEqual(parseListen("127.0.0.1:8090"), { hostname: "127.0.0.1", port: 8090 });
+  deepStrictEqual(parseListen("[::1]:0"), { hostname: "::1", port: 0 });
+  deepStrictEqual(parseListen(":9000"), { hostname: "0.0.0.0", port: 9000 });
+  throws(() => parseListen("localhost"), /HOST:PORT/);
+  throws(() => parseListen("a:70000"), /port/);
+});
+
+Deno.test("cli: serve exits non-zero with every config error, its path and line", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "skeid-cli-" });
+  try {
+    await Deno.writeTextFile(
+      `${dir}/bad.yaml`,
+      "nodes:\n  - id: a\n    url: http://127.0.0.1:1\n    engine: openai-compatible\n",
+    );
+    const out = await new Deno.Command(launcher, {
+      args: ["serve", "--config", `${dir}/bad.yaml`, "--listen", "127.0.0.1:0"],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    strictEqual(out.code, 1);
+    const err = new TextDecoder().decode(out.stderr);
+    match(err, /nodes\[0\]\.engine \(line 4\): unknown engine 'openai-compatible'/);
+    const missing = await new Deno.Command(launcher, {
+      args: ["serve", "--config", `${dir}/nope.yaml`, "--listen", "127.0.0.1:0"],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    strictEqual(missing.code, 1);
+    match(new TextDecoder().decode(missing.stderr), /nope\.yaml/);
+    const badListen = await new Deno.Command(launcher, {
+      args: ["serve", "--listen", "nowhere"],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    strictEqual(badListen.code, 2);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("cli: serve prints address, config and worker-share warnings; SIGINT exits 0", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "skeid-cli-" });
+  const child = new Deno.Command(launcher, {
+    args: ["serve", "--config", `${dir}/ok.yaml`, "--listen", "127.0.0.1:0", "--workers", "4"],
+    stdout: "piped",
+    stderr: "piped",
+  });
+  await Deno.writeTextFile(
+    `${dir}/ok.yaml`,
+    "nodes:\n  - id: gpu-1\n    url: http://127.0.0.1:1\n    max_conns: 2\n",
+  );
+  const proc = child.spawn();
+  const reader = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  const stderr = new Response(proc.stderr).text();
+  let text = "";
+  try {
+    const end = Date.now() + 30_000;
+    while (!/warning: .*gpu-1/.test(text) && Date.now() < end) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += value;
+    }
+    match(text, /listening on http:\/\/127\.0\.0\.1:\d+/);
+    match(text, new RegExp(`config ${dir}/ok\\.yaml`));
+    match(text, /warning: .*gpu-1.*fewer workers or raise max_conns/);
+    const health = await fetch(`${text.match(/http:\/\/127\.0\.0\.1:\d+/)![0]}/health`);
+    strictEqual(health.status, 200);
+    await health.body?.cancel();
+    proc.kill("SIGINT");
+    const status = await proc.status;
+    strictEqual(status.code, 0);
+    ok(true);
+  } finally {
+    try {
+      proc.kill("SIGKILL");
+    } catch {
+      // exited
+    }
+    await proc.status;
+    await reader.cancel().catch(() => {});
+    await stderr.catch(() => {});
+    await Deno.remove(dir, { recursive: true });
+  }
+});

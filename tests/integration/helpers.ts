@@ -1,0 +1,222 @@
+/**
+ * Integration test helpers: a real gateway (`startServer`) on 127.0.0.1:0 in front of real fake
+ * models, its config written to a temp file, usage events caught by the ledger's callback sink.
+ *
+ * @module
+ */
+import { stringify } from "yaml";
+import { strictEqual } from "node:assert/strict";
+import { type RunningServer, startServer } from "../../src/cli/serve.ts";
+import type { Gateway } from "../../src/gateway.ts";
+import { memoryLogger } from "../../src/log.ts";
+import type { UsageEvent } from "../../src/usage/types.ts";
+
+/** Usage events as the ledger hands them to its sink, with a way to wait for N of them. */
+export class EventSink {
+  readonly events: UsageEvent[] = [];
+  #waiters: { n: number; resolve: () => void }[] = [];
+
+  /** The ledger's store callback. */
+  store = (event: UsageEvent): { ok: true } => {
+    this.events.push(event);
+    this.#waiters = this.#waiters.filter((w) => {
+      if (this.events.length < w.n) return true;
+      w.resolve();
+      return false;
+    });
+    return { ok: true };
+  };
+
+  /** Waits until at least `n` events arrived (bounded by `timeoutMs`); answers all events. */
+  async waitFor(n: number, timeoutMs = 5000): Promise<UsageEvent[]> {
+    if (this.events.length >= n) return this.events;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        this.#waiters.push({ n, resolve });
+        timer = setTimeout(
+          () =>
+            reject(new Error(`waited ${timeoutMs} ms for ${n} events, got ${this.events.length}`)),
+          timeoutMs,
+        );
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+    return this.events;
+  }
+}
+
+/** A gateway under test. */
+export interface TestGateway {
+  base: string;
+  gw: Gateway;
+  server: RunningServer;
+  sink: EventSink;
+  logger: ReturnType<typeof memoryLogger>;
+  configPath: string;
+  /** Rewrites the config file. */
+  writeConfig(config: Record<string, unknown>): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Options of `startGateway`. */
+export interface StartOptions {
+  /** Environment the gateway sees (nothing from the real one). */
+  env?: Record<string, string>;
+  reloadIntervalMs?: number;
+  upstreamTimeoutMs?: number;
+}
+
+/** Starts a gateway on 127.0.0.1:0 with `config` (written as YAML to a temp file). */
+export async function startGateway(
+  config: Record<string, unknown>,
+  opts: StartOptions = {},
+): Promise<TestGateway> {
+  const dir = await Deno.makeTempDir({ prefix: "skeid-it-" });
+  const configPath = `${dir}/skeid.yaml`;
+  await Deno.writeTextFile(configPath, stringify(config));
+  const env: Record<string, string> = { ...opts.env };
+  // SKEID_TEST_UPSTREAM_CLIENT=fetch runs the suite over fetch instead of the HTTP/1.1 client.
+  const client = Deno.env.get("SKEID_TEST_UPSTREAM_CLIENT");
+  if (client) env.SKEID_UPSTREAM_CLIENT = client;
+  const logger = memoryLogger("warn");
+  const server = await startServer({
+    hostname: "127.0.0.1",
+    port: 0,
+    configPath,
+    env: (name) => env[name],
+    logger,
+    spillPath: `${dir}/spill.jsonl`,
+    reloadIntervalMs: opts.reloadIntervalMs ?? 100,
+    upstreamTimeoutMs: opts.upstreamTimeoutMs,
+  });
+  const sink = new EventSink();
+  server.gateway.ledger.setCallbacks({ store: sink.store });
+  return {
+    base: `http://127.0.0.1:${server.addr.port}`,
+    gw: server.gateway,
+    server,
+    sink,
+    logger,
+    configPath,
+    writeConfig: (c) => Deno.writeTextFile(configPath, stringify(c)),
+    stop: async () => {
+      await server.stop(2000);
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
+/** POSTs JSON; answers status, headers and the parsed (or raw) body. */
+export async function post(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Headers; json: Record<string, unknown>; text: string }> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: Record<string, unknown> = {};
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // not JSON (streams)
+  }
+  return { status: res.status, headers: res.headers, json, text };
+}
+
+/** A chat body. */
+export function chat(model: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { model, messages: [{ role: "user", content: "hello there" }], ...extra };
+}
+
+/** Asserts every node's inflight is back to 0. */
+export function assertIdle(gw: Gateway): void {
+  for (const m of gw.skeid.nodeMetrics()) strictEqual(m.inflight, 0, `inflight of ${m.node_id}`);
+  strictEqual(gw.inflight, 0, "requests in flight");
+  strictEqual(gw.waiters.size, 0, "waiting requests");
+}
+
+/** Polls `cond` every few ms until it holds (bounded by `timeoutMs`). */
+export async function until(
+  cond: () => boolean,
+  timeoutMs = 3000,
+  what = "condition",
+): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/**
+ * A port nothing listens on. Not a just-released ephemeral port: the gateway under test binds
+ * port 0 right after and may get that very number, making the "dead" node itself (a request
+ * loop). Port 1 is below the ephemeral range and needs root to bind.
+ */
+export function closedPort(): number {
+  return 1;
+}
+
+/** A scripted upstream: `handler` answers every request; records what it got. */
+export function scriptedUpstream(
+  handler: (req: Request, body: Record<string, unknown>) => Response | Promise<Response>,
+): {
+  url: string;
+  requests: { headers: Headers; body: Record<string, unknown> }[];
+  close(): Promise<void>;
+} {
+  const ac = new AbortController();
+  const requests: { headers: Headers; body: Record<string, unknown> }[] = [];
+  const server = Deno.serve(
+    {
+      hostname: "127.0.0.1",
+      port: 0,
+      signal: ac.signal,
+      onListen: () => {},
+      // A scripted body that breaks on purpose is not worth a stack trace on stderr.
+      onError: () => new Response(null, { status: 500 }),
+    },
+    async (req) => {
+      const text = await req.text();
+      let body: Record<string, unknown> = {};
+      try {
+        body = JSON.parse(text);
+      } catch {
+        // not JSON
+      }
+      requests.push({ headers: req.headers, body });
+      return await handler(req, body);
+    },
+  );
+  return {
+    url: `http://127.0.0.1:${server.addr.port}/v1`,
+    requests,
+    close: async () => {
+      ac.abort();
+      await server.finished;
+    },
+  };
+}
+
+/** A body written in the given pieces (empty pieces included), one write each. */
+export function piecewise(pieces: string[]): ReadableStream<Uint8Array> {
+  const enc = new TextEncoder();
+  let i = 0;
+  return new ReadableStream<Uint8Array>({
+    async pull(c) {
+      if (i >= pieces.length) {
+        c.close();
+        return;
+      }
+      c.enqueue(enc.encode(pieces[i++]));
+      // Let each piece go out as its own write.
+      await new Promise((r) => setTimeout(r, 1));
+    },
+  });
+}

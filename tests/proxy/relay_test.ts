@@ -1,0 +1,135 @@
+import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
+import { StreamState } from "../../src/faces/stream_state.ts";
+import { faceFor } from "../../src/faces/index.ts";
+import { type RelayOutcome, StreamRelay } from "../../src/proxy/relay.ts";
+
+const enc = new TextEncoder();
+const frame = (o: unknown) => `data: ${JSON.stringify(o)}\n\n`;
+const content = (c: string) => frame({ choices: [{ index: 0, delta: { content: c } }] });
+const usageOnly = frame({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 2 } });
+
+/** An upstream body from pieces; `failAt` errors the stream at that index. */
+function body(pieces: (string | Uint8Array)[], failAt?: number): ReadableStream<Uint8Array> {
+  let i = 0;
+  return new ReadableStream({
+    pull(c) {
+      if (i === failAt) return c.error(new Error("error reading a body from connection"));
+      if (i >= pieces.length) return c.close();
+      const p = pieces[i++];
+      c.enqueue(typeof p === "string" ? enc.encode(p) : p);
+    },
+  });
+}
+
+async function relay(
+  mode: "raw" | "strip" | "translate",
+  pieces: (string | Uint8Array)[],
+  failAt?: number,
+): Promise<{ text: string; outcome: RelayOutcome; writes: number }> {
+  let outcome: RelayOutcome | undefined;
+  const translator = mode === "translate"
+    ? faceFor("anthropic").streamTranslator("/v1/messages", "req-model")
+    : undefined;
+  const r = new StreamRelay({
+    mode,
+    body: body(pieces, failAt),
+    upstream: new AbortController(),
+    translator,
+    state: mode === "translate" ? undefined : new StreamState("call_"),
+    owner: { relayEnded: (o) => (outcome = o) },
+    now: Date.now,
+    startedAt: Date.now(),
+  });
+  const reader = new ReadableStream<Uint8Array>(r).getReader();
+  let text = "";
+  let writes = 0;
+  const dec = new TextDecoder();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    ok(value.byteLength > 0, "no empty write");
+    writes++;
+    text += dec.decode(value, { stream: true });
+  }
+  return { text, outcome: outcome!, writes };
+}
+
+Deno.test("relay raw: bytes unchanged, empty reads skipped, usage and content counted", async () => {
+  const src = content("Hé") + content("llo") + usageOnly + "data: [DONE]\n\n";
+  const pieces = ["", src.slice(0, 7), "", src.slice(7, 50), src.slice(50)];
+  const { text, outcome, writes } = await relay("raw", pieces);
+  strictEqual(text, src);
+  strictEqual(writes, 3);
+  strictEqual(outcome.end, "done");
+  deepStrictEqual(outcome.usage, { prompt_tokens: 3, completion_tokens: 2 });
+  strictEqual(outcome.contentBytes, 6);
+  ok(outcome.ttftMs !== undefined);
+});
+
+Deno.test("relay strip: the usage-only chunk is dropped, everything else kept", async () => {
+  const src = content("a") + usageOnly + "data: [DONE]\n\n";
+  const { text, outcome } = await relay("strip", [src.slice(0, 30), src.slice(30)]);
+  strictEqual(text, content("a") + "data: [DONE]\n\n");
+  deepStrictEqual(outcome.usage, { prompt_tokens: 3, completion_tokens: 2 });
+});
+
+Deno.test("relay strip: one frame per read goes out as read; a UTF-8 character split across reads", async () => {
+  const aligned = await relay("strip", [content("a"), usageOnly, "data: [DONE]\n\n"]);
+  strictEqual(aligned.text, content("a") + "data: [DONE]\n\n");
+  strictEqual(aligned.writes, 2);
+  const bytes = enc.encode(content("é") + content("ü") + usageOnly + "data: [DONE]\n\n");
+  const cut = enc.encode(content("é")).indexOf(0xa9); // inside "é" (0xc3 0xa9)
+  const split = await relay("strip", [bytes.slice(0, cut), bytes.slice(cut)]);
+  strictEqual(split.text, content("é") + content("ü") + "data: [DONE]\n\n");
+  strictEqual(split.outcome.contentBytes, 4);
+});
+
+Deno.test("relay translate: Anthropic events, and an error event when the upstream breaks", async () => {
+  const ok1 = await relay("translate", [content("Hi"), "data: [DONE]\n\n"]);
+  const names = [...ok1.text.matchAll(/^event: (\S+)$/gm)].map((m) => m[1]);
+  strictEqual(names[0], "message_start");
+  strictEqual(names.at(-1), "message_stop");
+  strictEqual(ok1.outcome.end, "done");
+  const broke = await relay("translate", [content("Hi")], 1);
+  ok(broke.text.includes("event: error"));
+  ok(!broke.text.includes("message_stop"));
+  strictEqual(broke.outcome.end, "broken");
+  strictEqual(broke.outcome.contentBytes, 2);
+});
+
+Deno.test("relay raw: an upstream break is said in-band and reported broken", async () => {
+  const { text, outcome } = await relay("raw", [content("x")], 1);
+  ok(text.startsWith(content("x")));
+  ok(text.includes('"type":"upstream_error"'));
+  strictEqual(outcome.end, "broken");
+});
+
+Deno.test("relay: a client cancel aborts the upstream and reports aborted once", async () => {
+  const upstream = new AbortController();
+  const outcomes: RelayOutcome[] = [];
+  let cancelled = false;
+  const src = new ReadableStream<Uint8Array>({
+    pull(c) {
+      c.enqueue(enc.encode(content("x")));
+    },
+    cancel() {
+      cancelled = true;
+    },
+  });
+  const r = new StreamRelay({
+    mode: "raw",
+    body: src,
+    upstream,
+    state: new StreamState("call_"),
+    owner: { relayEnded: (o) => outcomes.push(o) },
+    now: Date.now,
+    startedAt: Date.now(),
+  });
+  const reader = new ReadableStream<Uint8Array>(r).getReader();
+  await reader.read();
+  await reader.cancel();
+  strictEqual(upstream.signal.aborted, true);
+  strictEqual(cancelled, true);
+  strictEqual(outcomes.length, 1);
+  strictEqual(outcomes[0].end, "aborted");
+});
