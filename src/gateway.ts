@@ -84,8 +84,8 @@ export class Gateway implements ProxyContext {
   readonly upstreamTimeoutMs: number;
   readonly httpClient: Deno.HttpClient | undefined;
   readonly fetch: typeof fetch | undefined;
+  readonly http1: Http1Client | undefined;
   readonly #exchanges = new Set<Exchange>();
-  readonly #http1: Http1Client | undefined;
   readonly #stamp = new SecondStamp();
   #drained: (() => void) | undefined;
   /** Nodes warned about a missing upstream key, by `id|variable`, so each is said once. */
@@ -121,8 +121,8 @@ export class Gateway implements ProxyContext {
     if (opts.fetch) {
       this.fetch = opts.fetch;
     } else if ((env("SKEID_UPSTREAM_CLIENT") ?? "").trim().toLowerCase() !== "fetch") {
-      this.#http1 = new Http1Client({ maxIdlePerHost: pool, now: this.skeid.now });
-      this.fetch = this.#http1.fetch;
+      this.http1 = new Http1Client({ maxIdlePerHost: pool, now: this.skeid.now });
+      this.fetch = this.http1.fetch;
     } else {
       this.fetch = undefined;
     }
@@ -276,7 +276,7 @@ export class Gateway implements ProxyContext {
         error: err instanceof Error ? err.message : String(err),
       });
     }
-    this.#http1?.close();
+    this.http1?.close();
     try {
       this.httpClient?.close();
     } catch {

@@ -1,7 +1,7 @@
 /**
  * Admin bearer authentication. The admin key is compared in constant time: both sides are
  * hashed with SHA-256 and the two digests compared byte by byte without an early exit, so
- * neither the key's content nor its length leaks through timing.
+ * neither the admin key's content nor its length leaks through timing.
  *
  * @module
  */

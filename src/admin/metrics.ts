@@ -180,26 +180,18 @@ export class GatewayMetrics {
       perNode(name, "counter", help, (node) => metrics.get(node.id)?.[field] ?? 0);
     }
 
-    family(
-      "skeid_node_capacity_used",
-      "gauge",
-      "Occupancy from the node's current capacity reading.",
-    );
-    for (const m of metrics.values()) {
-      const c = m.capacity;
-      if (c && c.used !== null) {
-        sample("skeid_node_capacity_used", [["node", m.node_id], ["source", c.source]], c.used);
-      }
-    }
-    family(
-      "skeid_node_capacity_limit",
-      "gauge",
-      "Ceiling from the node's current capacity reading.",
-    );
-    for (const m of metrics.values()) {
-      const c = m.capacity;
-      if (c && c.limit !== null) {
-        sample("skeid_node_capacity_limit", [["node", m.node_id], ["source", c.source]], c.limit);
+    const readings: [string, string, "used" | "limit"][] = [
+      ["skeid_node_capacity_used", "Occupancy from the node's current capacity reading.", "used"],
+      ["skeid_node_capacity_limit", "Ceiling from the node's current capacity reading.", "limit"],
+    ];
+    for (const [name, help, field] of readings) {
+      family(name, "gauge", help);
+      for (const m of metrics.values()) {
+        const c = m.capacity;
+        const n = c?.[field];
+        if (c && typeof n === "number") {
+          sample(name, [["node", m.node_id], ["source", c.source]], n);
+        }
       }
     }
     perNode(

@@ -18,6 +18,7 @@ import { FunctionError, type FunctionTable, nodeMetricsToWire } from "../core/fu
 import { NodeSpecError } from "../core/inventory.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import { bearerToken, secretMatches } from "./auth.ts";
+import { errorMessage } from "../error_message.ts";
 
 /** What the admin plane needs from the gateway around it. */
 export interface AdminDeps {
@@ -189,7 +190,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
       const result = await deps.reload();
       return json({ ok: true, config: result ?? null, status: deps.reloadStatus() });
     } catch (e) {
-      const error = e instanceof Error ? e.message : String(e);
+      const error = errorMessage(e);
       return json({ ok: false, error, status: deps.reloadStatus() }, 500);
     }
   });

@@ -11,7 +11,8 @@ import { Skeid } from "../core/skeid.ts";
 import { silentLogger } from "../log.ts";
 import { ConfigLoadError, formatIssue } from "../config/errors.ts";
 import { ConfigFileMissingError, loadConfigFile, type LoadedConfig } from "../config/load.ts";
-import { errorMessage } from "../config/yaml.ts";
+import { errorMessage } from "../error_message.ts";
+import { type CliIo, consoleIo } from "./io.ts";
 
 const HELP = `usage: skeid check --config FILE [--workers N]
 
@@ -21,21 +22,8 @@ wrong. Environment variables the config names (registry secret, admin key, a sto
 are read as serve would read them; the usage store is checked but not opened.
 `;
 
-/** Where check writes; tests capture it. */
-export interface CheckIo {
-  out(line: string): void;
-  err(line: string): void;
-  env(name: string): string | undefined;
-}
-
-const defaultIo: CheckIo = {
-  out: (line) => console.log(line),
-  err: (line) => console.error(line),
-  env: (name) => Deno.env.get(name),
-};
-
 /** Runs the subcommand; answers the exit code. */
-export async function run(args: string[], io: CheckIo = defaultIo): Promise<number> {
+export async function run(args: string[], io: CliIo = consoleIo): Promise<number> {
   let values: { config?: string; workers?: string; help?: boolean };
   try {
     ({ values } = parseArgs({

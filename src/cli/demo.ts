@@ -9,6 +9,7 @@ import { parseArgs } from "node:util";
 import { stringify } from "yaml";
 import { startFakeModel } from "../fake/model.ts";
 import { DEFAULT_LISTEN, parseListen, startServer } from "./serve.ts";
+import { errorMessage } from "../error_message.ts";
 
 /** The demo's config for a fake model at `fakeUrl`, usage in `dir`. */
 export function demoConfig(fakeUrl: string, dir: string): Record<string, unknown> {
@@ -41,7 +42,7 @@ export async function run(args: string[]): Promise<number> {
     }
     listenText = values.listen ?? DEFAULT_LISTEN;
   } catch (err) {
-    console.error(`skeid demo: ${err instanceof Error ? err.message : String(err)}`);
+    console.error(`skeid demo: ${errorMessage(err)}`);
     return 2;
   }
   let listen;
@@ -61,7 +62,7 @@ export async function run(args: string[]): Promise<number> {
   try {
     running = await startServer({ hostname: listen.hostname, port: listen.port, configPath });
   } catch (err) {
-    console.error(`skeid demo: ${err instanceof Error ? err.message : String(err)}`);
+    console.error(`skeid demo: ${errorMessage(err)}`);
     await fake.close();
     return 1;
   }

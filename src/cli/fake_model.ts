@@ -7,6 +7,7 @@
  */
 import { parseArgs } from "node:util";
 import { startFakeModel } from "../fake/model.ts";
+import { errorMessage } from "../error_message.ts";
 
 const USAGE =
   "usage: skeid fake-model [--listen HOST:PORT] [--ttft-ms N] [--tokens N] [--itl-ms N] " +
@@ -58,7 +59,7 @@ export async function run(args: string[]): Promise<number> {
       record: count("record", values.record),
     };
   } catch (e) {
-    console.error(`skeid fake-model: ${e instanceof Error ? e.message : String(e)}\n${USAGE}`);
+    console.error(`skeid fake-model: ${errorMessage(e)}\n${USAGE}`);
     return 2;
   }
   let fake;

@@ -1,8 +1,8 @@
 /**
- * `skeid keyid [KEY ...]`: prints the customer key id (`k_` + 40 hex) of each key, one a line,
- * so a config can name a customer without holding the customer's key. With no arguments the
- * keys are read from stdin, one a line (empty lines skipped) — the way to keep keys out of
- * the shell history and the process list.
+ * `skeid keyid [KEY ...]`: prints the customer key id (`k_` + 40 hex) of each customer key, one
+ * a line, so a config can name a customer without holding the customer's key. With no
+ * arguments the customer keys are read from stdin, one a line (empty lines skipped) — the way
+ * to keep them out of the shell history and the process list.
  *
  * @module
  */
@@ -10,12 +10,13 @@ import { keyIdForKey } from "../core/keyid.ts";
 
 const HELP = `usage: skeid keyid [KEY ...]
 
-Prints the customer key id of each KEY, one a line, in the order given. With no KEY, reads
-keys from stdin, one a line (empty lines skipped): prefer that, so keys stay out of the shell
-history and the process list. The id is what a config's names: and keys: sections use.
+Prints the customer key id of each customer KEY, one a line, in the order given. With no KEY,
+reads customer keys from stdin, one a line (empty lines skipped): prefer that, so they stay out
+of the shell history and the process list. The id is what a config's names: and keys:
+sections use.
 `;
 
-/** Keys from a stream, one a line; a trailing CR is dropped, empty lines are skipped. */
+/** Customer keys from a stream, one a line; a trailing CR is dropped, empty lines are skipped. */
 export async function* readKeyLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<string> {
   let pending = "";
   for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
@@ -44,7 +45,7 @@ export async function run(args: string[]): Promise<number> {
     return 0;
   }
   if (Deno.stdin.isTerminal()) {
-    console.error("skeid keyid: reading keys from stdin, one a line; end with Ctrl-D");
+    console.error("skeid keyid: reading customer keys from stdin, one a line; end with Ctrl-D");
   }
   for await (const key of readKeyLines(Deno.stdin.readable)) await out(await keyIdForKey(key));
   return 0;

@@ -9,6 +9,7 @@ import { parseArgs } from "node:util";
 import { Gateway, type GatewayOptions } from "../gateway.ts";
 import { buildApp } from "../server.ts";
 import { formatIssue } from "../config/errors.ts";
+import { errorMessage } from "../error_message.ts";
 
 /** Default listen address. */
 export const DEFAULT_LISTEN = "127.0.0.1:8090";
@@ -58,7 +59,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       onListen: () => {},
       onError: (err) => {
         gateway.logger.error("http_error", {
-          error: err instanceof Error ? err.message : String(err),
+          error: errorMessage(err),
         });
         return new Response("Internal Server Error", { status: 500 });
       },
@@ -99,7 +100,7 @@ export async function run(args: string[]): Promise<number> {
       allowPositionals: false,
     });
   } catch (err) {
-    console.error(`skeid serve: ${err instanceof Error ? err.message : String(err)}`);
+    console.error(`skeid serve: ${errorMessage(err)}`);
     return 2;
   }
   const v = parsed.values;
@@ -140,7 +141,7 @@ export async function run(args: string[]): Promise<number> {
       workerCount: workers,
     });
   } catch (err) {
-    const msg = err instanceof Error ? err.message : String(err);
+    const msg = errorMessage(err);
     // ConfigLoadError names the file and every error with its path and line already.
     const where = configPath && !msg.startsWith("config") ? `config ${configPath}: ` : "";
     console.error(`skeid serve: ${where}${msg}`);
@@ -173,7 +174,7 @@ export async function run(args: string[]): Promise<number> {
   const hup = () => {
     gw.config.reload().catch((err) =>
       gw.logger.warn("config_reload_failed", {
-        error: err instanceof Error ? err.message : String(err),
+        error: errorMessage(err),
       })
     );
   };

@@ -20,19 +20,7 @@ import { normalizeReportFilters } from "../usage/report.ts";
 import { POSTGRES_SCHEMA, SQLITE_SCHEMA } from "../usage/schema.ts";
 import { errorMessage } from "../usage/secret.ts";
 import type { ReportGroup, UsageReport, UsageStore } from "../usage/types.ts";
-
-/** Where the command writes, and what it reads from the environment (tests pass their own). */
-export interface UsageCliIo {
-  out(text: string): void;
-  err(text: string): void;
-  env(name: string): string | undefined;
-}
-
-const defaultIo: UsageCliIo = {
-  out: (text) => console.log(text),
-  err: (text) => console.error(text),
-  env: (name) => Deno.env.get(name),
-};
+import { type CliIo, consoleIo } from "./io.ts";
 
 const HELP = `usage: skeid usage [options]
 
@@ -108,7 +96,7 @@ function limitOf(value: string | undefined): number | undefined {
 }
 
 /** Runs the subcommand; answers the exit code (0, or 1 with the error on stderr). */
-export async function run(args: string[], io: UsageCliIo = defaultIo): Promise<number> {
+export async function run(args: string[], io: CliIo = consoleIo): Promise<number> {
   let store: UsageStore | undefined;
   try {
     let values: Record<string, string | boolean | undefined>;
@@ -201,7 +189,7 @@ function groups(rows: ReportGroup[] | undefined, field: "api_key_id" | "model"):
   ]);
 }
 
-/** The report as text: a heading, totals, by key, by model, recent. */
+/** The report as text: a heading, totals, by customer key id, by model, recent. */
 export function formatReport(report: UsageReport, description: string): string {
   const t = report.totals;
   const out: string[] = [];

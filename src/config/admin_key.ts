@@ -21,7 +21,7 @@ export type AdminKeySource =
 
 /** The resolved admin key and where it came from. */
 export interface AdminKeyResolution {
-  /** The key; `''` = admin API off. */
+  /** The admin key; `''` = admin API off. */
   key: string;
   source: AdminKeySource;
 }

@@ -41,7 +41,8 @@ import {
   routingSchema,
   TOP_LEVEL_KEYS,
 } from "./schema.ts";
-import { errorMessage, isRecord, parseYaml, pathSegments } from "./yaml.ts";
+import { errorMessage } from "../error_message.ts";
+import { isRecord, parseYaml, pathSegments } from "./yaml.ts";
 
 /** What a load needs besides the text. */
 export interface LoadOptions {

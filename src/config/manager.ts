@@ -32,7 +32,7 @@ import {
 } from "./load.ts";
 import type { RegistrySettings } from "./registry.ts";
 import type { Config } from "./schema.ts";
-import { errorMessage } from "./yaml.ts";
+import { errorMessage } from "../error_message.ts";
 
 /** A usage store prepared but not yet installed. */
 export interface PreparedUsageStore {

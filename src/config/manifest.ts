@@ -1,20 +1,19 @@
 /**
  * The provider manifest (seed "Provider Manifest", schema v1): per customer key, the models that
- * key's own `keys:` entry grants, on every published face, with capability claims cut per face to
- * what that face carries upstream. Built and validated once at config load and stored as
- * canonical JSON under the key id, so a request costs one lookup and one key's manifest cannot be
- * served for another.
+ * customer key's own `keys:` entry grants, on every published face, with capability claims cut
+ * per face to what that face carries upstream (the faces' own table, `FACE_MANIFESTS`). Built
+ * and validated once at config load and stored as canonical JSON under the customer key id, so a
+ * request costs one lookup and one customer key's manifest cannot be served for another.
  *
  * @module
  */
 import type { Alias, Node, Policy } from "../core/types.ts";
+import type { FaceName } from "../faces/face.ts";
+import { FACE_MANIFESTS, FACE_NAMES, faceEndpointUrl } from "../faces/manifest.ts";
 import type { PathSegment } from "./errors.ts";
 import { canonicalJson } from "./canonical.ts";
 import type { ManifestConfig } from "./schema.ts";
 import { isRecord } from "./yaml.ts";
-
-/** The faces a manifest can publish. */
-export type ManifestFace = "openai" | "anthropic" | "ollama";
 
 /** Every capability flag a manifest model may claim (Langertha `model_capabilities`). */
 export const MODEL_CAPABILITIES: readonly string[] = [
@@ -41,71 +40,6 @@ export const MODEL_CAPABILITIES: readonly string[] = [
   "image_input",
 ];
 
-/** Per face: manifest dialect, path below public_url, and the claims its translator carries. */
-export const MANIFEST_FACES: Readonly<
-  Record<ManifestFace, { dialect: string; path: string; carries: readonly string[] }>
-> = {
-  openai: {
-    dialect: "openai-chat",
-    path: "/v1",
-    carries: [
-      "chat",
-      "streaming",
-      "system_prompt",
-      "tools_native",
-      "tools_hermes",
-      "tool_choice_auto",
-      "tool_choice_any",
-      "tool_choice_none",
-      "tool_choice_named",
-      "parallel_tool_use",
-      "response_format_json_object",
-      "response_format_json_schema",
-      "reasoning_effort",
-      "temperature",
-      "seed",
-      "response_size",
-      "prompt_cache_key",
-      "image_input",
-    ],
-  },
-  anthropic: {
-    dialect: "anthropic-compat",
-    path: "",
-    carries: [
-      "chat",
-      "streaming",
-      "system_prompt",
-      "tools_native",
-      "tools_hermes",
-      "tool_choice_auto",
-      "tool_choice_any",
-      "tool_choice_none",
-      "tool_choice_named",
-      "temperature",
-      "response_size",
-      "image_input",
-    ],
-  },
-  ollama: {
-    dialect: "ollama",
-    path: "",
-    carries: [
-      "chat",
-      "streaming",
-      "system_prompt",
-      "tools_native",
-      "tools_hermes",
-      "temperature",
-      "response_size",
-      "image_input",
-      "response_format_json_object",
-      "response_format_json_schema",
-    ],
-  },
-};
-
-const ALL_FACES: readonly ManifestFace[] = ["openai", "anthropic", "ollama"];
 const DEFAULT_CLAIMS: Readonly<Record<string, boolean>> = { chat: true, streaming: true };
 
 /** An enabled manifest section, resolved. */
@@ -115,7 +49,7 @@ export interface ManifestSettings {
   /** The origin of publicUrl (the manifest's `issuer`). */
   issuer: string;
   providerId: string;
-  faces: ManifestFace[];
+  faces: FaceName[];
   /** Declared claims per requested model name. */
   capabilities: Map<string, Record<string, boolean>>;
 }
@@ -154,20 +88,20 @@ export function resolveManifest(
       issuer = url.origin;
     }
   }
-  const faces: ManifestFace[] = [];
-  (section.faces ?? ALL_FACES).forEach((face, i) => {
+  const faces: FaceName[] = [];
+  (section.faces ?? FACE_NAMES).forEach((face, i) => {
     const f = face.trim().toLowerCase();
-    if (!(ALL_FACES as readonly string[]).includes(f)) {
+    if (!(FACE_NAMES as readonly string[]).includes(f)) {
       problems.push({
         segments: ["faces", i],
-        message: `unknown face '${face}' (expected one of: ${ALL_FACES.join(", ")})`,
+        message: `unknown face '${face}' (expected one of: ${FACE_NAMES.join(", ")})`,
       });
-    } else if (!faces.includes(f as ManifestFace)) faces.push(f as ManifestFace);
+    } else if (!faces.includes(f as FaceName)) faces.push(f as FaceName);
   });
   if (section.faces && section.faces.length === 0) {
     problems.push({ segments: ["faces"], message: "must name at least one face" });
   }
-  const carried = new Set(faces.flatMap((f) => MANIFEST_FACES[f].carries));
+  const carried = new Set(faces.flatMap((f) => FACE_MANIFESTS[f].capabilities));
   const capabilities = new Map<string, Record<string, boolean>>();
   for (const [model, claims] of Object.entries(section.capabilities ?? {})) {
     const declared: Record<string, boolean> = {};
@@ -194,16 +128,16 @@ export function resolveManifest(
       publicUrl,
       issuer,
       providerId: section.provider_id ?? "skeid",
-      faces: ALL_FACES.filter((f) => faces.includes(f)),
+      faces: FACE_NAMES.filter((f) => faces.includes(f)),
       capabilities,
     },
     problems,
   };
 }
 
-/** One key's manifest grant as written under `keys:`. */
+/** One customer key's manifest grant as written under `keys:`. */
 export interface ManifestGrant {
-  /** The `keys:` entry (a names name or a key id). */
+  /** The `keys:` entry (a name under `names:` or a customer key id). */
   entry: string;
   /** The models granted, as written (order kept). */
   models: string[];
@@ -240,16 +174,16 @@ export function manifestGrants(
   return { grants, problems };
 }
 
-/** What a key could reach: the inventory and aliases that will be in force. */
+/** What a customer key could reach: the inventory and aliases that will be in force. */
 export interface Reach {
   nodes: readonly Pick<Node, "model" | "tags">[];
   aliases: ReadonlyMap<string, Alias>;
 }
 
 /**
- * Whether a key under `policy` (null = unrestricted) can be served `model`: its policy grants
- * the name, and it is an alias with a tier the policy does not deny, or a node model served by
- * a node carrying no denied tag (the same narrowing as `listModels`).
+ * Whether a customer key under `policy` (null = unrestricted) can be served `model`: its policy
+ * grants the name, and it is an alias with a tier the policy does not deny, or a node model
+ * served by a node carrying no denied tag (the same narrowing as `listModels`).
  */
 export function canReach(model: string, policy: Policy | null, reach: Reach): boolean {
   if (policy?.models && !policy.models.has(model)) return false;
@@ -260,19 +194,19 @@ export function canReach(model: string, policy: Policy | null, reach: Reach): bo
   return reach.nodes.some((n) => n.model === model && !denied(n.tags));
 }
 
-/** The canonical JSON (sorted keys) of one key's manifest v1. */
+/** The canonical JSON (sorted object keys) of one customer key's manifest v1. */
 export function buildManifest(settings: ManifestSettings, models: readonly string[]): string {
   const endpoints = settings.faces.map((face) => ({
     id: face,
-    dialect: MANIFEST_FACES[face].dialect,
-    base_url: settings.publicUrl + MANIFEST_FACES[face].path,
+    dialect: FACE_MANIFESTS[face].format,
+    base_url: faceEndpointUrl(face, settings.publicUrl),
     auth_ref: "api_key",
   }));
   const entries = [];
   for (const model of [...new Set(models)].sort()) {
     const claims = { ...DEFAULT_CLAIMS, ...settings.capabilities.get(model) };
     for (const face of settings.faces) {
-      const carries = MANIFEST_FACES[face].carries;
+      const carries = FACE_MANIFESTS[face].capabilities;
       const capabilities: Record<string, boolean> = {};
       for (const [flag, on] of Object.entries(claims)) {
         if (on && carries.includes(flag)) capabilities[flag] = true;

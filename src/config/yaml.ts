@@ -6,6 +6,7 @@
  */
 import { isMap, isScalar, isSeq, LineCounter, parseDocument } from "yaml";
 import { type ConfigIssue, ConfigLoadError, type PathSegment } from "./errors.ts";
+import { errorMessage } from "../error_message.ts";
 
 /** A parsed YAML document: its data and a way back from a config path to a source line. */
 export interface ParsedYaml {
@@ -69,11 +70,6 @@ function rangeStart(node: unknown): number | undefined {
 
 function firstLine(message: string): string {
   return message.split("\n")[0].trim();
-}
-
-/** The message of a thrown value. */
-export function errorMessage(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /**

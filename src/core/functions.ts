@@ -15,6 +15,7 @@ import type { CapacityReading, CapacityReadingInput, NodeMetrics, Policy } from 
 import { SUPPORTED_ENGINE_IDS } from "./engines.ts";
 import { normalizeTags } from "./tags.ts";
 import { validatePricingRule } from "./pricing.ts";
+import { errorMessage } from "../error_message.ts";
 
 /** A function call that cannot be carried out; `status` is the HTTP status the admin API uses. */
 export class FunctionError extends Error {
@@ -134,7 +135,7 @@ class ArgReader {
     try {
       return normalizeTags(this.args[key]);
     } catch (e) {
-      return this.fail(`argument '${key}': ${e instanceof Error ? e.message : String(e)}`);
+      return this.fail(`argument '${key}': ${errorMessage(e)}`);
     }
   }
 
@@ -366,7 +367,7 @@ export class FunctionTable {
           return { config: await reload() };
         } catch (e) {
           // The config in force stays; the reason is the operator's to read.
-          throw new FunctionError(`${a.fn}: ${e instanceof Error ? e.message : String(e)}`, 500);
+          throw new FunctionError(`${a.fn}: ${errorMessage(e)}`, 500);
         }
       },
       "config.status": (a) => this.#hook(a.fn, "reloadStatus", "no config source")(),

@@ -9,6 +9,7 @@ import type { CapacitySpec, Node, NodeSpec } from "./types.ts";
 import { DEFAULT_ENGINE_ID, normalizeEngineId } from "./engines.ts";
 import { normalizeTags, TagsError } from "./tags.ts";
 import { NodeCounters } from "./admission.ts";
+import { errorMessage } from "../error_message.ts";
 
 /**
  * A node spec that cannot be used. `field` names the field (`engine`, `capacity.probe`); from
@@ -281,7 +282,7 @@ export function checkNode(node: Node, validate: (node: Node) => void): void {
     validate(node);
   } catch (err) {
     if (err instanceof NodeSpecError) throw err;
-    throw new NodeSpecError(err instanceof Error ? err.message : String(err), "capacity");
+    throw new NodeSpecError(errorMessage(err), "capacity");
   }
 }
 

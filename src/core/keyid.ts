@@ -1,7 +1,8 @@
 /**
- * Customer key ids: `k_` + the full SHA-1 hex of the presented key (ADR 0016), via Web Crypto.
- * The id identifies a customer, it does not authenticate one: what authenticates is that the
- * caller presented the key it was derived from. So a config may name ids, never keys.
+ * Customer key ids: `k_` + the full SHA-1 hex of the presented customer key (ADR 0016), via Web
+ * Crypto. The id identifies a customer, it does not authenticate one: what authenticates is
+ * that the caller presented the customer key it was derived from. So a config may name ids,
+ * never customer keys.
  *
  * @module
  */

@@ -1,7 +1,8 @@
 /**
- * Policies, default policy, names and keys, resolved once at config load: a request then costs
- * one map lookup, and keys on the same profile share one Policy object, so ten thousand
- * identically-configured customers are a config with zero `keys:` entries and no memory.
+ * The `policies:`, `default_policy:`, `names:` and `keys:` sections, resolved once at config
+ * load: a request then costs one map lookup, and customer keys on the same profile share one
+ * Policy object, so ten thousand identically-configured customers are a config with zero
+ * `keys:` entries and no memory.
  *
  * @module
  */
@@ -21,11 +22,11 @@ export class PolicyError extends Error {
 export interface PolicySections {
   /** Policy name → spec (`models`/`aliases`, `deny_tags`). */
   policies?: Record<string, unknown>;
-  /** The policy of every key not listed under `keys`. */
+  /** The policy of every customer key not listed under `keys`. */
   default_policy?: string | null;
   /** Readable name → customer key id. */
   names?: Record<string, unknown>;
-  /** Key id or name → policy name, or a map with a policy and sparse overrides. */
+  /** Customer key id or name → policy name, or a map with a policy and sparse overrides. */
   keys?: Record<string, unknown>;
 }
 
@@ -33,7 +34,7 @@ export interface PolicySections {
 export interface PolicySet {
   /** Named policies. */
   policies: Map<string, Policy>;
-  /** The policy of unlisted keys; null leaves them unrestricted. */
+  /** The policy of unlisted customer keys; null leaves them unrestricted. */
   defaultPolicy: Policy | null;
   /** Full customer key id → policy. */
   keyPolicies: Map<string, Policy>;
@@ -41,13 +42,13 @@ export interface PolicySet {
   shortKeyPolicies: Map<string, Policy>;
   /** Readable name → customer key id. */
   keyNames: Map<string, string>;
-  /** Key ids listed under `keys:` (full or short), for `routing.require_known_keys`. */
+  /** Customer key ids listed under `keys:` (full or short), for `routing.require_known_keys`. */
   knownKeyIds: Set<string>;
   /** Warnings to log once (short ids in use, ...). */
   warnings: string[];
 }
 
-/** A PolicySet with nothing configured: every key unrestricted. */
+/** A PolicySet with nothing configured: every customer key unrestricted. */
 export function emptyPolicySet(): PolicySet {
   return {
     policies: new Map(),
@@ -62,7 +63,7 @@ export function emptyPolicySet(): PolicySet {
 
 const FULL_KEY_ID = /^k_[0-9a-f]{40}$/;
 const SHORT_KEY_ID = /^k_[0-9a-f]{12}$/;
-/** `k_` + 12 hex: the length of a pre-ADR 0016 key id. */
+/** `k_` + 12 hex: the length of a pre-ADR 0016 customer key id. */
 const SHORT_KEY_ID_LENGTH = 14;
 
 /** Whether an id is a full customer key id (`k_` + 40 hex). */
@@ -82,9 +83,9 @@ export function shortKeyIdOf(fullId: string): string {
 
 /** The deprecation warning of a short id (one text per id, so it can be logged once). */
 export function shortKeyIdWarning(shortId: string): string {
-  return `key id '${shortId}' is a short key id from before ADR 0016; it still matches the key ` +
-    "whose full id starts with it, but is deprecated: replace it with the full id " +
-    "`skeid keyid` prints";
+  return `customer key id '${shortId}' is a short key id from before ADR 0016; it still ` +
+    "matches the customer key whose full id starts with it, but is deprecated: replace it with " +
+    "the full id `skeid keyid` prints";
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -182,9 +183,10 @@ function parseManifest(label: string, v: unknown): string[] {
 
 /**
  * Resolves the policy sections. Throws PolicyError on an undefined default_policy or keys
- * policy, a names value that is not a non-empty string, two entries resolving to one key id,
- * a short id beside the full id it prefixes. Identical resolutions share one Policy object;
- * keys that resolve to exactly the default policy are listed in `knownKeyIds` only.
+ * policy, a names value that is not a non-empty string, two entries resolving to one customer
+ * key id, a short id beside the full id it prefixes. Identical resolutions share one Policy
+ * object; customer keys that resolve to exactly the default policy are listed in `knownKeyIds`
+ * only.
  */
 export function buildPolicySet(sections: PolicySections): PolicySet {
   const set = emptyPolicySet();
@@ -225,10 +227,10 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
   const names: unknown = sections.names;
   if (names !== undefined && names !== null) {
     if (!isPlainObject(names)) {
-      throw new PolicyError("names must be a map of name to key id", "names");
+      throw new PolicyError("names must be a map of name to customer key id", "names");
     }
     for (const [name, id] of Object.entries(names)) {
-      // The value is never echoed: it should be an id, but a mistake could make it a key.
+      // The value is never echoed: it should be an id, but a mistake could make it a customer key.
       if (typeof id !== "string" || id === "") {
         throw new PolicyError(
           `name '${name}' must map to a non-empty key id string`,
@@ -242,7 +244,9 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
   const keys: unknown = sections.keys;
   const labelOf = new Map<string, string>();
   if (keys !== undefined && keys !== null) {
-    if (!isPlainObject(keys)) throw new PolicyError("keys must be a map of key id or name", "keys");
+    if (!isPlainObject(keys)) {
+      throw new PolicyError("keys must be a map of customer key id or name", "keys");
+    }
     for (const [label, entry] of Object.entries(keys)) {
       const id = set.keyNames.get(label) ?? label;
       const other = labelOf.get(id);
@@ -262,15 +266,15 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
     }
   }
 
-  // One key would match both entries; which one governs is not for Skeid to guess.
+  // One customer key would match both entries; which one governs is not for Skeid to guess.
   for (const id of labelOf.keys()) {
     if (!isFullKeyId(id)) continue;
     const short = shortKeyIdOf(id);
     const shortLabel = labelOf.get(short);
     if (shortLabel !== undefined) {
       throw new PolicyError(
-        `key id '${short}' is the short form of '${id}', and both have a keys entry: one key ` +
-          "would match both; keep only the full id",
+        `customer key id '${short}' is the short form of '${id}', and both have a keys entry: ` +
+          "one customer key would match both; keep only the full id",
         `keys.${shortLabel}`,
       );
     }

@@ -402,10 +402,11 @@ export class Skeid {
   // ---- routing -----------------------------------------------------------------------------
 
   /**
-   * Ordered tiers for a requested model under the key's policy. A model without an alias is
-   * one implicit tier (the name itself, no tags, the requested engine, routing.wait_timeout_ms).
-   * Tiers carrying a denied tag are dropped; the rest carry the policy's deny_tags into node
-   * selection. The answer may be shared between requests: treat it as read-only.
+   * Ordered tiers for a requested model under the customer key's policy. A model without an
+   * alias is one implicit tier (the name itself, no tags, the requested engine,
+   * routing.wait_timeout_ms). Tiers carrying a denied tag are dropped; the rest carry the
+   * policy's deny_tags into node selection. The answer may be shared between requests: treat it
+   * as read-only.
    */
   routePlan(args: RoutePlanArgs): RoutePlan {
     const model = args.model ?? "";
@@ -470,10 +471,10 @@ export class Skeid {
   }
 
   /**
-   * Names a client can request, narrowed by the key's policy, sorted: the distinct models of
-   * the nodes (a node without a model lists nothing) and the alias names, each once. A name
-   * the policy does not grant, an alias with every tier denied, and a node model served only
-   * by nodes carrying a denied tag are left out.
+   * Names a client can request, narrowed by the customer key's policy, sorted: the distinct
+   * models of the nodes (a node without a model lists nothing) and the alias names, each once.
+   * A name the policy does not grant, an alias with every tier denied, and a node model served
+   * only by nodes carrying a denied tag are left out.
    */
   listModels(args: { api_key_id?: string } = {}): ListedModel[] {
     const policy = this.policyForKey(args.api_key_id);

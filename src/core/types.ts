@@ -7,6 +7,7 @@
  *
  * @module
  */
+import type { CostAmounts, TokenCounts } from "../usage/types.ts";
 
 /** A node's capacity block as written in config (`nodes[].capacity`); probes read the rest. */
 export interface CapacitySpec {
@@ -65,7 +66,7 @@ export interface Tier {
   engine: string;
   /** How long to wait for capacity in this tier before falling through, ms. */
   wait_ms: number;
-  /** Tags of nodes this request must never reach (from the key's policy). */
+  /** Tags of nodes this request must never reach (from the customer key's policy). */
   deny_tags: string[];
 }
 
@@ -76,11 +77,11 @@ export interface Alias {
 
 /** A resolved, immutable policy (see `resolvePolicy`). */
 export interface Policy {
-  /** Requested model names the key may ask for; `null` = all of them. */
+  /** Requested model names the customer key may ask for; `null` = all of them. */
   readonly models: ReadonlySet<string> | null;
   /** Nodes carrying any of these tags are never reached. */
   readonly deny_tags: readonly string[];
-  /** Models published in this key's provider manifest (manifest section), if any. */
+  /** Models published in this customer key's provider manifest (manifest section), if any. */
   readonly manifest_models?: readonly string[];
 }
 
@@ -199,25 +200,14 @@ export interface Cost {
   currency: "USD";
 }
 
-/** What a usage event is built from (normalize_metrics' answer). */
-export interface NormalizedMetrics {
+/** What a usage event is built from (normalize_metrics' answer): its counts and costs. */
+export interface NormalizedMetrics extends TokenCounts, CostAmounts {
   provider: string;
   engine: string;
   model: string;
   route: string;
   duration_ms: number;
-  input_tokens: number;
-  output_tokens: number;
-  total_tokens: number;
-  cached_tokens: number;
-  cache_write_tokens: number;
-  tool_calls: number;
   tool_names: string[];
-  cost_input_usd: number;
-  cost_output_usd: number;
-  cost_cache_read_usd: number;
-  cost_cache_write_usd: number;
-  cost_total_usd: number;
   currency: "USD";
 }
 

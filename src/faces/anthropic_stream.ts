@@ -14,16 +14,15 @@ import type { AnswerTimings, JsonObject, StreamTranslator } from "./face.ts";
 import { anthropicStop } from "./anthropic_stop.ts";
 import { anthropicErrorBody } from "./errors.ts";
 import { sseFrame } from "./sse.ts";
-import { StreamState, type ToolCallState } from "./stream_state.ts";
+import { StreamAccounting, StreamState, type ToolCallState } from "./stream_state.ts";
 import { anthropicUsage, readChatTokens } from "./usage.ts";
 
 const PING = sseFrame("ping", { type: "ping" });
 
 /** One Anthropic stream; `now` stamps the message id when the upstream sends none. */
-export class AnthropicStreamTranslator implements StreamTranslator {
+export class AnthropicStreamTranslator extends StreamAccounting implements StreamTranslator {
   /** Content type of the translated stream. */
   readonly contentType = "text/event-stream";
-  readonly #state = new StreamState("toolu_skeid_");
   readonly #open: number[] = [];
   readonly #toolBlock = new Map<ToolCallState, number>();
   #textBlock: number | undefined;
@@ -34,27 +33,14 @@ export class AnthropicStreamTranslator implements StreamTranslator {
     readonly requestedModel: string,
     readonly context: JsonObject | undefined,
     readonly now: () => number,
-  ) {}
-
-  /** UTF-8 bytes of text and tool arguments translated so far. */
-  get contentBytes(): number {
-    return this.#state.contentBytes;
-  }
-
-  /** The last usage object the upstream reported. */
-  get usage(): JsonObject | undefined {
-    return this.#state.usage;
-  }
-
-  /** Tool calls seen so far, OpenAI shape. */
-  get toolCalls(): JsonObject[] {
-    return this.#state.toolCalls;
+  ) {
+    super(new StreamState("toolu_skeid_"));
   }
 
   /** One parsed upstream chunk → the events it makes (maybe none). */
   chunk(chunk: JsonObject): string {
     if (this.#closed) return "";
-    const parts = this.#state.read(chunk);
+    const parts = this.state.read(chunk);
     let out = this.#start();
     if (parts.text !== "") {
       if (this.#textBlock === undefined) {
@@ -106,7 +92,7 @@ export class AnthropicStreamTranslator implements StreamTranslator {
     for (const index of this.#open) {
       out += sseFrame("content_block_stop", { type: "content_block_stop", index });
     }
-    const s = this.#state;
+    const s = this.state;
     const stop = anthropicStop(s.finishReason, s.matchedStop, this.context, s.calls.length > 0);
     const usage = anthropicUsage(readChatTokens(s.usage));
     out += sseFrame("message_delta", { type: "message_delta", delta: stop, usage });
@@ -130,13 +116,13 @@ export class AnthropicStreamTranslator implements StreamTranslator {
   #start(): string {
     if (this.#started) return "";
     this.#started = true;
-    const usage = this.#state.usage === undefined
+    const usage = this.state.usage === undefined
       ? { input_tokens: 0, output_tokens: 0 }
-      : { ...anthropicUsage(readChatTokens(this.#state.usage)), output_tokens: 0 };
+      : { ...anthropicUsage(readChatTokens(this.state.usage)), output_tokens: 0 };
     return sseFrame("message_start", {
       type: "message_start",
       message: {
-        id: `msg_${this.#state.upstreamId ?? this.now()}`,
+        id: `msg_${this.state.upstreamId ?? this.now()}`,
         type: "message",
         role: "assistant",
         model: this.requestedModel,

@@ -17,6 +17,10 @@ export interface FaceManifest {
   readonly capabilities: readonly string[];
 }
 
+/** What every face carries: chat, streamed, with a system prompt, tools native and Hermes. */
+const CHAT_BASICS = ["chat", "streaming", "system_prompt", "tools_native", "tools_hermes"];
+
+/** Every `tool_choice` form. */
 const TOOL_CHOICE = [
   "tool_choice_auto",
   "tool_choice_any",
@@ -24,17 +28,16 @@ const TOOL_CHOICE = [
   "tool_choice_named",
 ];
 
-/** Every face's manifest description. */
+/** The faces in the order a manifest lists them. */
+export const FACE_NAMES: readonly FaceName[] = ["openai", "anthropic", "ollama"];
+
+/** Every face's manifest description: the one table config builds each manifest from. */
 export const FACE_MANIFESTS: Readonly<Record<FaceName, FaceManifest>> = {
   openai: {
     format: "openai-chat",
     path: "/v1",
     capabilities: [
-      "chat",
-      "streaming",
-      "system_prompt",
-      "tools_native",
-      "tools_hermes",
+      ...CHAT_BASICS,
       ...TOOL_CHOICE,
       "parallel_tool_use",
       "response_format_json_object",
@@ -51,11 +54,7 @@ export const FACE_MANIFESTS: Readonly<Record<FaceName, FaceManifest>> = {
     format: "anthropic-compat",
     path: "",
     capabilities: [
-      "chat",
-      "streaming",
-      "system_prompt",
-      "tools_native",
-      "tools_hermes",
+      ...CHAT_BASICS,
       ...TOOL_CHOICE,
       "temperature",
       "response_size",
@@ -66,11 +65,7 @@ export const FACE_MANIFESTS: Readonly<Record<FaceName, FaceManifest>> = {
     format: "ollama",
     path: "",
     capabilities: [
-      "chat",
-      "streaming",
-      "system_prompt",
-      "tools_native",
-      "tools_hermes",
+      ...CHAT_BASICS,
       "temperature",
       "response_size",
       "image_input",

@@ -11,17 +11,16 @@
  */
 import type { AnswerTimings, JsonObject, StreamTranslator } from "./face.ts";
 import { closingFields, isoAt, ollamaToolCalls } from "./ollama_answer.ts";
-import { StreamState } from "./stream_state.ts";
+import { StreamAccounting, StreamState } from "./stream_state.ts";
 
 function line(o: unknown): string {
   return JSON.stringify(o) + "\n";
 }
 
 /** One Ollama stream; `generate` picks the `/api/generate` shape. */
-export class OllamaStreamTranslator implements StreamTranslator {
+export class OllamaStreamTranslator extends StreamAccounting implements StreamTranslator {
   /** Content type of the translated stream. */
   readonly contentType = "application/x-ndjson";
-  readonly #state = new StreamState("call_skeid_");
   #model: string;
   #toolsSent = false;
   #closed = false;
@@ -31,29 +30,15 @@ export class OllamaStreamTranslator implements StreamTranslator {
     readonly generate: boolean,
     readonly now: () => number,
   ) {
+    super(new StreamState("call_skeid_"));
     this.#model = requestedModel;
-  }
-
-  /** UTF-8 bytes of text and tool arguments translated so far. */
-  get contentBytes(): number {
-    return this.#state.contentBytes;
-  }
-
-  /** The last usage object the upstream reported. */
-  get usage(): JsonObject | undefined {
-    return this.#state.usage;
-  }
-
-  /** Tool calls seen so far, OpenAI shape. */
-  get toolCalls(): JsonObject[] {
-    return this.#state.toolCalls;
   }
 
   /** One parsed upstream chunk → at most one line. */
   chunk(chunk: JsonObject): string {
     if (this.#closed) return "";
-    const parts = this.#state.read(chunk);
-    if (this.#state.upstreamModel) this.#model = this.#state.upstreamModel;
+    const parts = this.state.read(chunk);
+    if (this.state.upstreamModel) this.#model = this.state.upstreamModel;
     const withTools = parts.finishReason !== undefined && this.#toolsPending();
     if (parts.text === "" && !withTools) return "";
     return this.#line(parts.text, withTools);
@@ -69,7 +54,7 @@ export class OllamaStreamTranslator implements StreamTranslator {
     if (this.#closed) return "";
     this.#closed = true;
     let out = this.#toolsPending() ? this.#line("", true) : "";
-    const s = this.#state;
+    const s = this.state;
     const last: JsonObject = { model: this.#model, created_at: isoAt(this.now()) };
     if (this.generate) last.response = "";
     else last.message = { role: "assistant", content: "" };
@@ -88,7 +73,7 @@ export class OllamaStreamTranslator implements StreamTranslator {
   }
 
   #toolsPending(): boolean {
-    return !this.generate && !this.#toolsSent && this.#state.calls.length > 0;
+    return !this.generate && !this.#toolsSent && this.state.calls.length > 0;
   }
 
   #line(text: string, withTools: boolean): string {
@@ -97,7 +82,7 @@ export class OllamaStreamTranslator implements StreamTranslator {
     else {
       const message: JsonObject = { role: "assistant", content: text };
       if (withTools) {
-        message.tool_calls = ollamaToolCalls(this.#state.toolCalls);
+        message.tool_calls = ollamaToolCalls(this.state.toolCalls);
         this.#toolsSent = true;
       }
       o.message = message;

@@ -10,7 +10,7 @@ import type { AnswerTimings, Face, JsonObject, StreamTranslator, UpstreamRequest
 import { FaceError } from "./face.ts";
 import { openaiErrorBody, readUpstreamError } from "./errors.ts";
 import { isJsonObject, obj } from "./json.ts";
-import { StreamState } from "./stream_state.ts";
+import { StreamAccounting, StreamState } from "./stream_state.ts";
 import type { ListedModel } from "../core/types.ts";
 
 /** Client route → upstream path below the node's `/v1`. */
@@ -37,34 +37,20 @@ export function modelsBody(models: readonly ListedModel[], nowMs: number): JsonO
  * the usage-only chunk (`choices: []`) of a client that did not ask for usage (DESIGN decision
  * 3); `end()` writes `data: [DONE]`.
  */
-export class OpenAIStreamTranslator implements StreamTranslator {
+export class OpenAIStreamTranslator extends StreamAccounting implements StreamTranslator {
   /** Content type of the stream. */
   readonly contentType = "text/event-stream";
-  readonly #state = new StreamState("call_skeid_");
   #closed = false;
 
   /** `clientAsksUsage`: the client's own `stream_options.include_usage`. */
-  constructor(readonly clientAsksUsage: boolean) {}
-
-  /** UTF-8 bytes of `delta.content` (or completions `text`) and tool-call argument fragments. */
-  get contentBytes(): number {
-    return this.#state.contentBytes;
-  }
-
-  /** The last usage object the upstream reported. */
-  get usage(): JsonObject | undefined {
-    return this.#state.usage;
-  }
-
-  /** Tool calls seen so far, fragments assembled. */
-  get toolCalls(): JsonObject[] {
-    return this.#state.toolCalls;
+  constructor(readonly clientAsksUsage: boolean) {
+    super(new StreamState("call_skeid_"));
   }
 
   /** Reads one chunk; returns its frame ('' for a usage-only chunk the client did not ask for). */
   chunk(chunk: JsonObject): string {
     if (this.#closed) return "";
-    this.#state.read(chunk);
+    this.state.read(chunk);
     const usageOnly = Array.isArray(chunk.choices) && chunk.choices.length === 0 &&
       isJsonObject(chunk.usage);
     if (usageOnly && !this.clientAsksUsage) return "";

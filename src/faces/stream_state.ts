@@ -2,7 +2,8 @@
  * What every stream translator tracks of an upstream OpenAI stream, one parsed chunk at a time:
  * content bytes, the last usage, finish_reason, the matched stop string, and tool calls
  * assembled from their fragments. The translators turn the parts of each chunk into their own
- * frames; the proxy reads the totals for the usage event.
+ * frames; the proxy reads the totals for the usage event (`StreamAccounting`, the base of every
+ * face's translator).
  *
  * @module
  */
@@ -115,5 +116,35 @@ export class StreamState {
       type: "function",
       function: { name: c.name, arguments: c.arguments },
     }));
+  }
+}
+
+/**
+ * What a stream answers for the usage event, read off its StreamState: the same accounting
+ * whatever the client's format. Every face's stream translator is one; the proxy wraps the
+ * state of a stream it relays untranslated in one.
+ */
+export class StreamAccounting {
+  /** What the upstream stream reported so far. */
+  protected readonly state: StreamState;
+
+  /** Accounting over `state` (which the owner feeds chunk by chunk). */
+  constructor(state: StreamState) {
+    this.state = state;
+  }
+
+  /** UTF-8 bytes of `delta.content` (or completions `text`) and tool-call argument fragments. */
+  get contentBytes(): number {
+    return this.state.contentBytes;
+  }
+
+  /** The last usage object the upstream reported. */
+  get usage(): JsonObject | undefined {
+    return this.state.usage;
+  }
+
+  /** Tool calls seen so far, fragments assembled, OpenAI shape. */
+  get toolCalls(): JsonObject[] {
+    return this.state.toolCalls;
   }
 }

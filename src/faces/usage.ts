@@ -1,6 +1,17 @@
 /**
  * Token counts of an upstream (OpenAI-shaped) `usage` object, as the faces report them to
- * clients. The numbers are the ones the usage event records, so a client and the ledger agree.
+ * clients in Anthropic and Ollama answers.
+ *
+ * Why not the core's `readUsage` (`src/core/usage.ts`), which the usage event is priced from:
+ * the two agree on what OpenAI-compatible servers send — `prompt_tokens`/`completion_tokens`
+ * with `prompt_tokens_details.cached_tokens`/`cache_write_tokens`, or Anthropic's flat
+ * `cache_read_input_tokens`/`cache_creation_input_tokens` beside them — but not on every input.
+ * The core reads every provider shape (Ollama and Gemini counts, digit strings, an explicit
+ * `input_includes_cache`) and prefers `input_tokens` to `prompt_tokens`; this reader takes
+ * `prompt_tokens` first, only finite numbers (negative ones too), also
+ * `prompt_tokens_details.cache_creation_tokens`, and the flat cache counts only when no nested
+ * one is present. Both are pinned by their tests; making the client's numbers follow the
+ * ledger's on those inputs is a behaviour change, left to a decision of its own.
  *
  * @module
  */

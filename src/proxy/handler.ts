@@ -18,12 +18,17 @@ import type { UsageRecorder } from "../usage/types.ts";
 import { errorResponse, jsonResponse, Refusal } from "./errors.ts";
 import { ANONYMOUS, type KeyIdCache, requestKeyId } from "./identity.ts";
 import { type RelayMode, type RelayOutcome, type RelayOwner, StreamRelay } from "./relay.ts";
+import { Http1Abort, type Http1Client } from "./http1.ts";
 import {
+  type Abortable,
+  answerOfResponse,
   fetchUpstream,
   hopsOf,
   type IdleWatch,
   MAX_HOPS,
-  relayedResponseHeaders,
+  relayedResponse,
+  sendUpstream,
+  type UpstreamAnswer,
   upstreamHeaders,
   UpstreamTransportError,
   upstreamUrl,
@@ -58,6 +63,8 @@ export interface ProxyContext {
   readonly httpClient?: Deno.HttpClient;
   /** The fetch used upstream (tests may wrap it). */
   readonly fetch?: typeof fetch;
+  /** The HTTP/1.1 client for `http:` upstreams; without one every call goes through fetch. */
+  readonly http1?: Http1Client;
   /**
    * The node's own key: undefined = none configured (client headers go through), null = one is
    * configured but resolved nothing (the node must not be called), else the key.
@@ -74,13 +81,14 @@ export interface ProxyContext {
 const FAILOVER_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
 
 const decoder = new TextDecoder();
+const encoder = new TextEncoder();
 
 /** An attempt that failed before the first byte. */
 interface Failure {
   node: PickedNode;
   /** Set when the upstream answered (429/5xx): passed through when it is the last failure. */
   status?: number;
-  headers?: Headers;
+  answer?: UpstreamAnswer;
   body?: Uint8Array<ArrayBuffer>;
   reason: string;
 }
@@ -116,7 +124,7 @@ export class Exchange implements RelayOwner {
   #node: PickedNode | undefined;
   #servedModel = "";
   #upstreamStatus = 0;
-  #controller: AbortController | undefined;
+  #controller: Abortable | undefined;
   #ended = false;
 
   constructor(ctx: ProxyContext, face: Face, endpoint: string, req: Request) {
@@ -282,20 +290,41 @@ export class Exchange implements RelayOwner {
     const ctx = this.ctx;
     const skeid = ctx.skeid;
     const upstream = this.#upstream!;
-    let call;
-    const controller = new AbortController();
-    this.#controller = controller;
+    const url = upstreamUrl(node.url, upstream.path);
+    const headers = upstreamHeaders(this.req.headers, key, this.#hops);
+    const body = this.#bodyFor(served);
+    let res: UpstreamAnswer;
+    let controller: Abortable;
     try {
-      call = await fetchUpstream({
-        controller,
-        url: upstreamUrl(node.url, upstream.path),
-        headers: upstreamHeaders(this.req.headers, key, this.#hops),
-        body: this.#bodyFor(served),
-        timeoutMs: ctx.upstreamTimeoutMs,
-        watch: ctx.idle,
-        client: ctx.httpClient,
-        fetch: ctx.fetch,
-      });
+      const http1 = ctx.http1;
+      if (http1 !== undefined && isPlainHttp(url)) {
+        // The lean path: no Request, Response, Headers or AbortController for the upstream.
+        const abort = new Http1Abort();
+        this.#controller = controller = abort;
+        res = await sendUpstream({
+          client: http1,
+          url,
+          headers,
+          body: typeof body === "string" ? encoder.encode(body) : body as Uint8Array,
+          abort,
+          timeoutMs: ctx.upstreamTimeoutMs,
+          watch: ctx.idle,
+        });
+      } else {
+        const abort = new AbortController();
+        this.#controller = controller = abort;
+        const call = await fetchUpstream({
+          controller: abort,
+          url,
+          headers,
+          body,
+          timeoutMs: ctx.upstreamTimeoutMs,
+          watch: ctx.idle,
+          client: ctx.httpClient,
+          fetch: ctx.fetch,
+        });
+        res = answerOfResponse(call.response);
+      }
     } catch (err) {
       const kind = err instanceof UpstreamTransportError ? err.kind : "connect";
       const reason = err instanceof Error ? err.message : String(err);
@@ -308,33 +337,33 @@ export class Exchange implements RelayOwner {
       skeid.finishRequest(node.id, { ok: false });
       return { node, reason };
     }
-    const res = call.response;
     const status = res.status;
     this.#upstreamStatus = status;
-    // The passive probe: rate-limit headers and Retry-After off every upstream answer.
-    skeid.observeResponseHeaders(node.id, res.headers, status);
+    // The passive probe: rate-limit headers and Retry-After off every upstream answer (the core
+    // reads nothing from an answer without them, unless it is a 429).
+    if (status === 429 || res.hasCapacityHeaders) {
+      skeid.observeResponseHeaders(node.id, res.headers(), status);
+    }
 
     if (FAILOVER_STATUSES.has(status)) {
-      const body = await this.#readAll(res, call.controller);
+      const body = await this.#readAll(res, controller);
       skeid.finishRequest(node.id, { ok: false });
       return {
         node,
         status,
-        headers: res.headers,
+        answer: res,
         body: body ?? new Uint8Array(0),
         reason: `upstream answered ${status}`,
       };
     }
 
-    const type = res.headers.get("content-type") ?? "";
-    if (
-      upstream.stream && status < 400 && res.body !== null && type.includes("text/event-stream")
-    ) {
-      this.#response = this.#stream(node, res, call.controller);
+    const type = res.header("content-type") ?? "";
+    if (upstream.stream && status < 400 && res.hasBody && type.includes("text/event-stream")) {
+      this.#response = this.#stream(node, res, controller);
       return "answered";
     }
 
-    const bytes = await this.#readAll(res, call.controller);
+    const bytes = await this.#readAll(res, controller);
     if (bytes === undefined) {
       skeid.finishRequest(node.id, { ok: false });
       return { node, reason: "upstream body could not be read" };
@@ -370,7 +399,7 @@ export class Exchange implements RelayOwner {
   }
 
   /** A non-streamed answer (any status other than a failover one). */
-  #answer(node: PickedNode, res: Response, bytes: Uint8Array<ArrayBuffer>): Response {
+  #answer(node: PickedNode, res: UpstreamAnswer, bytes: Uint8Array<ArrayBuffer>): Response {
     const ctx = this.ctx;
     const status = res.status;
     const upstream = this.#upstream!;
@@ -456,21 +485,18 @@ export class Exchange implements RelayOwner {
   }
 
   /** The upstream's status, headers and bytes, plus ours. */
-  #passthrough(res: Response, bytes: Uint8Array<ArrayBuffer>, nodeId: string): Response {
-    const headers = relayedResponseHeaders(res.headers);
-    headers.set("x-skeid-node", nodeId);
-    headers.set("x-request-id", this.requestId);
-    return new Response(bytes.byteLength > 0 ? bytes : null, { status: res.status, headers });
+  #passthrough(res: UpstreamAnswer, bytes: Uint8Array<ArrayBuffer>, nodeId: string): Response {
+    const body = bytes.byteLength > 0 ? bytes : null;
+    return relayedResponse(res.status, body, res.pairs(), nodeId, this.requestId);
   }
 
   /** A streamed answer: the relay owns the rest of the request's life. */
-  #stream(node: PickedNode, res: Response, controller: AbortController): Response {
+  #stream(node: PickedNode, res: UpstreamAnswer, controller: Abortable): Response {
     const openai = this.face.name === "openai";
     const upstream = this.#upstream!;
     let mode: RelayMode;
-    let headers: Headers;
     const opts = {
-      body: res.body!,
+      body: res.source(),
       upstream: controller,
       owner: this,
       now: this.ctx.skeid.now,
@@ -478,9 +504,10 @@ export class Exchange implements RelayOwner {
       idle: this.ctx.idle,
     };
     let relay: StreamRelay;
+    let pairs: readonly (readonly [string, string])[];
     if (openai) {
       mode = this.#stripUsage ? "strip" : "raw";
-      headers = relayedResponseHeaders(res.headers);
+      pairs = res.pairs();
       relay = new StreamRelay({ ...opts, mode, state: new StreamState("call_skeid_") });
     } else {
       mode = "translate";
@@ -489,16 +516,12 @@ export class Exchange implements RelayOwner {
         this.requestedModel,
         upstream.context,
       );
-      headers = new Headers({
-        "content-type": translator.contentType,
-        "cache-control": "no-cache",
-      });
+      pairs = [["content-type", translator.contentType], ["cache-control", "no-cache"]];
       relay = new StreamRelay({ ...opts, mode, translator });
     }
-    headers.set("x-skeid-node", node.id);
-    headers.set("x-request-id", this.requestId);
     this.#relaying = true;
-    return new Response(new ReadableStream<Uint8Array>(relay), { status: res.status, headers });
+    const body = new ReadableStream<Uint8Array>(relay);
+    return relayedResponse(res.status, body, pairs, node.id, this.requestId);
   }
 
   /** RelayOwner: the stream ended (done, broke, client gone). */
@@ -548,7 +571,7 @@ export class Exchange implements RelayOwner {
     let response: Response;
     let status: number;
     let errorMessage: string;
-    if (last.status !== undefined && last.headers !== undefined && last.body !== undefined) {
+    if (last.status !== undefined && last.answer !== undefined && last.body !== undefined) {
       // The last upstream answer passes through (OpenAI) or is reshaped (other faces): the
       // client learns what the upstream said (e.g. its own 429 and Retry-After).
       status = last.status;
@@ -561,10 +584,8 @@ export class Exchange implements RelayOwner {
       }
       errorMessage = readUpstreamError(status, parsed ?? text).message;
       if (this.face.name === "openai") {
-        const headers = relayedResponseHeaders(last.headers);
-        headers.set("x-skeid-node", node.id);
-        headers.set("x-request-id", this.requestId);
-        response = new Response(last.body.byteLength > 0 ? last.body : null, { status, headers });
+        const body = last.body.byteLength > 0 ? last.body : null;
+        response = relayedResponse(status, body, last.answer.pairs(), node.id, this.requestId);
       } else {
         response = jsonResponse(
           status,
@@ -647,14 +668,15 @@ export class Exchange implements RelayOwner {
 
   /** Reads a whole upstream body within the upstream timeout; undefined when it failed. */
   async #readAll(
-    res: Response,
-    controller: AbortController,
+    res: UpstreamAnswer,
+    controller: Abortable,
   ): Promise<Uint8Array<ArrayBuffer> | undefined> {
+    if (res.complete) return await res.bytes();
     // The whole body within the upstream timeout (the shared deadline watch, no timer of its own).
     const guard = { lastActivity: this.ctx.idle.now(), idleTimeout: () => controller.abort() };
     this.ctx.idle.add(guard);
     try {
-      return new Uint8Array(await res.arrayBuffer());
+      return await res.bytes();
     } catch {
       return undefined;
     } finally {
@@ -760,6 +782,11 @@ async function readLimited(
     off += p.byteLength;
   }
   return out;
+}
+
+/** Whether an upstream URL is plain `http:` (the HTTP/1.1 client's). */
+function isPlainHttp(url: string): boolean {
+  return url.length > 5 && url.slice(0, 5).toLowerCase() === "http:";
 }
 
 /** Tool calls of a non-streamed chat answer (`choices[0].message.tool_calls`). */

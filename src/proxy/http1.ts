@@ -1,15 +1,18 @@
 /**
  * A small HTTP/1.1 keep-alive client over `Deno.connect`, for plain-HTTP upstreams (the GPU hosts
  * next door, where the gateway's own latency is what a client notices). On this path it costs
- * about half of what `fetch` costs per request: one write per request, the response head parsed
- * from the connection's buffer, a whole small body handed over without a stream.
+ * a fraction of what `fetch` costs per request: one write per request (TCP_NODELAY), the
+ * response head parsed from the connection's buffer, a whole small body handed over as bytes.
  *
- * It answers standard `Response` objects, so the proxy treats it exactly like `fetch`: the body
- * is a stream read from the connection as the client pulls (Content-Length, chunked, or to the
- * end of the connection); cancelling it or aborting the signal closes the connection.
- * Connections go back to a per-origin idle pool when their response was read to the end.
+ * Two faces: `send` answers an {@link Http1Answer} (status, header pairs, and the body as bytes
+ * or as a pull source) — the proxy's hot path, which never builds a `Response` or a `Headers`
+ * for an upstream answer; `fetch` answers a standard `Response` made of the same, for callers
+ * that want `fetch` semantics. The body is read from the connection as the caller pulls
+ * (Content-Length, chunked, or to the end of the connection); cancelling it or aborting closes
+ * the connection. Connections go back to a per-origin idle pool when their response was read to
+ * the end.
  *
- * HTTPS upstreams (clouds) keep using `fetch` (TLS, HTTP/2, proxies): see `fetchFor`.
+ * HTTPS upstreams (clouds) keep using `fetch` (TLS, HTTP/2, proxies).
  *
  * @module
  */
@@ -17,18 +20,24 @@
 const CR = 13;
 const LF = 10;
 const encoder = new TextEncoder();
+const asciiDecoder = new TextDecoder();
 
 /**
- * Header bytes ↔ text, one character per byte (ISO-8859-1), the way `Headers` holds them: a
- * header byte >= 0x80 stays that one byte both ways (UTF-8 would turn 0xFC into two bytes going
- * out, and into U+FFFD coming back).
+ * Header bytes → text, one character per byte (ISO-8859-1), the way `Headers` holds them: a
+ * header byte >= 0x80 stays that one character (UTF-8 would turn 0xFC into U+FFFD). ASCII, the
+ * usual case, is decoded natively.
  */
 function latin1Text(bytes: Uint8Array): string {
-  let out = "";
-  for (let i = 0; i < bytes.length; i += 4096) {
-    out += String.fromCharCode(...bytes.subarray(i, i + 4096));
+  for (let i = 0; i < bytes.length; i++) {
+    if (bytes[i] > 0x7f) {
+      let out = "";
+      for (let j = 0; j < bytes.length; j += 4096) {
+        out += String.fromCharCode.apply(null, bytes.subarray(j, j + 4096) as unknown as number[]);
+      }
+      return out;
+    }
   }
-  return out;
+  return asciiDecoder.decode(bytes);
 }
 
 /** Text of byte characters (U+0000–U+00FF) → bytes; a wider character is refused. */
@@ -39,6 +48,7 @@ function latin1Bytes(text: string, into: Uint8Array, at: number): void {
     into[at + i] = c;
   }
 }
+
 /** Request headers this client writes itself. */
 const OWN_HEADERS: ReadonlySet<string> = new Set([
   "host",
@@ -50,6 +60,12 @@ const OWN_HEADERS: ReadonlySet<string> = new Set([
 /** Statuses whose response has no body. */
 const NULL_BODY = new Set([204, 205, 304]);
 const READ_SIZE = 16 * 1024;
+/** Header names `Headers` accepts (RFC 9110 token); anything else is checked by `Headers`. */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** Header value characters `Headers` refuses. */
+const BAD_VALUE = /[\0\r\n]/;
+/** Parsed upstream URLs kept per client (node URLs × a few paths). */
+const MAX_TARGETS = 256;
 
 /** Options of an Http1Client. */
 export interface Http1ClientOptions {
@@ -64,11 +80,22 @@ export interface Http1ClientOptions {
 /** The response head. */
 interface Head {
   status: number;
+  /** Lowercase names, values trimmed, in the order received. */
   headers: [string, string][];
   close: boolean;
   chunked: boolean;
   /** -1 when the body runs to the end of the connection. */
   length: number;
+}
+
+/** Where a URL's requests go, parsed once. */
+interface Target {
+  /** `host[:port]`: the pool key and the Host header. */
+  host: string;
+  hostname: string;
+  port: number;
+  /** Path and query. */
+  path: string;
 }
 
 /** One connection with its read buffer. */
@@ -138,15 +165,11 @@ class Conn {
   async head(): Promise<string> {
     let from = this.r;
     for (;;) {
-      for (let i = from; i + 3 < this.w; i++) {
-        if (
-          this.buf[i] === CR && this.buf[i + 1] === LF && this.buf[i + 2] === CR &&
-          this.buf[i + 3] === LF
-        ) {
-          const text = latin1Text(this.buf.subarray(this.r, i));
-          this.r = i + 4;
-          return text;
-        }
+      const end = headEnd(this.buf, from, this.w);
+      if (end >= 0) {
+        const text = latin1Text(this.buf.subarray(this.r, end));
+        this.r = end + 4;
+        return text;
       }
       const seen = this.w - this.r;
       if (!(await this.fill())) {
@@ -159,6 +182,15 @@ class Conn {
   }
 }
 
+/** Index of the CRLFCRLF ending a head in `buf[from, to)`, or -1. */
+function headEnd(buf: Uint8Array, from: number, to: number): number {
+  for (let i = from; i + 3 < to; i++) {
+    if (buf[i + 3] !== LF) continue;
+    if (buf[i] === CR && buf[i + 1] === LF && buf[i + 2] === CR) return i;
+  }
+  return -1;
+}
+
 /** The connection ended before a response head (a reused one may just have been stale). */
 class StaleConnection extends Error {
   constructor(message: string) {
@@ -168,9 +200,11 @@ class StaleConnection extends Error {
 }
 
 function parseHead(text: string): Head {
-  const lines = text.split("\r\n");
-  const m = /^HTTP\/1\.([01]) (\d{3})(?: .*)?$/.exec(lines[0]);
-  if (!m) throw new Error(`bad upstream status line '${lines[0].slice(0, 80)}'`);
+  let eol = text.indexOf("\r\n");
+  if (eol < 0) eol = text.length;
+  const statusLine = text.slice(0, eol);
+  const m = /^HTTP\/1\.([01]) (\d{3})(?: .*)?$/.exec(statusLine);
+  if (!m) throw new Error(`bad upstream status line '${statusLine.slice(0, 80)}'`);
   const head: Head = {
     status: Number(m[2]),
     headers: [],
@@ -178,20 +212,24 @@ function parseHead(text: string): Head {
     chunked: false,
     length: -1,
   };
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i];
-    const colon = line.indexOf(":");
-    if (colon <= 0) continue;
-    const name = line.slice(0, colon).trim().toLowerCase();
-    const value = line.slice(colon + 1).trim();
-    head.headers.push([name, value]);
-    if (name === "content-length") head.length = Number(value);
-    else if (name === "transfer-encoding") head.chunked = /chunked/i.test(value);
-    else if (name === "connection") {
-      const v = value.toLowerCase();
-      if (v.includes("close")) head.close = true;
-      else if (v.includes("keep-alive")) head.close = false;
+  let pos = eol + 2;
+  while (pos < text.length) {
+    let end = text.indexOf("\r\n", pos);
+    if (end < 0) end = text.length;
+    const colon = text.indexOf(":", pos);
+    if (colon > pos && colon < end) {
+      const name = text.slice(pos, colon).trim().toLowerCase();
+      const value = text.slice(colon + 1, end).trim();
+      head.headers.push([name, value]);
+      if (name === "content-length") head.length = Number(value);
+      else if (name === "transfer-encoding") head.chunked = /chunked/i.test(value);
+      else if (name === "connection") {
+        const v = value.toLowerCase();
+        if (v.includes("close")) head.close = true;
+        else if (v.includes("keep-alive")) head.close = false;
+      }
     }
+    pos = end + 2;
   }
   if (head.chunked) head.length = -1;
   if (!Number.isFinite(head.length) || head.length < -1) {
@@ -200,8 +238,51 @@ function parseHead(text: string): Head {
   return head;
 }
 
+/**
+ * Throws what `new Response(…, {status, headers})` would throw for this head (a header name or
+ * value `Headers` refuses, a status out of range), so an answer that `fetch` could not have
+ * produced fails here too, before anything reads it.
+ */
+function assertResponseHead(head: Head): void {
+  for (const [name, value] of head.headers) {
+    if (!TOKEN.test(name) || BAD_VALUE.test(value)) {
+      new Headers(head.headers); // throws the runtime's own TypeError
+      break;
+    }
+  }
+  if (head.status > 599) new Response(null, { status: head.status }); // throws its RangeError
+}
+
+/**
+ * Stops one request: before its head arrived (the connection closes and `send` rejects with an
+ * AbortError) or while its body is read (the connection closes and the read fails).
+ */
+export class Http1Abort {
+  #aborted = false;
+  #hook: (() => void) | undefined;
+
+  /** Whether `abort` was called. */
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  /** Stops the request (idempotent). */
+  abort(): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    const hook = this.#hook;
+    this.#hook = undefined;
+    hook?.();
+  }
+
+  /** What aborting does now (the client sets it as the request goes on); undefined = nothing. */
+  set onAbort(hook: (() => void) | undefined) {
+    this.#hook = hook;
+  }
+}
+
 /** The body of one response, read from its connection as pulled. */
-class BodySource implements UnderlyingDefaultSource<Uint8Array> {
+export class BodySource implements UnderlyingDefaultSource<Uint8Array> {
   /** Body bytes left (Content-Length), or in the current chunk (chunked). */
   #left: number;
   /** Chunked: the CRLF after a chunk's data is still to be read (read lazily, so a chunk is
@@ -218,26 +299,47 @@ class BodySource implements UnderlyingDefaultSource<Uint8Array> {
     this.#left = head.chunked ? 0 : head.length;
   }
 
-  async pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+  /**
+   * The next piece of the body (never empty), or null at its end; throws when the body broke.
+   * The connection is given back as soon as the last byte was read.
+   */
+  async read(): Promise<Uint8Array | null> {
+    if (this.#ended) return null;
     try {
       const chunk = await this.#next();
       if (chunk === null) {
         this.#end(true);
-        controller.close();
-        return;
+        return null;
       }
-      controller.enqueue(chunk);
       if (!this.head.chunked && this.head.length >= 0 && this.#left === 0) {
-        // Content-Length reached: the connection is free now, not at the next pull.
+        // Content-Length reached: the connection is free now, not at the next read.
         this.#end(true);
-        controller.close();
       }
+      return chunk;
     } catch (err) {
       this.#end(false);
-      controller.error(err);
+      throw err;
     }
   }
 
+  /** ReadableStream source: one piece per pull. */
+  async pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+    let chunk: Uint8Array | null;
+    try {
+      chunk = await this.read();
+    } catch (err) {
+      controller.error(err);
+      return;
+    }
+    if (chunk === null) {
+      controller.close();
+      return;
+    }
+    controller.enqueue(chunk);
+    if (this.#ended) controller.close();
+  }
+
+  /** The reader went away: the connection is not reusable. */
   cancel(): void {
     this.#end(false);
   }
@@ -255,27 +357,30 @@ class BodySource implements UnderlyingDefaultSource<Uint8Array> {
   async #next(): Promise<Uint8Array | null> {
     const c = this.c;
     if (this.head.chunked) {
-      if (this.#left === 0) {
-        if (this.#chunkEnd) {
-          if ((await c.line()) !== "") throw new Error("bad upstream chunk end");
-          this.#chunkEnd = false;
+      // Bounded: each round reads a chunk header or skips an empty read.
+      for (;;) {
+        if (this.#left === 0) {
+          if (this.#chunkEnd) {
+            if ((await c.line()) !== "") throw new Error("bad upstream chunk end");
+            this.#chunkEnd = false;
+          }
+          const sizeLine = await c.line();
+          const size = parseInt(sizeLine, 16);
+          if (!Number.isFinite(size) || size < 0) throw new Error("bad upstream chunk size");
+          if (size === 0) {
+            while ((await c.line()) !== "");
+            return null;
+          }
+          this.#left = size;
         }
-        const sizeLine = await c.line();
-        const size = parseInt(sizeLine, 16);
-        if (!Number.isFinite(size) || size < 0) throw new Error("bad upstream chunk size");
-        if (size === 0) {
-          while ((await c.line()) !== "");
-          return null;
-        }
-        this.#left = size;
+        if (c.r === c.w && !(await c.fill())) throw new Error("connection closed mid-body");
+        const n = Math.min(this.#left, c.w - c.r);
+        const out = c.buf.slice(c.r, c.r + n);
+        c.r += n;
+        this.#left -= n;
+        if (this.#left === 0) this.#chunkEnd = true;
+        return out;
       }
-      if (c.r === c.w && !(await c.fill())) throw new Error("connection closed mid-body");
-      const n = Math.min(this.#left, c.w - c.r);
-      const out = c.buf.slice(c.r, c.r + n);
-      c.r += n;
-      this.#left -= n;
-      if (this.#left === 0) this.#chunkEnd = true;
-      return out;
     }
     if (this.head.length === -1) {
       // To the end of the connection.
@@ -305,10 +410,34 @@ class BodySource implements UnderlyingDefaultSource<Uint8Array> {
   }
 }
 
+/** An upstream answer as received: status, header lines, and the body. */
+export class Http1Answer {
+  constructor(
+    /** The status code. */
+    readonly status: number,
+    /** Header lines in the order received: lowercase names, trimmed values. */
+    readonly headers: [string, string][],
+    /**
+     * The body: null when there is none; the whole of it when it came with the head (a small
+     * JSON answer); else a source to read it from.
+     */
+    readonly body: Uint8Array<ArrayBuffer> | BodySource | null,
+  ) {}
+
+  /** The same answer as a standard `Response`. */
+  toResponse(): Response {
+    const init = { status: this.status, headers: this.headers };
+    const body = this.body;
+    if (body === null || body instanceof Uint8Array) return new Response(body, init);
+    return new Response(new ReadableStream<Uint8Array>(body), init);
+  }
+}
+
 /** A keep-alive HTTP/1.1 client with a per-origin idle pool. */
 export class Http1Client {
   readonly #idle = new Map<string, Conn[]>();
   readonly #open = new Set<Conn>();
+  readonly #targets = new Map<string, Target>();
   readonly #maxIdle: number;
   readonly #maxIdleMs: number;
   readonly #now: () => number;
@@ -357,35 +486,51 @@ export class Http1Client {
   ): Promise<Response> {
     if (this.#closed) throw new Error("http client closed");
     if (signal?.aborted) throw abortError();
-    const key = url.host;
-    const bytes = requestBytes(url, method, headers, body);
-    // A reused connection the server already closed answers nothing: one retry on a new one.
-    for (let attempt = 0;; attempt++) {
-      const [c, reused] = await this.#conn(url, key, signal);
-      const onAbort = () => c.close();
-      signal?.addEventListener("abort", onAbort, { once: true });
-      const release = () => signal?.removeEventListener("abort", onAbort);
-      try {
-        c.received = 0;
-        await c.write(bytes);
-        let head: Head;
-        for (;;) {
-          head = parseHead(await c.head());
-          // Informational answers (100 Continue, 103 Early Hints) precede the real one.
-          if (head.status >= 200) break;
-          if (head.status === 101) throw new Error("upstream switched protocols");
-        }
-        return this.#response(c, head, method, release);
-      } catch (err) {
-        release();
-        this.discard(c);
-        if (signal?.aborted) throw abortError();
-        // A reused connection that failed before a single response byte (EOF, reset, broken
-        // pipe) was closed by the server while idle: the request never reached it.
-        if (reused && c.received === 0 && attempt === 0) continue;
-        throw err;
-      }
+    let abort: Http1Abort | undefined;
+    let onSignal: (() => void) | undefined;
+    if (signal) {
+      const a = abort = new Http1Abort();
+      onSignal = () => a.abort();
+      signal.addEventListener("abort", onSignal, { once: true });
     }
+    const unlink = () => {
+      if (onSignal) signal!.removeEventListener("abort", onSignal);
+      onSignal = undefined;
+    };
+    let answer: Http1Answer;
+    try {
+      answer = await this.#send(targetOf(url), method, headers, body, abort, unlink);
+    } catch (err) {
+      unlink();
+      throw err;
+    }
+    return answer.toResponse();
+  }
+
+  /**
+   * Sends one request to an `http:` URL; resolves with the answer once its head arrived (the
+   * head already checked as a `Response` would check it). `abort` stops it.
+   */
+  send(
+    url: string,
+    method: string,
+    headers: Iterable<readonly [string, string]>,
+    body: Uint8Array,
+    abort?: Http1Abort,
+  ): Promise<Http1Answer> {
+    if (this.#closed) return Promise.reject(new Error("http client closed"));
+    if (abort?.aborted) return Promise.reject(abortError());
+    let target = this.#targets.get(url);
+    if (target === undefined) {
+      const parsed = new URL(url);
+      if (parsed.protocol !== "http:") {
+        return Promise.reject(new TypeError(`not an http: URL: ${parsed.protocol}`));
+      }
+      target = targetOf(parsed);
+      if (this.#targets.size >= MAX_TARGETS) this.#targets.clear();
+      this.#targets.set(url, target);
+    }
+    return this.#send(target, method, headers, body, abort, undefined);
   }
 
   /** Closes a connection that cannot be reused. */
@@ -419,24 +564,71 @@ export class Http1Client {
     this.#idle.clear();
   }
 
-  async #conn(url: URL, key: string, signal?: AbortSignal | null): Promise<[Conn, boolean]> {
+  async #send(
+    target: Target,
+    method: string,
+    headers: Iterable<readonly [string, string]>,
+    body: Uint8Array,
+    abort: Http1Abort | undefined,
+    unlink: (() => void) | undefined,
+  ): Promise<Http1Answer> {
+    const bytes = requestBytes(target, method, headers, body);
+    // A reused connection the server already closed answers nothing: one retry on a new one.
+    for (let attempt = 0;; attempt++) {
+      let c = this.#pooled(target.host);
+      const reused = c !== undefined;
+      c ??= await this.#connect(target, abort);
+      const conn = c;
+      if (abort) abort.onAbort = () => conn.close();
+      const release = () => {
+        if (abort) abort.onAbort = undefined;
+        unlink?.();
+      };
+      try {
+        c.received = 0;
+        await c.write(bytes);
+        let head: Head;
+        for (;;) {
+          head = parseHead(await c.head());
+          // Informational answers (100 Continue, 103 Early Hints) precede the real one.
+          if (head.status >= 200) break;
+          if (head.status === 101) throw new Error("upstream switched protocols");
+        }
+        assertResponseHead(head);
+        return this.#answer(c, head, method, release);
+      } catch (err) {
+        release();
+        this.discard(c);
+        if (abort?.aborted) throw abortError();
+        // A reused connection that failed before a single response byte (EOF, reset, broken
+        // pipe) was closed by the server while idle: the request never reached it.
+        if (reused && c.received === 0 && attempt === 0) continue;
+        throw err;
+      }
+    }
+  }
+
+  /** An idle connection to `key` young enough to reuse, or undefined. */
+  #pooled(key: string): Conn | undefined {
     const list = this.#idle.get(key);
+    if (list === undefined || list.length === 0) return undefined;
     const now = this.#now();
-    while (list && list.length > 0) {
+    while (list.length > 0) {
       const c = list.pop()!;
-      if (!c.closed && now - c.lastUsed < this.#maxIdleMs) return [c, true];
+      if (!c.closed && now - c.lastUsed < this.#maxIdleMs) return c;
       c.close();
       this.#open.delete(c);
     }
-    const port = url.port ? Number(url.port) : 80;
-    const connecting = Deno.connect({ hostname: url.hostname.replace(/^\[|\]$/g, ""), port });
+    return undefined;
+  }
+
+  async #connect(target: Target, abort: Http1Abort | undefined): Promise<Conn> {
+    const connecting = Deno.connect({ hostname: target.hostname, port: target.port });
     let conn: Deno.TcpConn;
-    if (signal) {
+    if (abort) {
       // Deno.connect cannot be cancelled: race it, and close what arrives too late.
-      let onAbort: (() => void) | undefined;
       const aborted = new Promise<never>((_, reject) => {
-        onAbort = () => reject(abortError());
-        signal.addEventListener("abort", onAbort, { once: true });
+        abort.onAbort = () => reject(abortError());
       });
       try {
         conn = await Promise.race([connecting, aborted]);
@@ -444,28 +636,27 @@ export class Http1Client {
         connecting.then((late) => late.close(), () => {});
         throw err;
       } finally {
-        signal.removeEventListener("abort", onAbort!);
+        abort.onAbort = undefined;
       }
     } else {
       conn = await connecting;
     }
     conn.setNoDelay(true);
-    const c = new Conn(conn, key);
+    const c = new Conn(conn, target.host);
     if (this.#closed) {
       c.close();
       throw new Error("http client closed");
     }
     this.#open.add(c);
-    return [c, false];
+    return c;
   }
 
-  #response(c: Conn, head: Head, method: string, release: () => void): Response {
-    const init = { status: head.status, headers: head.headers };
+  #answer(c: Conn, head: Head, method: string, release: () => void): Http1Answer {
     if (method === "HEAD" || NULL_BODY.has(head.status) || head.length === 0) {
       release();
       if (head.close) this.discard(c);
       else this.giveBack(c);
-      return new Response(null, init);
+      return new Http1Answer(head.status, head.headers, null);
     }
     if (head.length > 0 && c.w - c.r >= head.length) {
       // The whole body is here already (a small JSON answer): no stream needed.
@@ -474,11 +665,19 @@ export class Http1Client {
       release();
       if (head.close) this.discard(c);
       else this.giveBack(c);
-      return new Response(bytes, init);
+      return new Http1Answer(head.status, head.headers, bytes);
     }
-    const source = new BodySource(this, c, head, release);
-    return new Response(new ReadableStream<Uint8Array>(source), init);
+    return new Http1Answer(head.status, head.headers, new BodySource(this, c, head, release));
   }
+}
+
+function targetOf(url: URL): Target {
+  return {
+    host: url.host,
+    hostname: url.hostname.replace(/^\[|\]$/g, ""),
+    port: url.port ? Number(url.port) : 80,
+    path: url.pathname + url.search,
+  };
 }
 
 /** Header pairs of a fetch init's `headers`. */
@@ -491,12 +690,12 @@ function headerPairs(init: HeadersInit | undefined): [string, string][] {
 
 /** The request's bytes: head and body in one buffer, one write. */
 function requestBytes(
-  url: URL,
+  target: Target,
   method: string,
-  headers: [string, string][],
+  headers: Iterable<readonly [string, string]>,
   body: Uint8Array,
 ): Uint8Array {
-  let head = `${method} ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n`;
+  let head = `${method} ${target.path} HTTP/1.1\r\nhost: ${target.host}\r\n`;
   let encoding = false;
   for (const [name, value] of headers) {
     const n = name.toLowerCase();
@@ -511,7 +710,9 @@ function requestBytes(
   if (!encoding) head += "accept-encoding: identity\r\n";
   head += `content-length: ${body.byteLength}\r\n\r\n`;
   const out = new Uint8Array(head.length + body.byteLength);
-  latin1Bytes(head, out, 0);
+  // ASCII (the usual case) is encoded natively; a byte character >= 0x80 takes the slow way.
+  const done = encoder.encodeInto(head, out.subarray(0, head.length));
+  if (done.read !== head.length || done.written !== head.length) latin1Bytes(head, out, 0);
   out.set(body, head.length);
   return out;
 }

@@ -19,7 +19,13 @@
 import type { AnswerTimings, JsonObject, StreamTranslator } from "../faces/face.ts";
 import type { StreamState } from "../faces/stream_state.ts";
 import { type SseFrame, SseParser } from "./sse.ts";
-import type { IdleWatch, Watched } from "./upstream.ts";
+import {
+  type Abortable,
+  type ChunkSource,
+  type IdleWatch,
+  streamSource,
+  type Watched,
+} from "./upstream.ts";
 
 /** How the relay writes to the client. */
 export type RelayMode = "raw" | "strip" | "translate";
@@ -55,10 +61,10 @@ interface Accounting {
 /** Options of a StreamRelay. */
 export interface StreamRelayOptions {
   mode: RelayMode;
-  /** The upstream body. */
-  body: ReadableStream<Uint8Array>;
-  /** Aborts the upstream fetch (client gone, idle timeout). */
-  upstream: AbortController;
+  /** The upstream body: a stream, or the HTTP/1.1 client's body source read directly. */
+  body: ReadableStream<Uint8Array> | ChunkSource;
+  /** Aborts the upstream call (client gone, idle timeout). */
+  upstream: Abortable;
   /** `translate`: the face's translator. */
   translator?: StreamTranslator;
   /** `raw` / `strip`: the accounting state chunks are read into. */
@@ -76,7 +82,7 @@ const encoder = new TextEncoder();
 /** A pull source relaying one upstream stream to the client. */
 export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched {
   readonly #opts: StreamRelayOptions;
-  readonly #reader: ReadableStreamDefaultReader<Uint8Array>;
+  readonly #reader: ChunkSource;
   readonly #parser: SseParser;
   readonly #accounting: Accounting;
   /** Text produced by the frames of the current read (strip / translate). */
@@ -91,7 +97,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
 
   constructor(opts: StreamRelayOptions) {
     this.#opts = opts;
-    this.#reader = opts.body.getReader();
+    this.#reader = opts.body instanceof ReadableStream ? streamSource(opts.body) : opts.body;
     this.#parser = new SseParser((frame) => this.#frame(frame), opts.mode === "strip");
     if (opts.mode === "translate") {
       if (!opts.translator) throw new Error("relay mode 'translate' needs a translator");
@@ -108,9 +114,9 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   async pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
     const opts = this.#opts;
     for (;;) {
-      let result: ReadableStreamReadResult<Uint8Array>;
+      let chunk: Uint8Array | null;
       try {
-        result = await this.#reader.read();
+        chunk = await this.#reader.read();
       } catch (err) {
         if (this.#ended) return;
         this.#broken(
@@ -120,7 +126,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
         return;
       }
       if (this.#ended) return;
-      if (result.done) {
+      if (chunk === null) {
         this.#parser.end();
         let tail = this.#out;
         this.#out = "";
@@ -130,7 +136,6 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
         controller.close();
         return;
       }
-      const chunk = result.value;
       if (chunk.byteLength === 0) continue;
       this.lastActivity = opts.now();
       const before = this.#accounting.contentBytes;
@@ -164,7 +169,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     if (this.#ended) return;
     this.#finish("aborted");
     this.#opts.upstream.abort();
-    this.#reader.cancel().catch(() => {});
+    this.#reader.cancel();
   }
 
   /** IdleWatch: the upstream was silent for too long. */

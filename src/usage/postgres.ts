@@ -8,19 +8,16 @@
  */
 import postgres from "postgres";
 import type { PostgresStoreConfig } from "./config.ts";
-import { compareGroups, emptyTotals, RECENT_FIELDS, recentRow } from "./report.ts";
 import { addColumnStatements, createTable, USAGE_COLUMNS, USAGE_INDEXES } from "./schema.ts";
 import { errorMessage } from "./secret.ts";
-import type {
-  ReportFilters,
-  ReportGroup,
-  ReportTotals,
-  UsageEvent,
-  UsageReport,
-  UsageStore,
-} from "./types.ts";
+import { type ReportDialect, type SqlArg, sqlReport } from "./sql_report.ts";
+import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";
+import { UsageWriteError } from "./write_error.ts";
 
-/** Rows per INSERT statement (33 columns × 500 stays far below the 65,535 parameter limit). */
+/**
+ * Rows per INSERT statement (33 columns × 500 stays far below the 65,535 parameter limit). The
+ * ledger's batches are at most 500 events by default, so a batch is one atomic statement.
+ */
 const ROWS_PER_INSERT = 500;
 /** Advisory lock key serializing migrations of several processes ("skeid" + "usage"). */
 const MIGRATE_LOCK = 0x736b6569_64;
@@ -110,14 +107,19 @@ export class PostgresStore implements UsageStore {
         : undefined;
       await sql`SELECT 1`;
       if (!this.#readOnly && this.#cfg.auto_migrate) {
-        await sql.begin(async (tx) => {
-          await tx.unsafe(`SELECT pg_advisory_xact_lock(${MIGRATE_LOCK})`);
-          // Table first, then the columns an old table lacks, then indexes that may name them.
-          await tx.unsafe(schema ?? createTable("postgresql")).simple();
-          const have = await this.#readColumns(tx);
-          for (const stmt of addColumnStatements("postgresql", have)) await tx.unsafe(stmt);
-          for (const stmt of USAGE_INDEXES) await tx.unsafe(stmt);
-        });
+        // One transaction on a reserved connection, not `sql.begin`: that one sends ROLLBACK on
+        // a connection the server dropped and crashes the process (see `write`). On any failure
+        // the pool is ended below, and the server rolls back what the connection began.
+        const tx = await sql.reserve();
+        await tx.unsafe("BEGIN");
+        await tx.unsafe(`SELECT pg_advisory_xact_lock(${MIGRATE_LOCK})`);
+        // Table first, then the columns an old table lacks, then indexes that may name them.
+        await tx.unsafe(schema ?? createTable("postgresql")).simple();
+        const have = await this.#readColumns(tx);
+        for (const stmt of addColumnStatements("postgresql", have)) await tx.unsafe(stmt);
+        for (const stmt of USAGE_INDEXES) await tx.unsafe(stmt);
+        await tx.unsafe("COMMIT");
+        tx.release();
       }
       this.#columns = await this.#readColumns(sql);
       if (this.#columns.size === 0) throw new Error("table usage_events does not exist");
@@ -141,44 +143,63 @@ export class PostgresStore implements UsageStore {
     return new Set(rows.map((r) => String(r.column_name)));
   }
 
-  /** Inserts the batch in one transaction; an event_id already stored is skipped. */
+  /**
+   * Inserts the batch, up to ROWS_PER_INSERT rows per statement, each statement atomic on its
+   * own; an event_id already stored is skipped. A failure after some statements names how many
+   * events were written (UsageWriteError), so the ledger retries only the rest.
+   *
+   * No `sql.begin` here: when the server drops the connection inside a transaction (a restart,
+   * a failover), postgres@3.4 sends its ROLLBACK on the dead connection and throws from a
+   * setImmediate callback ("Cannot read properties of null (reading 'write')") — an uncaught
+   * error that ends the whole gateway. A single autocommit statement has nothing to roll back.
+   */
   async write(events: UsageEvent[]): Promise<void> {
     const sql = this.#sql;
     if (!sql) throw new Error(`${this.description}: store is not open`);
     if (events.length === 0) return;
     const cols = USAGE_COLUMNS.map((c) => c.name).filter((n) => this.#columns.has(n));
     const tail = this.#conflict ? " ON CONFLICT (event_id) DO NOTHING" : "";
+    let written = 0;
     try {
-      await sql.begin(async (tx) => {
-        for (let i = 0; i < events.length; i += ROWS_PER_INSERT) {
-          const chunk = events.slice(i, i + ROWS_PER_INSERT);
-          const params: Param[] = [];
-          const rows = chunk.map((e) =>
-            `(${cols.map((c) => (params.push(pgValue(e, c)), `$${params.length}`)).join(", ")})`
-          );
-          await tx.unsafe(
-            `INSERT INTO usage_events (${cols.join(", ")}) VALUES ${rows.join(", ")}${tail}`,
-            params,
-            { prepare: false },
-          );
-        }
-      });
+      for (let i = 0; i < events.length; i += ROWS_PER_INSERT) {
+        const chunk = events.slice(i, i + ROWS_PER_INSERT);
+        const params: Param[] = [];
+        const rows = chunk.map((e) =>
+          `(${cols.map((c) => (params.push(pgValue(e, c)), `$${params.length}`)).join(", ")})`
+        );
+        await sql.unsafe(
+          `INSERT INTO usage_events (${cols.join(", ")}) VALUES ${rows.join(", ")}${tail}`,
+          params,
+          { prepare: false },
+        );
+        written += chunk.length;
+      }
     } catch (err) {
-      throw this.#fail("write", err);
+      const e = this.#fail("write", err);
+      throw written > 0 ? new UsageWriteError(e.message, written) : e;
     }
   }
 
-  #sum(name: string): string {
-    return this.#columns.has(name) ? `COALESCE(SUM(${name}), 0)::float8` : "0::float8";
-  }
+  /** PostgreSQL's spelling: `$n` placeholders, numbers as float8, a missing column sums to 0. */
+  readonly #dialect: ReportDialect = {
+    param: (n) => `$${n}`,
+    count: "COUNT(*)::float8",
+    sum: (name) => this.#columns.has(name) ? `COALESCE(SUM(${name}), 0)::float8` : "0::float8",
+    recentColumn: (name) => {
+      if (name === "id") return "id::float8 AS id";
+      if (name === "created_at") return `${CREATED_AT_TEXT} AS created_at`;
+      return this.#columns.has(name) ? name : `NULL AS ${name}`;
+    },
+    // An ISO prefix compares as a timestamp (the index serves it); other text as the string.
+    since: (since, param) => {
+      const ts = sinceTimestamp(since);
+      return ts
+        ? { condition: `created_at >= ${param}::timestamptz`, arg: ts }
+        : { condition: `${CREATED_AT_TEXT} >= ${param}`, arg: since };
+    },
+  };
 
-  #recentColumn(name: string): string {
-    if (name === "id") return "id::float8 AS id";
-    if (name === "created_at") return `${CREATED_AT_TEXT} AS created_at`;
-    return this.#columns.has(name) ? name : `NULL AS ${name}`;
-  }
-
-  /** Totals, by_key, by_model and recent in SQL; same shape as the SQLite store's. */
+  /** Totals, by_key, by_model and recent in SQL (`sqlReport`); same shape as the SQLite store's. */
   async report(filters: ReportFilters): Promise<UsageReport> {
     const sql = this.#sql;
     if (!sql) {
@@ -190,7 +211,8 @@ export class PostgresStore implements UsageStore {
       };
     }
     try {
-      return await this.#report(sql, filters);
+      const query = (text: string, args: SqlArg[]) => sql.unsafe(text, args);
+      return await sqlReport(query, this.#dialect, filters, { backend: "postgresql", db_path: "" });
     } catch (err) {
       return {
         ok: false,
@@ -200,80 +222,6 @@ export class PostgresStore implements UsageStore {
         error: this.#fail("report", err).message,
       };
     }
-  }
-
-  async #report(sql: postgres.Sql, filters: ReportFilters): Promise<UsageReport> {
-    const where: string[] = [];
-    const args: Param[] = [];
-    if (filters.since !== undefined) {
-      const ts = sinceTimestamp(filters.since);
-      args.push(ts ?? filters.since);
-      where.push(
-        ts ? `created_at >= $${args.length}::timestamptz` : `${CREATED_AT_TEXT} >= $${args.length}`,
-      );
-    }
-    if (filters.api_key_id !== undefined) {
-      args.push(filters.api_key_id);
-      where.push(`api_key_id = $${args.length}`);
-    }
-    if (filters.model !== undefined) {
-      args.push(filters.model);
-      where.push(`model = $${args.length}`);
-    }
-    const w = where.length ? ` WHERE ${where.join(" AND ")}` : "";
-
-    const [t] = await sql.unsafe(
-      `SELECT COUNT(*)::float8 AS requests, ${
-        [
-          "input_tokens",
-          "output_tokens",
-          "total_tokens",
-          "cached_tokens",
-          "cache_write_tokens",
-          "tool_calls",
-        ].map((c) => `${this.#sum(c)} AS ${c}`).join(", ")
-      }, ${this.#sum("cost_total_usd")} AS total_cost_usd FROM usage_events${w}`,
-      args,
-    );
-    const totals: ReportTotals = emptyTotals();
-    for (const k of Object.keys(totals) as (keyof ReportTotals)[]) {
-      totals[k] = Number(t?.[k] ?? 0);
-    }
-
-    const group = async (field: "api_key_id" | "model"): Promise<ReportGroup[]> =>
-      (await sql.unsafe(
-        `SELECT COALESCE(${field}, '') AS name, COUNT(*)::float8 AS requests, ${
-          this.#sum("total_tokens")
-        } AS total_tokens, ${this.#sum("cost_total_usd")} AS total_cost_usd ` +
-          `FROM usage_events${w} GROUP BY COALESCE(${field}, '')`,
-        args,
-      )).map((r) => ({
-        [field]: String(r.name ?? ""),
-        requests: Number(r.requests),
-        total_tokens: Number(r.total_tokens),
-        total_cost_usd: Number(r.total_cost_usd),
-      })).sort(compareGroups);
-
-    const recentArgs = [...args, filters.limit ?? 20];
-    const recent = (await sql.unsafe(
-      `SELECT ${
-        RECENT_FIELDS.map((f) => this.#recentColumn(f)).join(", ")
-      } FROM usage_events${w} ` +
-        `ORDER BY id DESC LIMIT $${recentArgs.length}`,
-      recentArgs,
-    )).map((r) => recentRow(r));
-
-    return {
-      ok: true,
-      enabled: true,
-      backend: "postgresql",
-      db_path: "",
-      since: filters.since ?? "",
-      totals,
-      by_key: await group("api_key_id"),
-      by_model: await group("model"),
-      recent,
-    };
   }
 
   /**

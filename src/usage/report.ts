@@ -1,12 +1,18 @@
 /**
  * The usage report's shared parts (reference usage-and-cost §6): filter normalization, the
  * columns of a `recent` row, group ordering, and the in-memory aggregation the jsonlog store
- * uses (the SQL stores compute the same in SQL).
+ * uses (the SQL stores compute the same in SQL: `sql_report.ts`).
  *
  * @module
  */
 import { toAmount, toCount } from "./event.ts";
-import type { ReportFilters, ReportGroup, ReportTotals, UsageReport } from "./types.ts";
+import type {
+  ReportFilters,
+  ReportGroup,
+  ReportTotals,
+  TokenCounts,
+  UsageReport,
+} from "./types.ts";
 
 /** Default number of `recent` rows. */
 export const DEFAULT_REPORT_LIMIT = 20;
@@ -40,6 +46,16 @@ export function normalizeReportFilters(
   return out;
 }
 
+/** The token counts a report sums, in the order of its totals. */
+export const TOKEN_COUNT_FIELDS = [
+  "input_tokens",
+  "output_tokens",
+  "total_tokens",
+  "cached_tokens",
+  "cache_write_tokens",
+  "tool_calls",
+] as const satisfies readonly (keyof TokenCounts)[];
+
 /** The fields of one `recent` row, in order (plus `event_id` and `request_id`). */
 export const RECENT_FIELDS = [
   "id",
@@ -54,24 +70,11 @@ export const RECENT_FIELDS = [
   "node_id",
   "status_code",
   "ok",
-  "input_tokens",
-  "output_tokens",
-  "total_tokens",
-  "cached_tokens",
-  "cache_write_tokens",
-  "tool_calls",
+  ...TOKEN_COUNT_FIELDS,
   "cost_total_usd",
 ] as const;
 
-const NUMERIC = new Set([
-  "status_code",
-  "input_tokens",
-  "output_tokens",
-  "total_tokens",
-  "cached_tokens",
-  "cache_write_tokens",
-  "tool_calls",
-]);
+const NUMERIC = new Set<string>(["status_code", ...TOKEN_COUNT_FIELDS]);
 
 /** One `recent` row from a stored record (row or parsed JSON): fixed fields, typed values. */
 export function recentRow(src: Record<string, unknown>): Record<string, unknown> {
@@ -133,12 +136,7 @@ export function aggregate(
     const tokens = toCount(e.total_tokens);
     const cost = toAmount(e.cost_total_usd);
     totals.requests += 1;
-    totals.input_tokens += toCount(e.input_tokens);
-    totals.output_tokens += toCount(e.output_tokens);
-    totals.total_tokens += tokens;
-    totals.cached_tokens += toCount(e.cached_tokens);
-    totals.cache_write_tokens += toCount(e.cache_write_tokens);
-    totals.tool_calls += toCount(e.tool_calls);
+    for (const f of TOKEN_COUNT_FIELDS) totals[f] += toCount(e[f]);
     totals.total_cost_usd += cost;
     for (const [map, field] of [[byKey, "api_key_id"], [byModel, "model"]] as const) {
       const name = typeof e[field] === "string" ? e[field] as string : "";

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { errorMessage as plainErrorMessage } from "../error_message.ts";
 
 const MASK = "***";
 
@@ -52,8 +53,7 @@ export function redactSecrets(message: string, secrets: readonly string[] = []):
     .replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^:/?#@\s]*:)[^@/\s]*@/gi, `$1${MASK}@`);
 }
 
-/** The message of a thrown value, redacted. */
+/** The message of a thrown value, redacted (a driver's error may quote a DSN). */
 export function errorMessage(err: unknown, secrets: readonly string[] = []): string {
-  const text = err instanceof Error ? err.message : String(err);
-  return redactSecrets(text, secrets);
+  return redactSecrets(plainErrorMessage(err), secrets);
 }

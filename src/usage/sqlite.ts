@@ -8,17 +8,10 @@
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import { dirname } from "node:path";
 import type { SqliteStoreConfig } from "./config.ts";
-import { compareGroups, emptyTotals, RECENT_FIELDS, recentRow } from "./report.ts";
 import { addColumnStatements, createTable, USAGE_COLUMNS, USAGE_INDEXES } from "./schema.ts";
 import { errorMessage } from "./secret.ts";
-import type {
-  ReportFilters,
-  ReportGroup,
-  ReportTotals,
-  UsageEvent,
-  UsageReport,
-  UsageStore,
-} from "./types.ts";
+import { type ReportDialect, type SqlArg, sqlReport } from "./sql_report.ts";
+import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";
 
 /** How long a writer waits for another process's lock (several workers, one file). */
 const BUSY_TIMEOUT_MS = 2000;
@@ -131,99 +124,42 @@ export class SqliteStore implements UsageStore {
     }
   }
 
-  /** Totals, by_key, by_model and recent in SQL. */
-  report(filters: ReportFilters): Promise<UsageReport> {
+  /** Totals, by_key, by_model and recent in SQL (`sqlReport`). */
+  async report(filters: ReportFilters): Promise<UsageReport> {
     const db = this.#db;
     if (!db) {
-      return Promise.resolve({
+      return {
         ok: false,
         enabled: true,
         backend: "sqlite",
         error: `sqlite ${this.#cfg.path}: store is not open`,
-      });
+      };
     }
     try {
-      return Promise.resolve(this.#report(db, filters));
+      const query = (text: string, args: SqlArg[]) => db.prepare(text).all(...args);
+      return await sqlReport(query, this.#dialect, filters, {
+        backend: "sqlite",
+        db_path: this.#cfg.path,
+      });
     } catch (err) {
-      return Promise.resolve({
+      return {
         ok: false,
         enabled: true,
         backend: "sqlite",
         db_path: this.#cfg.path,
         error: `sqlite report ${this.#cfg.path}: ${errorMessage(err)}`,
-      });
+      };
     }
   }
 
-  #col(name: string): string {
-    return this.#columns.has(name) ? name : `NULL AS ${name}`;
-  }
-
-  #sum(name: string): string {
-    return this.#columns.has(name) ? `COALESCE(SUM(${name}), 0)` : "0";
-  }
-
-  #report(db: DatabaseSync, filters: ReportFilters): UsageReport {
-    const where: string[] = [];
-    const args: SQLInputValue[] = [];
-    if (filters.since !== undefined) {
-      where.push("created_at >= ?");
-      args.push(filters.since);
-    }
-    if (filters.api_key_id !== undefined) {
-      where.push("api_key_id = ?");
-      args.push(filters.api_key_id);
-    }
-    if (filters.model !== undefined) {
-      where.push("model = ?");
-      args.push(filters.model);
-    }
-    const w = where.length ? ` WHERE ${where.join(" AND ")}` : "";
-    const t = db.prepare(
-      `SELECT COUNT(*) AS requests, ${
-        [
-          "input_tokens",
-          "output_tokens",
-          "total_tokens",
-          "cached_tokens",
-          "cache_write_tokens",
-          "tool_calls",
-        ].map((c) => `${this.#sum(c)} AS ${c}`).join(", ")
-      }, ${this.#sum("cost_total_usd")} AS total_cost_usd FROM usage_events${w}`,
-    ).get(...args) ?? {};
-    const totals: ReportTotals = emptyTotals();
-    for (const k of Object.keys(totals) as (keyof ReportTotals)[]) totals[k] = Number(t[k] ?? 0);
-
-    const group = (field: "api_key_id" | "model"): ReportGroup[] =>
-      db.prepare(
-        `SELECT COALESCE(${field}, '') AS name, COUNT(*) AS requests, ${
-          this.#sum("total_tokens")
-        } AS total_tokens, ${this.#sum("cost_total_usd")} AS total_cost_usd ` +
-          `FROM usage_events${w} GROUP BY COALESCE(${field}, '')`,
-      ).all(...args).map((r) => ({
-        [field]: String(r.name ?? ""),
-        requests: Number(r.requests),
-        total_tokens: Number(r.total_tokens),
-        total_cost_usd: Number(r.total_cost_usd),
-      })).sort(compareGroups);
-
-    const recent = db.prepare(
-      `SELECT ${RECENT_FIELDS.map((f) => this.#col(f)).join(", ")} FROM usage_events${w} ` +
-        `ORDER BY id DESC LIMIT ?`,
-    ).all(...args, filters.limit ?? 20).map((r) => recentRow(r));
-
-    return {
-      ok: true,
-      enabled: true,
-      backend: "sqlite",
-      db_path: this.#cfg.path,
-      since: filters.since ?? "",
-      totals,
-      by_key: group("api_key_id"),
-      by_model: group("model"),
-      recent,
-    };
-  }
+  /** SQLite's spelling of the report: `?` placeholders; a column the table lacks sums to 0. */
+  readonly #dialect: ReportDialect = {
+    param: () => "?",
+    count: "COUNT(*)",
+    sum: (name) => this.#columns.has(name) ? `COALESCE(SUM(${name}), 0)` : "0",
+    recentColumn: (name) => this.#columns.has(name) ? name : `NULL AS ${name}`,
+    since: (since, param) => ({ condition: `created_at >= ${param}`, arg: since }),
+  };
 
   #closeDb(): void {
     try {

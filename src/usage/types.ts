@@ -5,8 +5,29 @@
  * @module
  */
 
+/** The token counts a usage event bills; 0 where the upstream reported nothing. */
+export interface TokenCounts {
+  input_tokens: number;
+  output_tokens: number;
+  total_tokens: number;
+  /** Prompt tokens read from a cache. */
+  cached_tokens: number;
+  /** Prompt tokens written to a cache. */
+  cache_write_tokens: number;
+  tool_calls: number;
+}
+
+/** What a usage event costs (USD, the served model's rule); the parts sum to the total. */
+export interface CostAmounts {
+  cost_input_usd: number;
+  cost_output_usd: number;
+  cost_cache_read_usd: number;
+  cost_cache_write_usd: number;
+  cost_total_usd: number;
+}
+
 /** One usage event. Costs arrive already priced with the served model's rule. */
-export interface UsageEvent {
+export interface UsageEvent extends TokenCounts, CostAmounts {
   /** Unique event id (idempotency key: a replayed insert of the same id is a no-op). */
   event_id: string;
   /** UTC `YYYY-MM-DDTHH:MM:SSZ`. */
@@ -31,17 +52,6 @@ export interface UsageEvent {
   ok: boolean;
   /** Milliseconds since routing started (capacity wait included). */
   duration_ms: number;
-  input_tokens: number;
-  output_tokens: number;
-  total_tokens: number;
-  cached_tokens: number;
-  cache_write_tokens: number;
-  tool_calls: number;
-  cost_input_usd: number;
-  cost_output_usd: number;
-  cost_cache_read_usd: number;
-  cost_cache_write_usd: number;
-  cost_total_usd: number;
   error_type: string;
   error_message: string;
   /** Streams only: UTF-8 bytes of content relayed or translated. Never used for billing. */
@@ -61,15 +71,9 @@ export interface ReportFilters {
   limit?: number;
 }
 
-/** Aggregates of a usage report. */
-export interface ReportTotals {
+/** Aggregates of a usage report: the token counts summed, with requests and cost. */
+export interface ReportTotals extends TokenCounts {
   requests: number;
-  input_tokens: number;
-  output_tokens: number;
-  total_tokens: number;
-  cached_tokens: number;
-  cache_write_tokens: number;
-  tool_calls: number;
   total_cost_usd: number;
 }
 

@@ -1,4 +1,4 @@
-import { assertEquals } from "./assert.ts";
+import { assertEquals } from "../_assert.ts";
 import { resolveAdminKey } from "../../src/config/admin_key.ts";
 import { loadConfigText } from "../../src/config/load.ts";
 

@@ -1,4 +1,4 @@
-import { assertEquals, assertMatch, assertRejects } from "./assert.ts";
+import { assertEquals, assertMatch, assertRejects } from "../_assert.ts";
 import { applyLoadedConfig, initialApplyState } from "../../src/config/apply.ts";
 import { loadConfigText } from "../../src/config/load.ts";
 import { ConfigManager } from "../../src/config/manager.ts";

@@ -1,19 +1,14 @@
-import { assert, assertEquals, assertMatch } from "./assert.ts";
+import { assert, assertEquals, assertMatch } from "../_assert.ts";
 import { run } from "../../src/cli/check.ts";
+import { type CliRun, runCli } from "../_helpers/cli.ts";
+import { tempDir } from "../_helpers/temp.ts";
 
 const EXAMPLE = new URL("../../config.example.yaml", import.meta.url);
 const MAIN = new URL("../../src/main.ts", import.meta.url);
 
 /** Runs `skeid check` in-process with captured output. */
-async function check(args: string[], env: Record<string, string> = {}) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await run(args, {
-    out: (l) => out.push(l),
-    err: (l) => err.push(l),
-    env: (n) => env[n],
-  });
-  return { code, out, err };
+function check(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
+  return runCli(run, args, env);
 }
 
 /** 1-based line of the first line of `text` containing `needle`. */
@@ -51,7 +46,7 @@ Deno.test("a broken copy of the example lists each error with its path and line"
     .replace("tool_choice_auto: true", "tool_choice_auto: true, telepathy: true")
     .replace("default_policy: standard", "default_policy: platinum")
     .replace("backend: jsonlog", "backend: papyrus");
-  const dir = await Deno.makeTempDir({ prefix: "skeid-check-" });
+  const { dir, cleanup } = await tempDir("skeid-check-");
   const path = `${dir}/broken.yaml`;
   try {
     await Deno.writeTextFile(path, broken);
@@ -85,12 +80,12 @@ Deno.test("a broken copy of the example lists each error with its path and line"
       "a value written where a secret went is not echoed",
     );
   } finally {
-    await Deno.remove(dir, { recursive: true });
+    await cleanup();
   }
 });
 
 Deno.test("check prints skipped-entry and worker-share warnings and still passes", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "skeid-check-" });
+  const { dir, cleanup } = await tempDir("skeid-check-");
   const path = `${dir}/warn.yaml`;
   try {
     await Deno.writeTextFile(
@@ -105,7 +100,7 @@ Deno.test("check prints skipped-entry and worker-share warnings and still passes
     assertEquals(r.out.length, 3, r.out.join("\n"));
     assertMatch(r.out[2], /^warning: .*'a'.*2/);
   } finally {
-    await Deno.remove(dir, { recursive: true });
+    await cleanup();
   }
 });
 
@@ -119,7 +114,7 @@ Deno.test("check: a missing file exits 2 with a clear message; no --config exits
 });
 
 Deno.test("check: the registry's secret variable is read as serve would read it", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "skeid-check-" });
+  const { dir, cleanup } = await tempDir("skeid-check-");
   const path = `${dir}/reg.yaml`;
   try {
     await Deno.writeTextFile(
@@ -133,7 +128,7 @@ Deno.test("check: the registry's secret variable is read as serve would read it"
     assertEquals(passes.code, 0);
     assertMatch(passes.out[0], /admin on \(admin\.api_key_env\), registry on/);
   } finally {
-    await Deno.remove(dir, { recursive: true });
+    await cleanup();
   }
 });
 

@@ -1,9 +1,18 @@
-import { assert, assertEquals, assertMatch, assertThrows } from "./assert.ts";
+import { assert, assertEquals, assertMatch, assertThrows } from "../_assert.ts";
 import { ConfigLoadError, formatIssue } from "../../src/config/errors.ts";
 import { configDigest, loadConfigText, parseConfigText } from "../../src/config/load.ts";
 
-// deno-lint-ignore no-explicit-any
-type Any = any;
+/** A provider manifest as the tests read it back. */
+interface ManifestDoc {
+  schema_version: number;
+  kind: string;
+  provider_id: string;
+  issuer: string;
+  auth: unknown[];
+  endpoints: unknown[];
+  models: { id: string; endpoint_ref: string; capabilities: Record<string, boolean> }[];
+  extensions: unknown;
+}
 
 const env = (vars: Record<string, string> = {}) => (name: string) => vars[name];
 
@@ -425,7 +434,7 @@ Deno.test("manifest: built per key id as canonical JSON, capabilities cut per fa
   );
   assertEquals([...loaded.manifests.keys()], [FULL_ID_A]);
   const json = loaded.manifests.get(FULL_ID_A)!;
-  const doc = JSON.parse(json) as Any;
+  const doc = JSON.parse(json) as ManifestDoc;
   assertEquals(json, JSON.stringify(sortDeep(doc)), "keys are sorted");
   assertEquals(doc.schema_version, 1);
   assertEquals(doc.kind, "langertha-provider");
@@ -450,7 +459,7 @@ Deno.test("manifest: built per key id as canonical JSON, capabilities cut per fa
   assertEquals(doc.models.length, 6, "two models on three faces");
   const cap = (model: string, face: string) =>
     Object.keys(
-      doc.models.find((m: Any) => m.id === model && m.endpoint_ref === face).capabilities,
+      doc.models.find((m) => m.id === model && m.endpoint_ref === face)!.capabilities,
     );
   assertEquals(cap("house-model", "openai"), ["chat", "parallel_tool_use", "tools_native"]);
   assertEquals(

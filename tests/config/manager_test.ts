@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertMatch, assertRejects } from "./assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../_assert.ts";
 import { events, harness } from "./helpers.ts";
 import { ConfigLoadError } from "../../src/config/errors.ts";
 import { ConfigFileMissingError } from "../../src/config/load.ts";

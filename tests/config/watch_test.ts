@@ -1,7 +1,8 @@
-import { assertEquals } from "./assert.ts";
+import { assertEquals } from "../_assert.ts";
 import { Skeid } from "../../src/core/skeid.ts";
 import { ConfigManager } from "../../src/config/manager.ts";
 import { memoryLogger } from "../../src/log.ts";
+import { tempDir } from "../_helpers/temp.ts";
 
 /** Resolves with `p`, or rejects after `ms` (the timer is always cleared). */
 async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -18,7 +19,7 @@ async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 /** A watched config in a temp folder; `next()` resolves on the next applied config. */
 async function setup(reloadIntervalMs: number, watchEvents = true) {
-  const dir = await Deno.makeTempDir({ prefix: "skeid-config-watch-" });
+  const { dir, cleanup } = await tempDir("skeid-config-watch-");
   const path = `${dir}/skeid.yaml`;
   await Deno.writeTextFile(path, "routing: {wait_timeout_ms: 10}\n");
   const skeid = new Skeid({ env: () => undefined });
@@ -37,9 +38,9 @@ async function setup(reloadIntervalMs: number, watchEvents = true) {
   const next = () => new Promise<void>((resolve) => (wake = resolve));
   const done = async () => {
     await manager.close();
-    await Deno.remove(dir, { recursive: true });
+    await cleanup();
   };
-  return { dir, path, skeid, manager, next, done };
+  return { dir, path, skeid, manager, next, done, cleanup };
 }
 
 Deno.test("watch: an edit in place and an editor-style replace are applied within a second", async () => {
@@ -86,5 +87,5 @@ Deno.test("watch: close stops watching; later edits are not applied", async () =
   await Deno.writeTextFile(t.path, "routing: {wait_timeout_ms: 99}\n");
   assertEquals(await t.manager.maybeReload(), false);
   assertEquals(t.skeid.routing.wait_timeout_ms, 10);
-  await Deno.remove(t.dir, { recursive: true });
+  await t.cleanup();
 });

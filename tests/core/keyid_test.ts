@@ -41,7 +41,7 @@ Deno.test("skeid keyid KEY... prints one id a line", async () => {
   assert.equal(r.stdout, `k_${sha1("sk-alice-secret")}\nk_${sha1("sk-bob-secret")}\n`);
 });
 
-Deno.test("skeid keyid with no arguments reads keys from stdin, skipping empty lines", async () => {
+Deno.test("skeid keyid with no arguments reads customer keys from stdin, skipping empty lines", async () => {
   const r = await skeidKeyid([], "sk-alice-secret\n\n   \r\nsk-bob-secret\r\nsk-carol");
   assert.equal(r.code, 0, r.stderr);
   assert.equal(

@@ -8,11 +8,11 @@ import Anthropic from "@anthropic-ai/sdk";
 import {
   assertEventBasics,
   CHAT_MODEL,
+  customerKeyIdOf,
   type E2E,
   fakeOptions,
   fakeWords,
   getWeather,
-  keyIdOf,
   nthEvent,
   utf8Bytes,
   WEATHER_CALL,
@@ -20,11 +20,11 @@ import {
   withGateway,
 } from "./helpers.ts";
 
-const API_KEY = "sk-ant-e2e";
+const CUSTOMER_KEY = "sk-ant-e2e";
 /** A customer key whose policy grants no model the gateway serves. */
-const DENIED_KEY = "sk-ant-denied";
+const DENIED_CUSTOMER_KEY = "sk-ant-denied";
 
-function client(e: E2E, apiKey = API_KEY): Anthropic {
+function client(e: E2E, apiKey = CUSTOMER_KEY): Anthropic {
   return new Anthropic({ apiKey, baseURL: e.base, maxRetries: 0 });
 }
 
@@ -33,7 +33,7 @@ function client(e: E2E, apiKey = API_KEY): Anthropic {
  * as `Authorization: Bearer`; a client (or a proxy in front) that speaks the older Messages
  * header sends `x-api-key`, and the gateway must bill that the same way.
  */
-function xApiKeyClient(e: E2E, apiKey = API_KEY): Anthropic {
+function xApiKeyClient(e: E2E, apiKey = CUSTOMER_KEY): Anthropic {
   return new Anthropic({
     apiKey,
     baseURL: e.base,
@@ -69,11 +69,11 @@ Deno.test("anthropic SDK: messages.create, usage equals the event, x-api-key ide
     assertEventBasics(ev, { apiFormat: "anthropic", endpoint: "/v1/messages", stream: false });
     strictEqual(ev.input_tokens, msg.usage.input_tokens);
     strictEqual(ev.output_tokens, msg.usage.output_tokens);
-    strictEqual(ev.api_key_id, keyIdOf(API_KEY));
+    strictEqual(ev.api_key_id, customerKeyIdOf(CUSTOMER_KEY));
     strictEqual(ev.requested_model, CHAT_MODEL);
     // The key went as x-api-key only, and the gateway passed it on to the node.
     const up = e.fake.requests.at(-1)!;
-    strictEqual(up.headers["x-api-key"], API_KEY);
+    strictEqual(up.headers["x-api-key"], CUSTOMER_KEY);
     strictEqual(up.headers["authorization"], undefined);
     strictEqual(up.path, "/v1/chat/completions");
 
@@ -83,8 +83,8 @@ Deno.test("anthropic SDK: messages.create, usage equals the event, x-api-key ide
       max_tokens: 64,
       messages: [{ role: "user", content: "again" }],
     });
-    strictEqual(e.fake.requests.at(-1)!.headers["authorization"], `Bearer ${API_KEY}`);
-    strictEqual((await nthEvent(e, 2)).api_key_id, keyIdOf(API_KEY));
+    strictEqual(e.fake.requests.at(-1)!.headers["authorization"], `Bearer ${CUSTOMER_KEY}`);
+    strictEqual((await nthEvent(e, 2)).api_key_id, customerKeyIdOf(CUSTOMER_KEY));
   });
 });
 
@@ -116,7 +116,7 @@ Deno.test("anthropic SDK: messages.stream — text events and finalMessage()", a
     strictEqual(ev.input_tokens, msg.usage.input_tokens);
     strictEqual(ev.output_tokens, msg.usage.output_tokens);
     strictEqual(ev.content_bytes, utf8Bytes(fakeWords(8)));
-    strictEqual(ev.api_key_id, keyIdOf(API_KEY));
+    strictEqual(ev.api_key_id, customerKeyIdOf(CUSTOMER_KEY));
   });
 });
 
@@ -183,7 +183,7 @@ Deno.test("anthropic SDK: tool_use round trip — parsed input, tool_result, fin
 Deno.test("anthropic SDK: errors are the SDK's typed errors with the right status", async () => {
   const policies = {
     policies: { narrow: { models: ["some-other-model"] } },
-    keys: { [keyIdOf(DENIED_KEY)]: "narrow" },
+    keys: { [customerKeyIdOf(DENIED_CUSTOMER_KEY)]: "narrow" },
   };
   await withGateway(async (e) => {
     const params = {
@@ -192,7 +192,7 @@ Deno.test("anthropic SDK: errors are the SDK's typed errors with the right statu
       messages: [{ role: "user" as const, content: "hi" }],
     };
     // 403: the key's policy does not grant the model.
-    await rejects(client(e, DENIED_KEY).messages.create(params), (err: unknown) => {
+    await rejects(client(e, DENIED_CUSTOMER_KEY).messages.create(params), (err: unknown) => {
       ok(err instanceof Anthropic.PermissionDeniedError, `PermissionDeniedError: ${err}`);
       strictEqual(err.status, 403);
       deepStrictEqual(err.error, {
@@ -231,7 +231,7 @@ Deno.test("anthropic SDK: errors are the SDK's typed errors with the right statu
     );
     // Streams refuse the same way, before any event.
     await rejects(
-      client(e, DENIED_KEY).messages.stream(params).finalMessage(),
+      client(e, DENIED_CUSTOMER_KEY).messages.stream(params).finalMessage(),
       (err: unknown) => err instanceof Anthropic.PermissionDeniedError && err.status === 403,
     );
     // Refused before forwarding: nothing reached the model, no usage event was written.

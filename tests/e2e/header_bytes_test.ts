@@ -5,7 +5,7 @@
  * exactly as a direct call does.
  */
 import { strictEqual } from "node:assert/strict";
-import { startFakeModel } from "../../src/fake/model.ts";
+import { withFakeModel } from "../_helpers/fake.ts";
 import { CHAT_MODEL, withGateway } from "./helpers.ts";
 
 const NOTE = "Z\u00fcrich";
@@ -15,8 +15,7 @@ function charCodes(s: string | null): number[] {
 }
 
 Deno.test("header bytes: the fake model itself round-trips a byte >= 0x80 (the baseline)", async () => {
-  const fake = startFakeModel();
-  try {
+  await withFakeModel(async (fake) => {
     const res = await fetch(`${fake.url}/chat/completions`, {
       method: "POST",
       headers: { "x-fake-options": JSON.stringify({ fake_text: NOTE }) },
@@ -28,9 +27,7 @@ Deno.test("header bytes: the fake model itself round-trips a byte >= 0x80 (the b
     });
     strictEqual((await res.json()).choices[0].message.content, NOTE);
     strictEqual(res.headers.get("x-note"), NOTE);
-  } finally {
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("header bytes: a client header with a byte >= 0x80 reaches the node unchanged", async () => {

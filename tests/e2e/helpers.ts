@@ -7,9 +7,10 @@
  */
 import { createHash } from "node:crypto";
 import { ok, strictEqual } from "node:assert/strict";
-import { type FakeModel, startFakeModel } from "../../src/fake/model.ts";
+import type { FakeModel } from "../../src/fake/model.ts";
 import type { UsageEvent } from "../../src/usage/types.ts";
 import { assertIdle, startGateway, type TestGateway } from "../integration/helpers.ts";
+import { withFakeModel } from "../_helpers/fake.ts";
 
 /** The chat model every node serves. */
 export const CHAT_MODEL = "m1";
@@ -47,23 +48,21 @@ export function e2eConfig(
  * Runs `fn` against a fresh gateway and fake model; afterwards checks that nothing is in flight
  * (every node's inflight 0, no open exchange, no waiter) and closes both, whatever happened.
  */
-export async function withGateway(
+export function withGateway(
   fn: (e: E2E) => Promise<void>,
   extra: Record<string, unknown> = {},
 ): Promise<void> {
-  const fake = startFakeModel();
-  let t: TestGateway | undefined;
-  try {
-    t = await startGateway(e2eConfig(fake.url, extra));
-    const e: E2E = { base: t.base, fake, t };
-    await fn(e);
-    // The SDKs are done with their streams; the gateway may still be ending its side of one.
-    ok(await t.gw.drain(3000), "every request ended within 3 s");
-    assertIdle(t.gw);
-  } finally {
-    await t?.stop();
-    await fake.close();
-  }
+  return withFakeModel(async (fake) => {
+    const t = await startGateway(e2eConfig(fake.url, extra));
+    try {
+      await fn({ base: t.base, fake, t });
+      // The SDKs are done with their streams; the gateway may still be ending its side of one.
+      ok(await t.gw.drain(3000), "every request ended within 3 s");
+      assertIdle(t.gw);
+    } finally {
+      await t.stop();
+    }
+  });
 }
 
 /** Waits for the `n`th usage event (1-based) and answers it. */
@@ -111,7 +110,7 @@ export function fakeWords(n: number): string {
 }
 
 /** The customer key id the gateway derives from a customer key. */
-export function keyIdOf(key: string): string {
+export function customerKeyIdOf(key: string): string {
   return "k_" + createHash("sha1").update(key).digest("hex");
 }
 

@@ -10,12 +10,12 @@ import { embeddingVector } from "../../src/fake/content.ts";
 import {
   assertEventBasics,
   CHAT_MODEL,
+  customerKeyIdOf,
   type E2E,
   EMBED_MODEL,
   fakeOptions,
   fakeWords,
   getWeather,
-  keyIdOf,
   nthEvent,
   utf8Bytes,
   WEATHER_CALL,
@@ -23,13 +23,13 @@ import {
   withGateway,
 } from "./helpers.ts";
 
-const API_KEY = "sk-ollama-e2e";
+const CUSTOMER_KEY = "sk-ollama-e2e";
 
 /** A client; `headers` ride on every request it makes (the library has no per-call headers). */
 function client(e: E2E, headers: Record<string, string> = {}): Ollama {
   return new Ollama({
     host: e.base,
-    headers: { authorization: `Bearer ${API_KEY}`, ...headers },
+    headers: { authorization: `Bearer ${CUSTOMER_KEY}`, ...headers },
   });
 }
 
@@ -76,7 +76,7 @@ Deno.test("ollama SDK: chat not streamed, counts equal the usage event", async (
     assertEventBasics(ev, { apiFormat: "ollama", endpoint: "/api/chat", stream: false });
     strictEqual(ev.input_tokens, res.prompt_eval_count);
     strictEqual(ev.output_tokens, res.eval_count);
-    strictEqual(ev.api_key_id, keyIdOf(API_KEY));
+    strictEqual(ev.api_key_id, customerKeyIdOf(CUSTOMER_KEY));
     // The upstream got a plain (not streamed) OpenAI chat request.
     const up = e.fake.requests.at(-1)!.body as Record<string, unknown>;
     strictEqual(up.stream, undefined);

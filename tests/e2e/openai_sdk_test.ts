@@ -9,12 +9,12 @@ import { embeddingVector } from "../../src/fake/content.ts";
 import {
   assertEventBasics,
   CHAT_MODEL,
+  customerKeyIdOf,
   type E2E,
   EMBED_MODEL,
   fakeOptions,
   fakeWords,
   getWeather,
-  keyIdOf,
   nthEvent,
   utf8Bytes,
   WEATHER_CALL,
@@ -22,10 +22,10 @@ import {
   withGateway,
 } from "./helpers.ts";
 
-const API_KEY = "sk-openai-e2e";
+const CUSTOMER_KEY = "sk-openai-e2e";
 
 function client(e: E2E): OpenAI {
-  return new OpenAI({ apiKey: API_KEY, baseURL: `${e.base}/v1`, maxRetries: 0 });
+  return new OpenAI({ apiKey: CUSTOMER_KEY, baseURL: `${e.base}/v1`, maxRetries: 0 });
 }
 
 const USER: OpenAI.Chat.ChatCompletionMessageParam[] = [
@@ -62,7 +62,7 @@ Deno.test("openai SDK: chat completion, usage equals the usage event", async () 
     strictEqual(ev.requested_model, CHAT_MODEL);
     strictEqual(ev.node_id, "chat-1");
     // The SDK's Bearer key is the customer key the event is billed to.
-    strictEqual(ev.api_key_id, keyIdOf(API_KEY));
+    strictEqual(ev.api_key_id, customerKeyIdOf(CUSTOMER_KEY));
   });
 });
 

@@ -1,5 +1,5 @@
-import { assert, assertEquals } from "./assert.ts";
-import { startFakeModel } from "../../src/fake/model.ts";
+import { assert, assertEquals } from "../_assert.ts";
+import { withFakeModel } from "../_helpers/fake.ts";
 import { type LoadOptions, runLoad } from "../../scripts/bench/client.ts";
 
 const MESSAGES = [{ role: "user", content: "hi" }];
@@ -21,22 +21,18 @@ function load(url: string, over: Partial<LoadOptions>): LoadOptions {
 
 for (const transport of ["raw", "fetch"] as const) {
   Deno.test(`load client (${transport}): JSON requests bounded by count`, async () => {
-    const fake = startFakeModel({ record: 0 });
-    try {
+    await withFakeModel(async (fake) => {
       const r = await runLoad(load(fake.url, { transport }));
       assertEquals(r.completed, 40);
       assertEquals(r.errors, 0);
       assertEquals(r.latency.n, 40);
       assert(r.latency.p50 > 0 && r.latency.p99 >= r.latency.p50);
       assertEquals(fake.stats.completed, 44, "40 measured + 4 warm-up");
-    } finally {
-      await fake.close();
-    }
+    }, { record: 0 });
   });
 
   Deno.test(`load client (${transport}): streams timed to the first content byte`, async () => {
-    const fake = startFakeModel({ record: 0 });
-    try {
+    await withFakeModel(async (fake) => {
       const body = {
         model: "m",
         messages: MESSAGES,
@@ -57,15 +53,12 @@ for (const transport of ["raw", "fetch"] as const) {
       assert(r.ttft!.p50 >= 28, `ttft ${r.ttft!.p50}`);
       assertEquals(r.gap!.n, 8 * 4, "four gaps per five-token stream");
       assert(r.gap!.mean > 2 && r.gap!.mean < 30, `mean gap ${r.gap!.mean}`);
-    } finally {
-      await fake.close();
-    }
+    }, { record: 0 });
   });
 }
 
 Deno.test("load client: chunks split mid-frame (and mid-character) are still counted", async () => {
-  const fake = startFakeModel({ record: 0 });
-  try {
+  await withFakeModel(async (fake) => {
     const body = { model: "m", messages: MESSAGES, stream: true, fake_split_frames: true };
     const r = await runLoad(load(fake.url, {
       body: JSON.stringify(body),
@@ -76,14 +69,11 @@ Deno.test("load client: chunks split mid-frame (and mid-character) are still cou
       expectChunks: 8,
     }));
     assertEquals([r.completed, r.errors, r.errorSamples], [4, 0, []]);
-  } finally {
-    await fake.close();
-  }
+  }, { record: 0 });
 });
 
 Deno.test("load client: error answers, broken and short streams are counted", async () => {
-  const fake = startFakeModel({ record: 0 });
-  try {
+  await withFakeModel(async (fake) => {
     const status = await runLoad(load(fake.url, {
       body: JSON.stringify({ model: "m", messages: MESSAGES, fake_status: 503 }),
       requests: 6,
@@ -107,14 +97,11 @@ Deno.test("load client: error answers, broken and short streams are counted", as
       expectChunks: 4,
     }));
     assertEquals(short.errorSamples, ["stream had 3 content chunks, expected 4"]);
-  } finally {
-    await fake.close();
-  }
+  }, { record: 0 });
 });
 
 Deno.test("load client: a slow answer past the timeout fails and the run still ends", async () => {
-  const fake = startFakeModel({ record: 0 });
-  try {
+  await withFakeModel(async (fake) => {
     const r = await runLoad(load(fake.url, {
       body: JSON.stringify({ model: "m", messages: MESSAGES, fake_ttft_ms: 2000 }),
       concurrency: 1,
@@ -123,7 +110,5 @@ Deno.test("load client: a slow answer past the timeout fails and the run still e
       timeoutMs: 150,
     }));
     assertEquals([r.completed, r.errors], [0, 1]);
-  } finally {
-    await fake.close();
-  }
+  }, { record: 0 });
 });

@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "./assert.ts";
+import { assert, assertEquals } from "../_assert.ts";
 import { percentile, summarize } from "../../scripts/bench/stats.ts";
 import { parseWrk, wrkMs } from "../../scripts/bench/wrk.ts";
 import { type BenchResults, goalRows, renderReport } from "../../scripts/bench/report.ts";

@@ -1,4 +1,4 @@
-import { assertEquals, assertMatch } from "./assert.ts";
+import { assertEquals, assertMatch } from "../_assert.ts";
 
 const MAIN = new URL("../../src/main.ts", import.meta.url).pathname;
 

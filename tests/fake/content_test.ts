@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "./assert.ts";
+import { assert, assertEquals } from "../_assert.ts";
 import {
   argumentPieces,
   chatPromptTokens,

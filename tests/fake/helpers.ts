@@ -1,5 +1,5 @@
 /**
- * Helpers of the fake model tests: post JSON, parse an SSE body, poll a condition.
+ * Helpers of the fake model tests: post JSON, parse an SSE body.
  *
  * @module
  */
@@ -51,14 +51,4 @@ export function chunksOf(text: string): Chunk[] {
   const data = sseData(text);
   if (data[data.length - 1] !== "[DONE]") throw new Error("stream does not end with [DONE]");
   return data.slice(0, -1).map((d) => JSON.parse(d) as Chunk);
-}
-
-/** Waits until `cond()` holds, polling every few ms; fails after `timeoutMs`. */
-export async function until(cond: () => boolean, what: string, timeoutMs = 3000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (let i = 0; i < 10_000 && !cond(); i++) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  if (!cond()) throw new Error(`gave up waiting for ${what}`);
 }

@@ -1,12 +1,13 @@
-import { assert, assertEquals, assertMatch, assertRejects } from "./assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../_assert.ts";
 import { startFakeModel } from "../../src/fake/model.ts";
-import { chunksOf, postJson, sseData, until } from "./helpers.ts";
+import { withFakeModel } from "../_helpers/fake.ts";
+import { chunksOf, postJson, sseData } from "./helpers.ts";
+import { until } from "../_helpers/poll.ts";
 
 const USER = [{ role: "user", content: "say something  nice\nplease" }];
 
 Deno.test("chat JSON answer: deterministic text, requested model, usage", async () => {
-  const fake = startFakeModel();
-  try {
+  await withFakeModel(async (fake) => {
     const res = await postJson(`${fake.url}/chat/completions`, { model: "qwen3", messages: USER });
     assertEquals(res.status, 200);
     assertEquals(res.headers.get("content-type"), "application/json");
@@ -20,14 +21,11 @@ Deno.test("chat JSON answer: deterministic text, requested model, usage", async 
     assertEquals(body.usage, { prompt_tokens: 4, completion_tokens: 8, total_tokens: 12 });
     // every word carries a two-byte ö: bytes exceed characters by the token count
     assertEquals(new TextEncoder().encode(text).length, text.length + 8);
-  } finally {
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("chat SSE: chunk objects, role first, content joins to the answer, [DONE]", async () => {
-  const fake = startFakeModel({ tokens: 5 });
-  try {
+  await withFakeModel(async (fake) => {
     const res = await postJson(`${fake.url}/chat/completions`, {
       model: "m",
       stream: true,
@@ -52,14 +50,11 @@ Deno.test("chat SSE: chunk objects, role first, content joins to the answer, [DO
     assertEquals(chunks.length, 1 + 5 + 1);
     assertEquals(chunks[chunks.length - 1].choices[0].finish_reason, "stop");
     assertEquals(chunks.slice(0, -1).every((c) => c.choices[0].finish_reason === null), true);
-  } finally {
-    await fake.close();
-  }
+  }, { tokens: 5 });
 });
 
 Deno.test("chat SSE with include_usage: a final choices:[] chunk with usage, then [DONE]", async () => {
-  const fake = startFakeModel();
-  try {
+  await withFakeModel(async (fake) => {
     const res = await postJson(`${fake.url}/chat/completions`, {
       model: "m",
       stream: true,
@@ -73,14 +68,11 @@ Deno.test("chat SSE with include_usage: a final choices:[] chunk with usage, the
     assertEquals(last.usage, { prompt_tokens: 4, completion_tokens: 3, total_tokens: 7 });
     assertEquals(chunks.slice(0, -1).every((c) => c.usage === undefined), true);
     assertEquals(chunks[chunks.length - 2].choices[0].finish_reason, "stop");
-  } finally {
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("fake_text, fake_finish_reason and fake_stop_reason shape the answer", async () => {
-  const fake = startFakeModel();
-  try {
+  await withFakeModel(async (fake) => {
     const text = "Grüße,  world! 🎉 ";
     const body = {
       model: "m",
@@ -100,14 +92,11 @@ Deno.test("fake_text, fake_finish_reason and fake_stop_reason shape the answer",
     const final = chunks[chunks.length - 1].choices[0];
     assertEquals(final.finish_reason, "length");
     assertEquals(final.stop_reason, 128009);
-  } finally {
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("tool calls: JSON message.tool_calls, and a stream that reassembles per index", async () => {
-  const fake = startFakeModel();
-  try {
+  await withFakeModel(async (fake) => {
     const calls = [
       { name: "get_weather", arguments: { city: "Zürich", days: 3 } },
       { name: "lookup", arguments: '{"q":"ünïcode ☃ and more text"}' },
@@ -153,14 +142,11 @@ Deno.test("tool calls: JSON message.tool_calls, and a stream that reassembles pe
     assert(order.filter((i) => i === 0).length >= 3, `tool 0 chunks: ${order}`);
     assert(order.join(",").includes("0,1,0,1"), `interleaving: ${order}`);
     assertEquals(chunks[chunks.length - 1].choices[0].finish_reason, "tool_calls");
-  } finally {
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("with tools: no tool call unless asked; a tool result is quoted back", async () => {
-  const fake = startFakeModel();
-  try {
+  await withFakeModel(async (fake) => {
     const tools = [{ type: "function", function: { name: "f", parameters: {} } }];
     const first = await (await postJson(`${fake.url}/chat/completions`, {
       model: "m",
@@ -185,14 +171,11 @@ Deno.test("with tools: no tool call unless asked; a tool result is quoted back",
     })).json();
     assertEquals(final.choices[0].message.content, "The tool said: 21 degrees");
     assertEquals(final.choices[0].finish_reason, "stop");
-  } finally {
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("fake_status answers an OpenAI error; 429 carries Retry-After; fake_headers", async () => {
-  const fake = startFakeModel();
-  try {
+  await withFakeModel(async (fake) => {
     const res = await postJson(`${fake.url}/chat/completions`, {
       model: "m",
       messages: USER,
@@ -222,14 +205,11 @@ Deno.test("fake_status answers an OpenAI error; 429 carries Retry-After; fake_he
     assertEquals(ok.headers.get("x-ratelimit-remaining-requests"), "42");
     await ok.body?.cancel();
     assertEquals(fake.stats.inflight, 0);
-  } finally {
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("fake_split_frames: frames arrive split mid-line, bytes unchanged", async () => {
-  const fake = startFakeModel();
-  try {
+  await withFakeModel(async (fake) => {
     const req = { model: "m", messages: USER, stream: true, fake_tokens: 4 };
     const whole = await (await postJson(`${fake.url}/chat/completions`, req)).text();
     const res = await postJson(`${fake.url}/chat/completions`, { ...req, fake_split_frames: true });
@@ -261,14 +241,11 @@ Deno.test("fake_split_frames: frames arrive split mid-line, bytes unchanged", as
     // some splits land inside the two-byte ö: a chunk-by-chunk decoder must keep state
     const cutInChar = reads.filter((r) => r.length > 0 && r[r.length - 1] === 0xc3);
     assert(cutInChar.length >= 4, `expected splits inside ö, got ${cutInChar.length}`);
-  } finally {
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("fake_cut_after: the connection breaks after N content chunks", async () => {
-  const fake = startFakeModel({ tokens: 10 });
-  try {
+  await withFakeModel(async (fake) => {
     for (const itl of [0, 2]) {
       const res = await postJson(`${fake.url}/chat/completions`, {
         model: "m",
@@ -298,14 +275,11 @@ Deno.test("fake_cut_after: the connection breaks after N content chunks", async 
     }
     assertEquals(fake.stats.cut, 2);
     await until(() => fake.stats.inflight === 0, "inflight 0");
-  } finally {
-    await fake.close();
-  }
+  }, { tokens: 10 });
 });
 
 Deno.test("timing: fake_ttft_ms delays the first content; itl spaces the tokens", async () => {
-  const fake = startFakeModel();
-  try {
+  await withFakeModel(async (fake) => {
     const t0 = performance.now();
     const res = await postJson(`${fake.url}/chat/completions`, {
       model: "m",
@@ -336,14 +310,11 @@ Deno.test("timing: fake_ttft_ms delays the first content; itl spaces the tokens"
       fake_ttft_ms: 40,
     })).json();
     assert(performance.now() - t1 >= 35, "non-streamed answer waits for ttft");
-  } finally {
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("a client that goes away mid-stream is counted and the stream stops", async () => {
-  const fake = startFakeModel({ tokens: 1000, itlMs: 2 });
-  try {
+  await withFakeModel(async (fake) => {
     const res = await postJson(`${fake.url}/chat/completions`, {
       model: "m",
       messages: USER,
@@ -369,14 +340,11 @@ Deno.test("a client that goes away mid-stream is counted and the stream stops", 
     await assertRejects(() => pending);
     await until(() => fake.stats.aborted === 2, "second abort counted");
     assertEquals(fake.stats.inflight, 0);
-  } finally {
-    await fake.close();
-  }
+  }, { tokens: 1000, itlMs: 2 });
 });
 
 Deno.test("requests are recorded: method, path, lowercase headers, parsed body; last N kept", async () => {
-  const fake = startFakeModel({ record: 2 });
-  try {
+  await withFakeModel(async (fake) => {
     const res = await fetch(`${fake.url}/chat/completions?x=1`, {
       method: "POST",
       headers: { "Content-Type": "application/json", "X-Custom-Thing": "abc" },
@@ -405,9 +373,7 @@ Deno.test("requests are recorded: method, path, lowercase headers, parsed body; 
     assertEquals(fake.requests.length, 2);
     assertEquals(fake.requests[0].path, "/v1/models");
     assertEquals(fake.requests[1].body, { input: "third" });
-  } finally {
-    await fake.close();
-  }
+  }, { record: 2 });
 });
 
 Deno.test("/metrics: vLLM gauges from live inflight, and an override", async () => {
@@ -450,8 +416,7 @@ Deno.test("/metrics: vLLM gauges from live inflight, and an override", async () 
 });
 
 Deno.test("completions: JSON and SSE text_completion answers", async () => {
-  const fake = startFakeModel({ tokens: 3 });
-  try {
+  await withFakeModel(async (fake) => {
     const json = await (await postJson(`${fake.url}/completions`, {
       model: "base",
       prompt: "once upon a time",
@@ -476,14 +441,11 @@ Deno.test("completions: JSON and SSE text_completion answers", async () => {
     );
     assertEquals(chunks[chunks.length - 2].choices[0].finish_reason, "stop");
     assertEquals(chunks[chunks.length - 1].usage.completion_tokens, 3);
-  } finally {
-    await fake.close();
-  }
+  }, { tokens: 3 });
 });
 
 Deno.test("embeddings: deterministic 8-float vectors, word-count usage, base64 form", async () => {
-  const fake = startFakeModel();
-  try {
+  await withFakeModel(async (fake) => {
     const a = await (await postJson(`${fake.url}/embeddings`, {
       model: "emb",
       input: ["hello world", "bye"],
@@ -508,14 +470,11 @@ Deno.test("embeddings: deterministic 8-float vectors, word-count usage, base64 f
     const raw = Uint8Array.from(atob(b64.data[0].embedding), (ch) => ch.charCodeAt(0));
     const floats = Array.from(new Float32Array(raw.buffer));
     assertEquals(floats, Array.from(new Float32Array(a.data[0].embedding)));
-  } finally {
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("models, health, 404, bad bodies and bad fake fields", async () => {
-  const fake = startFakeModel({ modelName: "house" });
-  try {
+  await withFakeModel(async (fake) => {
     const models = await (await fetch(`${fake.url}/models`)).json();
     assertEquals(models.object, "list");
     assertEquals(models.data[0].id, "house");
@@ -537,9 +496,7 @@ Deno.test("models, health, 404, bad bodies and bad fake fields", async () => {
       .json();
     assertEquals(noModel.model, "house");
     assertEquals(fake.stats.inflight, 0);
-  } finally {
-    await fake.close();
-  }
+  }, { modelName: "house" });
 });
 
 Deno.test("close() ends open streams and waiting answers at once", async () => {

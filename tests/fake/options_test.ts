@@ -1,5 +1,5 @@
-import { assert, assertEquals } from "./assert.ts";
-import { startFakeModel } from "../../src/fake/model.ts";
+import { assert, assertEquals } from "../_assert.ts";
+import { withFakeModel } from "../_helpers/fake.ts";
 import { parseFakeOptions, withFakeOptions } from "../../src/fake/options.ts";
 import { chunksOf, postJson } from "./helpers.ts";
 
@@ -15,8 +15,7 @@ function withHeader(options: unknown): RequestInit {
 }
 
 Deno.test("x-fake-options: fake_tool_calls in the header make a tool call, JSON and SSE", async () => {
-  const fake = startFakeModel();
-  try {
+  await withFakeModel(async (fake) => {
     const body = { model: "m", messages: USER };
     const res = await postJson(`${fake.url}/chat/completions`, body, withHeader(WEATHER));
     assertEquals(res.status, 200);
@@ -42,14 +41,11 @@ Deno.test("x-fake-options: fake_tool_calls in the header make a tool call, JSON 
     ).join("");
     assertEquals(args, '{"city":"Boston"}');
     assertEquals(chunks.at(-1)?.choices[0].finish_reason, "tool_calls");
-  } finally {
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("x-fake-options: the body wins on conflict, other header fields still apply", async () => {
-  const fake = startFakeModel();
-  try {
+  await withFakeModel(async (fake) => {
     const res = await postJson(
       `${fake.url}/chat/completions`,
       { model: "m", messages: USER, fake_text: "from the body" },
@@ -58,14 +54,11 @@ Deno.test("x-fake-options: the body wins on conflict, other header fields still 
     const json = await res.json();
     assertEquals(json.choices[0].message.content, "from the body");
     assertEquals(json.choices[0].finish_reason, "length");
-  } finally {
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("x-fake-options: status, retry-after and response headers, embeddings too", async () => {
-  const fake = startFakeModel();
-  try {
+  await withFakeModel(async (fake) => {
     const res = await postJson(
       `${fake.url}/chat/completions`,
       { model: "m", messages: USER },
@@ -83,14 +76,11 @@ Deno.test("x-fake-options: status, retry-after and response headers, embeddings 
     );
     assertEquals(emb.status, 503);
     assertEquals((await emb.json()).error.type, "server_error");
-  } finally {
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("x-fake-options: a malformed header is a 400 naming the header", async () => {
-  const fake = startFakeModel();
-  try {
+  await withFakeModel(async (fake) => {
     for (
       const [value, message] of [
         ["{nope", "x-fake-options must be a JSON object"],
@@ -116,9 +106,7 @@ Deno.test("x-fake-options: a malformed header is a 400 naming the header", async
     // Every refused request was answered: nothing stays in flight.
     assertEquals(fake.stats.inflight, 0);
     assertEquals(fake.stats.completed, 4);
-  } finally {
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("parseFakeOptions / withFakeOptions: no header changes nothing", () => {

@@ -1,20 +1,16 @@
-import { assert, assertEquals, assertMatch, assertStringIncludes } from "./assert.ts";
+import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_assert.ts";
 import { run, table } from "../../src/cli/usage.ts";
+import { runCli } from "../_helpers/cli.ts";
 import { normalizeUsageStoreConfig } from "../../src/usage/config.ts";
 import { createUsageStore } from "../../src/usage/open.ts";
-import { event, tempDir } from "./helpers.ts";
+import { event } from "./helpers.ts";
+import { exists, tempDir } from "../_helpers/temp.ts";
 
 const env = { env: () => undefined };
 
 /** Runs `skeid usage` in-process; answers the exit code and what it printed. */
 async function usage(args: string[], vars: Record<string, string> = {}) {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await run(args, {
-    out: (t) => out.push(t),
-    err: (t) => err.push(t),
-    env: (n) => vars[n],
-  });
+  const { code, out, err } = await runCli(run, args, vars);
   return { code, out: out.join("\n"), err: err.join("\n") };
 }
 
@@ -146,9 +142,7 @@ Deno.test("skeid usage: clear errors, exit 1, nothing created", async () => {
     const missing = await usage(["--db", `${dir}/none.sqlite`]);
     assertEquals(missing.code, 1);
     assertMatch(missing.err, /^skeid usage: usage_store sqlite .*none\.sqlite: /);
-    let created = true;
-    await Deno.stat(`${dir}/none.sqlite`).catch(() => created = false);
-    assertEquals(created, false);
+    assertEquals(await exists(`${dir}/none.sqlite`), false, "no database created");
 
     const flag = await usage(["--nope"]);
     assertEquals(flag.code, 1);

@@ -5,7 +5,7 @@ import {
   assertNotIncludes,
   assertStringIncludes,
   assertThrows,
-} from "./assert.ts";
+} from "../_assert.ts";
 import {
   describeStoreConfig,
   type NormalizeOptions,
@@ -13,7 +13,7 @@ import {
   sameStoreConfig,
 } from "../../src/usage/config.ts";
 import { redactSecrets } from "../../src/usage/secret.ts";
-import { tempDir } from "./helpers.ts";
+import { tempDir } from "../_helpers/temp.ts";
 
 const noEnv: NormalizeOptions = { env: () => undefined, isDirectory: () => false };
 const norm = (raw: unknown, opts: Partial<NormalizeOptions> = {}) =>

@@ -1,4 +1,4 @@
-import { assert, assertEquals, assertMatch } from "./assert.ts";
+import { assert, assertEquals, assertMatch } from "../_assert.ts";
 import { buildUsageEvent, formatCreatedAt } from "../../src/usage/event.ts";
 
 const NOW = Date.UTC(2026, 8, 1, 12, 34, 56, 789);

@@ -1,15 +1,25 @@
 /**
- * Test helpers of the usage layer: events, temp dirs, an in-memory store, a store that fails on
- * demand, and a PostgreSQL database made fresh for a test run.
+ * Test helpers of the usage layer: events, an in-memory store, a store that fails on demand, a
+ * TCP proxy that cuts a store's connections, and the fixtures every store's tests record. Temp dirs and the test PostgreSQL are in
+ * `tests/_helpers/`.
  *
  * @module
  */
-import postgres from "postgres";
 import { buildUsageEvent, type UsageEventFields } from "../../src/usage/event.ts";
 import { aggregate } from "../../src/usage/report.ts";
-import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "../../src/usage/types.ts";
+import type {
+  ReportFilters,
+  UsageEvent,
+  UsageRecorder,
+  UsageReport,
+  UsageStore,
+} from "../../src/usage/types.ts";
+import { assertEquals } from "../_assert.ts";
 
-/** A usage event with test defaults (served model `m`, key `k_a`, 200). */
+// tests/ledger imports these from here.
+export { freshPgDatabase, pgAdminDsn, pgUnavailable } from "../_helpers/pg.ts";
+
+/** A usage event with test defaults (served model `m`, customer key id `k_a`, status 200). */
 export function event(fields: UsageEventFields = {}): UsageEvent {
   return buildUsageEvent({
     request_id: `req_${crypto.randomUUID().slice(0, 8)}`,
@@ -24,12 +34,6 @@ export function event(fields: UsageEventFields = {}): UsageEvent {
     status_code: 200,
     ...fields,
   });
-}
-
-/** A fresh temp directory, removed by the returned `cleanup`. */
-export async function tempDir(): Promise<{ dir: string; cleanup: () => Promise<void> }> {
-  const dir = await Deno.makeTempDir({ prefix: "skeid-usage-" });
-  return { dir, cleanup: () => Deno.remove(dir, { recursive: true }) };
 }
 
 /**
@@ -148,66 +152,6 @@ export class FlakyStore implements UsageStore {
   }
 }
 
-/** The admin DSN of the test PostgreSQL (`SKEID_TEST_PG_DSN`, else local trust auth). */
-export function pgAdminDsn(): string {
-  return Deno.env.get("SKEID_TEST_PG_DSN") ??
-    "postgres://postgres@127.0.0.1:5432/postgres";
-}
-
-/** Why PostgreSQL cannot be used, or undefined when it answers. */
-export async function pgUnavailable(): Promise<string | undefined> {
-  const sql = postgres(pgAdminDsn(), { max: 1, connect_timeout: 3, onnotice: () => {} });
-  try {
-    await sql`SELECT 1`;
-    return undefined;
-  } catch (err) {
-    return err instanceof Error ? err.message : String(err);
-  } finally {
-    await sql.end({ timeout: 0 });
-  }
-}
-
-/**
- * Test registration options for PostgreSQL tests: ignored, with the reason printed, when the
- * server does not answer — unless `SKEID_REQUIRE_PG=1` (CI), where they run and fail.
- */
-export async function pgTestGate(): Promise<{ ignore: boolean }> {
-  const reason = await pgUnavailable();
-  if (reason === undefined) return { ignore: false };
-  if (Deno.env.get("SKEID_REQUIRE_PG") === "1") {
-    console.error(`PostgreSQL unreachable (${reason}) and SKEID_REQUIRE_PG=1: tests will fail`);
-    return { ignore: false };
-  }
-  console.error(
-    `IGNORED PostgreSQL usage-store tests: ${reason} (set SKEID_REQUIRE_PG=1 to make this fail)`,
-  );
-  return { ignore: true };
-}
-
-/** A fresh database `skeid_test_<random>`; `drop` removes it (and its connections). */
-export async function freshPgDatabase(): Promise<{ dsn: string; drop: () => Promise<void> }> {
-  const name = `skeid_test_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
-  const admin = postgres(pgAdminDsn(), { max: 1, onnotice: () => {} });
-  try {
-    await admin.unsafe(`CREATE DATABASE ${name}`);
-  } finally {
-    await admin.end({ timeout: 5 });
-  }
-  const url = new URL(pgAdminDsn());
-  url.pathname = `/${name}`;
-  return {
-    dsn: url.toString(),
-    drop: async () => {
-      const sql = postgres(pgAdminDsn(), { max: 1, onnotice: () => {} });
-      try {
-        await sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      } finally {
-        await sql.end({ timeout: 5 });
-      }
-    },
-  };
-}
-
 /**
  * A TCP proxy on 127.0.0.1 (port 0) in front of a server: `down()` cuts every connection and
  * stops listening, so connecting is refused (an outage); `up()` listens on the same port again.
@@ -286,4 +230,66 @@ export class TcpProxy {
     this.down();
     for (let i = 0; i < 100 && this.#tasks.size > 0; i++) await Promise.all([...this.#tasks]);
   }
+}
+
+/** The fields of the one event the SQL stores' "record + report" tests write. */
+export const ONE_EVENT: UsageEventFields = {
+  api_key_id: "k_1",
+  model: "gpt-x",
+  requested_model: "fast",
+  usage: { prompt_tokens: 120, completion_tokens: 30 },
+  tool_names: ["lookup"],
+  cost_total_usd: 0.00027,
+};
+
+/** Checks the totals, by_key and by_model of a report over exactly the ONE_EVENT event. */
+export function assertOneEventReport(r: UsageReport): void {
+  assertEquals(r.totals, {
+    requests: 1,
+    input_tokens: 120,
+    output_tokens: 30,
+    total_tokens: 150,
+    cached_tokens: 0,
+    cache_write_tokens: 0,
+    tool_calls: 1,
+    total_cost_usd: 0.00027,
+  });
+  assertEquals(r.by_key, [
+    { api_key_id: "k_1", requests: 1, total_tokens: 150, total_cost_usd: 0.00027 },
+  ]);
+  assertEquals(r.by_model, [
+    { model: "gpt-x", requests: 1, total_tokens: 150, total_cost_usd: 0.00027 },
+  ]);
+}
+
+/**
+ * Records the 600 events of the report-filter tests: every third one by `k_big` (0.01 USD),
+ * the rest by `k_small` (0.001 USD); models `m2`/`m1` alternating; the first 300 just before
+ * 2026-09-01, the rest at it.
+ */
+export function recordFilterFixture(ledger: UsageRecorder): void {
+  for (let i = 0; i < 600; i++) {
+    ledger.record(event({
+      api_key_id: i % 3 === 0 ? "k_big" : "k_small",
+      model: i % 2 ? "m1" : "m2",
+      cost_total_usd: i % 3 === 0 ? 0.01 : 0.001,
+      created_at: i < 300 ? "2026-08-31T23:59:59Z" : "2026-09-01T00:00:00Z",
+    }));
+  }
+}
+
+/**
+ * `count` "requests" interleaving on the event loop, each recording its event (request id
+ * `c<i>`, plus `fields`) at its own moment.
+ */
+export async function recordConcurrently(
+  ledger: UsageRecorder,
+  count: number,
+  fields: UsageEventFields = {},
+): Promise<void> {
+  await Promise.all(Array.from({ length: count }, async (_, i) => {
+    for (let k = 0; k < i % 7; k++) await Promise.resolve();
+    if (i % 5 === 0) await new Promise((r) => setTimeout(r, 0));
+    ledger.record(event({ request_id: `c${i}`, ...fields }));
+  }));
 }

@@ -1,9 +1,10 @@
-import { assert, assertEquals, assertMatch } from "./assert.ts";
+import { assert, assertEquals, assertMatch } from "../_assert.ts";
 import { normalizeUsageStoreConfig } from "../../src/usage/config.ts";
 import { jsonlogRecordId, JsonlogStore } from "../../src/usage/jsonlog.ts";
 import { UsageLedger } from "../../src/usage/ledger.ts";
 import { memoryLogger } from "../../src/log.ts";
-import { event, tempDir } from "./helpers.ts";
+import { event } from "./helpers.ts";
+import { tempDir } from "../_helpers/temp.ts";
 
 const env = { env: () => undefined };
 

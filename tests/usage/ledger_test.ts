@@ -5,7 +5,7 @@ import {
   assertMatch,
   assertRejects,
   assertStringIncludes,
-} from "./assert.ts";
+} from "../_assert.ts";
 import { memoryLogger } from "../../src/log.ts";
 import {
   type NormalizedUsageStoreConfig,
@@ -14,7 +14,8 @@ import {
 import { UsageLedger } from "../../src/usage/ledger.ts";
 import { SqliteStore } from "../../src/usage/sqlite.ts";
 import type { ReportFilters, UsageEvent } from "../../src/usage/types.ts";
-import { event, FlakyStore, MemoryStore, Signal, tempDir } from "./helpers.ts";
+import { event, FlakyStore, MemoryStore, recordConcurrently, Signal } from "./helpers.ts";
+import { exists, tempDir } from "../_helpers/temp.ts";
 
 const env = { env: () => undefined };
 
@@ -29,15 +30,6 @@ function events(n: number, from = 0): UsageEvent[] {
 
 function ids(list: readonly UsageEvent[]): string[] {
   return list.map((e) => e.request_id);
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await Deno.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 Deno.test("ledger without a store: drops events with one warning; report not configured", async () => {
@@ -518,12 +510,7 @@ for (const backend of ["sqlite", "jsonlog-dir", "jsonlog-file"] as const) {
     const ledger = new UsageLedger({ logger: memoryLogger(), spillPath: `${dir}/spill.jsonl` });
     try {
       await ledger.configure(normalizeUsageStoreConfig(raw, env));
-      // 1,000 "requests" interleaving on the event loop, each recording at its own moment.
-      await Promise.all(Array.from({ length: 1000 }, async (_, i) => {
-        for (let k = 0; k < i % 7; k++) await Promise.resolve();
-        if (i % 5 === 0) await new Promise((r) => setTimeout(r, 0));
-        ledger.record(event({ request_id: `c${i}`, input_tokens: 1 }));
-      }));
+      await recordConcurrently(ledger, 1000, { input_tokens: 1 });
       const r = await ledger.report({ limit: 500 });
       assertEquals(r.totals?.requests, 1000);
       assertEquals(r.totals?.input_tokens, 1000);

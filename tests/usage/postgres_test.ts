@@ -11,13 +11,22 @@ import {
   assertNotIncludes,
   assertRejects,
   assertStringIncludes,
-} from "./assert.ts";
+} from "../_assert.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { normalizeUsageStoreConfig, type PostgresStoreConfig } from "../../src/usage/config.ts";
 import { UsageLedger } from "../../src/usage/ledger.ts";
 import { PostgresStore, sinceTimestamp } from "../../src/usage/postgres.ts";
 import { POSTGRES_SCHEMA } from "../../src/usage/schema.ts";
-import { event, freshPgDatabase, pgTestGate, TcpProxy, tempDir } from "./helpers.ts";
+import {
+  assertOneEventReport,
+  event,
+  ONE_EVENT,
+  recordConcurrently,
+  recordFilterFixture,
+  TcpProxy,
+} from "./helpers.ts";
+import { freshPgDatabase, pgTestGate } from "../_helpers/pg.ts";
+import { tempDir } from "../_helpers/temp.ts";
 
 const gate = await pgTestGate();
 
@@ -108,35 +117,15 @@ Deno.test({
           await ledger.configure(pgConfig({ dsn: db.dsn, pool_size: 2 }));
           assertEquals(ledger.backend, "postgresql");
           const e = event({
-            api_key_id: "k_1",
-            model: "gpt-x",
-            requested_model: "fast",
+            ...ONE_EVENT,
             created_at: "2026-09-01T10:20:30Z",
-            usage: { prompt_tokens: 120, completion_tokens: 30 },
-            tool_names: ["lookup"],
-            cost_total_usd: 0.00027,
             content_bytes: 12,
             error_message: "nul\u0000byte",
           });
           ledger.record(e);
           const r = await ledger.report({});
           assertEquals([r.ok, r.enabled, r.backend, r.db_path], [true, true, "postgresql", ""]);
-          assertEquals(r.totals, {
-            requests: 1,
-            input_tokens: 120,
-            output_tokens: 30,
-            total_tokens: 150,
-            cached_tokens: 0,
-            cache_write_tokens: 0,
-            tool_calls: 1,
-            total_cost_usd: 0.00027,
-          });
-          assertEquals(r.by_key, [
-            { api_key_id: "k_1", requests: 1, total_tokens: 150, total_cost_usd: 0.00027 },
-          ]);
-          assertEquals(r.by_model, [
-            { model: "gpt-x", requests: 1, total_tokens: 150, total_cost_usd: 0.00027 },
-          ]);
+          assertOneEventReport(r);
           const row = r.recent?.[0];
           assertEquals(typeof row?.id, "number");
           assertEquals(row?.created_at, "2026-09-01T10:20:30Z");
@@ -155,14 +144,7 @@ Deno.test({
         const ledger = new UsageLedger({ logger: memoryLogger(), spillPath: `${dir}/s3.jsonl` });
         try {
           await ledger.configure(pgConfig({ dsn: db.dsn }));
-          for (let i = 0; i < 600; i++) {
-            ledger.record(event({
-              api_key_id: i % 3 === 0 ? "k_big" : "k_small",
-              model: i % 2 ? "m1" : "m2",
-              cost_total_usd: i % 3 === 0 ? 0.01 : 0.001,
-              created_at: i < 300 ? "2026-08-31T23:59:59Z" : "2026-09-01T00:00:00Z",
-            }));
-          }
+          recordFilterFixture(ledger);
           const all = await ledger.report({});
           assertEquals(all.totals?.requests, 600);
           assertEquals(all.recent?.length, 20);
@@ -187,11 +169,7 @@ Deno.test({
         const ledger = new UsageLedger({ logger: memoryLogger(), spillPath: `${dir}/s4.jsonl` });
         try {
           await ledger.configure(pgConfig({ dsn: db.dsn }));
-          await Promise.all(Array.from({ length: 1000 }, async (_, i) => {
-            for (let k = 0; k < i % 7; k++) await Promise.resolve();
-            if (i % 5 === 0) await new Promise((r) => setTimeout(r, 0));
-            ledger.record(event({ request_id: `c${i}` }));
-          }));
+          await recordConcurrently(ledger, 1000);
           assertEquals((await ledger.flush()).ok, true);
           assertEquals(await count(), 1000);
           assertEquals(

@@ -1,11 +1,12 @@
 import { DatabaseSync } from "node:sqlite";
-import { assert, assertEquals, assertMatch, assertRejects } from "./assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../_assert.ts";
 import { normalizeUsageStoreConfig } from "../../src/usage/config.ts";
 import { UsageLedger } from "../../src/usage/ledger.ts";
 import { SQLITE_SCHEMA } from "../../src/usage/schema.ts";
 import { SqliteStore } from "../../src/usage/sqlite.ts";
 import { memoryLogger } from "../../src/log.ts";
-import { event, tempDir } from "./helpers.ts";
+import { assertOneEventReport, event, ONE_EVENT, recordFilterFixture } from "./helpers.ts";
+import { exists, tempDir } from "../_helpers/temp.ts";
 
 const env = { env: () => undefined };
 
@@ -48,15 +49,7 @@ Deno.test("sqlite: record + report (totals, by_key, by_model, recent)", async ()
   const ledger = new UsageLedger({ logger: memoryLogger(), spillPath: `${dir}/spill.jsonl` });
   try {
     await ledger.configure(sqliteConfig({ path: `${dir}/u.sqlite` }));
-    ledger.record(event({
-      api_key_id: "k_1",
-      model: "gpt-x",
-      requested_model: "fast",
-      usage: { prompt_tokens: 120, completion_tokens: 30 },
-      tool_names: ["lookup"],
-      cost_total_usd: 0.00027,
-      content_bytes: 99,
-    }));
+    ledger.record(event({ ...ONE_EVENT, content_bytes: 99 }));
     const r = await ledger.report({});
     assertEquals([r.ok, r.enabled, r.backend, r.db_path], [
       true,
@@ -64,22 +57,7 @@ Deno.test("sqlite: record + report (totals, by_key, by_model, recent)", async ()
       "sqlite",
       `${dir}/u.sqlite`,
     ]);
-    assertEquals(r.totals, {
-      requests: 1,
-      input_tokens: 120,
-      output_tokens: 30,
-      total_tokens: 150,
-      cached_tokens: 0,
-      cache_write_tokens: 0,
-      tool_calls: 1,
-      total_cost_usd: 0.00027,
-    });
-    assertEquals(r.by_key, [
-      { api_key_id: "k_1", requests: 1, total_tokens: 150, total_cost_usd: 0.00027 },
-    ]);
-    assertEquals(r.by_model, [
-      { model: "gpt-x", requests: 1, total_tokens: 150, total_cost_usd: 0.00027 },
-    ]);
+    assertOneEventReport(r);
     const row = r.recent?.[0];
     assertEquals(row?.id, 1);
     assertEquals([row?.model, row?.requested_model, row?.ok], ["gpt-x", "fast", true]);
@@ -104,14 +82,7 @@ Deno.test("sqlite: report filters, ordering and limit default/cap", async () => 
   const ledger = new UsageLedger({ logger: memoryLogger(), spillPath: `${dir}/spill.jsonl` });
   try {
     await ledger.configure(sqliteConfig({ path: `${dir}/u.sqlite` }));
-    for (let i = 0; i < 600; i++) {
-      ledger.record(event({
-        api_key_id: i % 3 === 0 ? "k_big" : "k_small",
-        model: i % 2 ? "m1" : "m2",
-        cost_total_usd: i % 3 === 0 ? 0.01 : 0.001,
-        created_at: i < 300 ? "2026-08-31T23:59:59Z" : "2026-09-01T00:00:00Z",
-      }));
-    }
+    recordFilterFixture(ledger);
     const all = await ledger.report({});
     assertEquals(all.recent?.length, 20, "default limit");
     assertEquals(all.recent?.[0].id, 600, "newest first");
@@ -223,9 +194,7 @@ Deno.test("sqlite: read-only open of a missing database fails clearly, creates n
     });
     const err = await assertRejects(() => store.prepare());
     assertMatch(err.message, /^usage_store sqlite .*none\.sqlite: /);
-    let exists = true;
-    await Deno.stat(`${dir}/none.sqlite`).catch(() => exists = false);
-    assertEquals(exists, false);
+    assertEquals(await exists(`${dir}/none.sqlite`), false, "no database created");
   } finally {
     await cleanup();
   }

@@ -1,0 +1,113 @@
+/**
+ * The usage report of a SQL store (SQLite, PostgreSQL): the same queries — totals, by customer
+ * key id, by model, recent — over the same filters, each database speaking its own dialect.
+ *
+ * @module
+ */
+import {
+  compareGroups,
+  DEFAULT_REPORT_LIMIT,
+  emptyTotals,
+  RECENT_FIELDS,
+  recentRow,
+  TOKEN_COUNT_FIELDS,
+} from "./report.ts";
+import type { ReportFilters, ReportGroup, ReportTotals, UsageReport } from "./types.ts";
+
+/** A query argument of a report. */
+export type SqlArg = string | number;
+
+/** How one database spells the report's parts. */
+export interface ReportDialect {
+  /** The placeholder of argument number `n` (1-based): `?` or `$n`. */
+  param(n: number): string;
+  /** `COUNT(*)`, as this database hands it back as a number. */
+  readonly count: string;
+  /** The sum of column `name`, 0 when the table lacks the column. */
+  sum(name: string): string;
+  /** The select expression of the `recent` field `name`. */
+  recentColumn(name: string): string;
+  /** The condition of a `since` filter with its argument at `param`, and that argument. */
+  since(since: string, param: string): { condition: string; arg: SqlArg };
+}
+
+/** Runs one query with its arguments; answers the rows. */
+export type SqlQuery = (
+  text: string,
+  args: SqlArg[],
+) => Promise<readonly Record<string, unknown>[]> | readonly Record<string, unknown>[];
+
+/** Which store a report comes from, as the report names it. */
+export interface ReportSource {
+  backend: "sqlite" | "postgresql";
+  /** The SQLite file; '' for PostgreSQL. */
+  db_path: string;
+}
+
+/**
+ * The report of the `usage_events` table: totals, by_key, by_model and recent (newest first,
+ * `filters.limit` rows), `filters` already normalized. A failing query rejects.
+ */
+export async function sqlReport(
+  query: SqlQuery,
+  dialect: ReportDialect,
+  filters: ReportFilters,
+  source: ReportSource,
+): Promise<UsageReport> {
+  const where: string[] = [];
+  const args: SqlArg[] = [];
+  if (filters.since !== undefined) {
+    const { condition, arg } = dialect.since(filters.since, dialect.param(args.length + 1));
+    args.push(arg);
+    where.push(condition);
+  }
+  for (const field of ["api_key_id", "model"] as const) {
+    const value = filters[field];
+    if (value === undefined) continue;
+    args.push(value);
+    where.push(`${field} = ${dialect.param(args.length)}`);
+  }
+  const w = where.length ? ` WHERE ${where.join(" AND ")}` : "";
+  const { count, sum } = dialect;
+
+  const [t] = await query(
+    `SELECT ${count} AS requests, ${
+      TOKEN_COUNT_FIELDS.map((c) => `${sum(c)} AS ${c}`).join(", ")
+    }, ${sum("cost_total_usd")} AS total_cost_usd FROM usage_events${w}`,
+    args,
+  );
+  const totals: ReportTotals = emptyTotals();
+  for (const k of Object.keys(totals) as (keyof ReportTotals)[]) totals[k] = Number(t?.[k] ?? 0);
+
+  const recentArgs = [...args, filters.limit ?? DEFAULT_REPORT_LIMIT];
+  const recent = (await query(
+    `SELECT ${RECENT_FIELDS.map((f) => dialect.recentColumn(f)).join(", ")} ` +
+      `FROM usage_events${w} ORDER BY id DESC LIMIT ${dialect.param(recentArgs.length)}`,
+    recentArgs,
+  )).map((r) => recentRow(r));
+
+  const group = async (field: "api_key_id" | "model"): Promise<ReportGroup[]> =>
+    (await query(
+      `SELECT COALESCE(${field}, '') AS name, ${count} AS requests, ${
+        sum("total_tokens")
+      } AS total_tokens, ${sum("cost_total_usd")} AS total_cost_usd ` +
+        `FROM usage_events${w} GROUP BY COALESCE(${field}, '')`,
+      args,
+    )).map((r) => ({
+      [field]: String(r.name ?? ""),
+      requests: Number(r.requests),
+      total_tokens: Number(r.total_tokens),
+      total_cost_usd: Number(r.total_cost_usd),
+    })).sort(compareGroups);
+
+  return {
+    ok: true,
+    enabled: true,
+    ...source,
+    since: filters.since ?? "",
+    totals,
+    by_key: await group("api_key_id"),
+    by_model: await group("model"),
+    recent,
+  };
+}
