@@ -22,7 +22,7 @@ import { type NormalizedUsageStoreConfig, normalizeUsageStoreConfig } from "../u
 import { type AdminKeyResolution, resolveAdminKey } from "./admin_key.ts";
 import { applyLoadedConfig, type ApplyState, initialApplyState } from "./apply.ts";
 import { digestOf } from "./canonical.ts";
-import { type ConfigIssue, formatIssue } from "./errors.ts";
+import { type ConfigIssue, ConfigLoadError, formatIssue } from "./errors.ts";
 import {
   ConfigFileMissingError,
   loadConfigValue,
@@ -153,6 +153,8 @@ export class ConfigManager {
   #stamp?: string;
   /** The failing version and when to try it again. */
   #failed?: { textDigest: string; attempt: number; retryAt: number };
+  /** Whether the empty-file warning was logged (once until the file has content again). */
+  #emptyWarned = false;
   #missingWarned = false;
   /** Digest and origin of the usage store running (from a config, or SKEID_USAGE_DB). */
   #store?: { digest: string; origin: "config" | "env" };
@@ -356,9 +358,17 @@ export class ConfigManager {
     this.#debounce = setTimeout(() => {
       this.#debounce = undefined;
       if (this.#closed) return;
-      // The folder says the file changed: read it even if its mtime (ms) looks the same.
-      void this.#exclusive(() => this.#readAndApply("event").catch(() => false));
+      void this.fileChanged();
     }, WATCH_DEBOUNCE_MS);
+  }
+
+  /**
+   * What the folder watcher calls when it saw the file change: reads it even if its stamp looks
+   * the same (an edit within one mtime tick). Never throws; answers whether a changed config was
+   * applied. The same failed version read again within its back-off counts no new failure.
+   */
+  fileChanged(): Promise<boolean> {
+    return this.#exclusive(() => this.#readAndApply("event").catch(() => false));
   }
 
   #loadOptions(): LoadOptions {
@@ -418,6 +428,33 @@ export class ConfigManager {
       throw this.#fail(e instanceof Deno.errors.NotFound ? new ConfigFileMissingError(path) : e);
     }
     const textDigest = digestOf(text);
+    if (!force && this.#failed?.textDigest === textDigest && this.#now() < this.#failed.retryAt) {
+      // The version that just failed, read again (the watcher and the mtime poll both saw the
+      // same edit): one failure, not two, and its back-off stands.
+      return false;
+    }
+    if (this.#loaded && text.trim() === "") {
+      // An empty file after a config was applied is a file being rewritten in place (truncated,
+      // not yet written): applying it would drop every node. The next write moves the stamp.
+      if (force) {
+        throw this.#fail(
+          new ConfigLoadError([{
+            path: "",
+            message: "the config file is empty (write {} to empty the config on purpose)",
+          }], path),
+          textDigest,
+        );
+      }
+      if (!this.#emptyWarned) {
+        this.#emptyWarned = true;
+        this.#logger.warn("config_file_empty", {
+          path,
+          message: "config file is empty; the config in force stays until it has content",
+        });
+      }
+      return false;
+    }
+    this.#emptyWarned = false;
     let loaded: LoadedConfig;
     try {
       const parsed = parseConfigText(text, path);

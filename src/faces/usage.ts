@@ -1,21 +1,11 @@
 /**
- * Token counts of an upstream (OpenAI-shaped) `usage` object, as the faces report them to
- * clients in Anthropic and Ollama answers.
- *
- * Why not the core's `readUsage` (`src/core/usage.ts`), which the usage event is priced from:
- * the two agree on what OpenAI-compatible servers send — `prompt_tokens`/`completion_tokens`
- * with `prompt_tokens_details.cached_tokens`/`cache_write_tokens`, or Anthropic's flat
- * `cache_read_input_tokens`/`cache_creation_input_tokens` beside them — but not on every input.
- * The core reads every provider shape (Ollama and Gemini counts, digit strings, an explicit
- * `input_includes_cache`) and prefers `input_tokens` to `prompt_tokens`; this reader takes
- * `prompt_tokens` first, only finite numbers (negative ones too), also
- * `prompt_tokens_details.cache_creation_tokens`, and the flat cache counts only when no nested
- * one is present. Both are pinned by their tests; making the client's numbers follow the
- * ledger's on those inputs is a behaviour change, left to a decision of its own.
+ * Token counts of an upstream `usage` object, as the faces report them to clients in Anthropic
+ * and Ollama answers. Read by the core's `readUsage` — the same reader the usage event is priced
+ * from — so the numbers a client sees are the numbers its bill is built from.
  *
  * @module
  */
-import { num, obj } from "./json.ts";
+import { readUsage } from "../core/usage.ts";
 
 /** Token counts; 0 where the upstream reported nothing. */
 export interface ChatTokens {
@@ -34,29 +24,16 @@ export interface ChatTokens {
   promptIncludesCache: boolean;
 }
 
-/** Reads `usage` (OpenAI chat, with the Anthropic and flat spellings some servers use). */
+/** Reads `usage` (OpenAI chat, with the Anthropic, Ollama and flat spellings some servers use). */
 export function readChatTokens(usage: unknown): ChatTokens {
-  const u = obj(usage) ?? {};
-  const details = obj(u.prompt_tokens_details) ?? obj(u.input_tokens_details);
-  const prompt = num(u.prompt_tokens) ?? num(u.input_tokens) ?? 0;
-  const completion = num(u.completion_tokens) ?? num(u.output_tokens) ?? 0;
-  let cacheRead = num(details?.cached_tokens);
-  let cacheWrite = num(details?.cache_write_tokens) ?? num(details?.cache_creation_tokens);
-  let promptIncludesCache = true;
-  const flatRead = num(u.cache_read_input_tokens);
-  const flatWrite = num(u.cache_creation_input_tokens);
-  if (cacheRead === undefined && cacheWrite === undefined) {
-    if (flatRead !== undefined || flatWrite !== undefined) {
-      cacheRead = flatRead;
-      cacheWrite = flatWrite;
-      promptIncludesCache = false;
-    } else {
-      cacheRead = num(u.cached_tokens);
-    }
-  }
-  const t: ChatTokens = { prompt, completion, promptIncludesCache };
-  if (cacheRead !== undefined) t.cacheRead = cacheRead;
-  if (cacheWrite !== undefined) t.cacheWrite = cacheWrite;
+  const u = readUsage(usage ?? {});
+  const t: ChatTokens = {
+    prompt: u.input_tokens ?? 0,
+    completion: u.output_tokens ?? 0,
+    promptIncludesCache: u.input_includes_cache,
+  };
+  if (u.cached_tokens !== null) t.cacheRead = u.cached_tokens;
+  if (u.cache_write_tokens !== null) t.cacheWrite = u.cache_write_tokens;
   return t;
 }
 

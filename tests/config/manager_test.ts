@@ -535,3 +535,47 @@ Deno.test("a reload that retags a node: the old selection no longer matches, the
   assertEquals(h.skeid.selectNodes({ tags: ["cloud"] }).map((n) => n.id).sort(), ["a", "b"]);
   assertEquals(h.skeid.routeState({ model: "m", tags: ["local"] }).has_eligible, false);
 });
+
+Deno.test("one failed version read by the mtime poll and then the watcher counts one failure", async () => {
+  const h = harness(FULL);
+  await h.manager.load();
+  h.fs.write(h.path, "nodes: 3\n", 2000);
+  assertEquals(await h.manager.maybeReload(), false);
+  assertEquals(h.manager.status().failures, 1);
+  // The watcher's event for the same edit reads the same text again: no second failure.
+  assertEquals(await h.manager.fileChanged(), false);
+  assertEquals(h.manager.status().failures, 1);
+  assertEquals(events(h, "config_reload_failed").length, 1);
+  // Once the back-off has passed, a read is a retry and counts.
+  h.clock.advance(1000);
+  await h.manager.fileChanged();
+  assertEquals(h.manager.status().failures, 2);
+  // A changed text is read and judged at once.
+  h.fs.write(h.path, "nodes: 4\n", 3000);
+  await h.manager.fileChanged();
+  assertEquals(h.manager.status().failures, 3);
+});
+
+Deno.test("an emptied config file (an in-place rewrite seen mid-way) is not applied", async () => {
+  const h = harness(FULL);
+  await h.manager.load();
+  const before = coreState(h);
+  h.fs.write(h.path, "", 2000);
+  assertEquals(await h.manager.maybeReload(), false);
+  assertEquals(await h.manager.fileChanged(), false);
+  assertEquals(coreState(h), before, "every node, price, alias and policy still in force");
+  assertEquals(h.manager.status().ok, true, "a file mid-write is not a failed reload");
+  assertEquals(events(h, "config_file_empty").length, 1, "warned once");
+  // An explicit reload of an empty file fails and says how to empty the config on purpose.
+  await assertRejects(() => h.manager.reload(), ConfigLoadError);
+  assertMatch(h.manager.status().error!, /config file is empty/);
+  assertEquals(coreState(h), before);
+  // The write completes: applied at once.
+  h.fs.write(h.path, FULL.replace("wait_timeout_ms: 50", "wait_timeout_ms: 70"), 3000);
+  assertEquals(await h.manager.maybeReload(), true);
+  assertEquals(h.skeid.routing.wait_timeout_ms, 70);
+  // Emptied on purpose with `{}`: applied (every section removed).
+  h.fs.write(h.path, "{}\n", 4000);
+  assertEquals(await h.manager.maybeReload(), true);
+  assertEquals(h.skeid.listNodes().length, 0);
+});

@@ -62,7 +62,7 @@ Deno.test("watch: an edit in place and an editor-style replace are applied withi
     assertEquals(t.skeid.routing.wait_timeout_ms, 30);
     assertEquals(t.manager.status().ok, true);
     // "Within about a second" of an edit; the bound above only stops a hung test.
-    assertEquals(first < 1500, true, `took ${first} ms`);
+    assertEquals(first < 2000, true, `took ${first} ms (the issue asks for 2 s)`);
   } finally {
     await t.done();
   }
