@@ -183,7 +183,7 @@ export class CachingKeyBroker implements KeyBroker {
 
   /** One uncached resolution, bounded in time; never rejects. */
   async #resolve(ref: string): Promise<KeyAnswer> {
-    let timer: number | undefined;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<KeyAnswer>((resolve) => {
       timer = setTimeout(
         () => resolve({ error: `key resolution timed out after ${this.#timeoutMs} ms` }),
