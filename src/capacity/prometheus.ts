@@ -1,0 +1,147 @@
+/**
+ * The Prometheus probe (`probe: prometheus`): vLLM, SGLang and TGI publish how many requests
+ * they run and how many wait — including traffic this Skeid never sent, which is what inflight
+ * cannot see (ADR 0009). `used` is running + waiting: a queued request occupies the node as
+ * surely as a running one.
+ *
+ * Block keys: `url` (full URL) or `path` (default `/metrics`, beside the node's API); `running`
+ * (alias `used`) and `waiting`, each a metric name or a list; `limit` (default the node's
+ * max_conns); `interval_ms`.
+ *
+ * @module
+ */
+import type { CapacityProbe, ProbeContext } from "./probe.ts";
+import { endpointUrl } from "./probe.ts";
+
+/** Running-request gauges known by default: vLLM, SGLang, TGI. */
+export const DEFAULT_RUNNING_METRICS: readonly string[] = Object.freeze([
+  "vllm:num_requests_running",
+  "sglang:num_running_reqs",
+  "tgi_batch_current_size",
+]);
+
+/** Waiting-request gauges known by default: vLLM, SGLang, TGI. */
+export const DEFAULT_WAITING_METRICS: readonly string[] = Object.freeze([
+  "vllm:num_requests_waiting",
+  "sglang:num_queue_reqs",
+  "tgi_queue_size",
+]);
+
+/** `name[{labels}] value [timestamp]`; the timestamp (ms) is allowed and ignored. */
+const LINE = /^\s*([A-Za-z_:][A-Za-z0-9_:]*)(?:\{[^}]*\})?\s+([-+0-9.eE]+|NaN)(?:\s+-?\d+)?\s*$/;
+
+/**
+ * Prometheus text reduced to what a probe needs: metric name → summed value. Blank and `#` lines
+ * are skipped, labels and timestamps ignored, NaN and malformed lines skipped, several series of one name summed
+ * (a per-model breakdown still adds up to what the node is doing).
+ */
+export function parseMetrics(text: string): Map<string, number> {
+  const values = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    const m = LINE.exec(line);
+    if (!m || m[2] === "NaN") continue;
+    const value = Number(m[2]);
+    if (!Number.isFinite(value)) continue;
+    values.set(m[1], (values.get(m[1]) ?? 0) + value);
+  }
+  return values;
+}
+
+/** Metric names from a block value (a name or a list of names); undefined when not given. */
+function namesOf(value: unknown, key: string): readonly string[] | undefined {
+  if (value === undefined || value === null || value === "") return undefined;
+  if (typeof value === "string") return [value];
+  if (Array.isArray(value) && value.every((v) => typeof v === "string")) return value;
+  throw new Error(`capacity.${key} must be a metric name or a list of metric names`);
+}
+
+/** Sum of the names present; undefined when none is. */
+function sumOf(values: ReadonlyMap<string, number>, names: readonly string[]): number | undefined {
+  let total: number | undefined;
+  for (const name of names) {
+    const v = values.get(name);
+    if (v !== undefined) total = (total ?? 0) + v;
+  }
+  return total;
+}
+
+/** Which metric names count as running and waiting. */
+export interface MetricNames {
+  running: readonly string[];
+  waiting: readonly string[];
+}
+
+/**
+ * The names a capacity block asks for: `running` (or `used`) and `waiting`, each falling back to
+ * the defaults on its own — an engine that spells "running" differently usually still spells
+ * "waiting" the normal way. Throws on a value that is not a name or a list of names.
+ */
+export function metricNames(block: Readonly<Record<string, unknown>>): MetricNames {
+  return {
+    running: namesOf(block.running, "running") ?? namesOf(block.used, "used") ??
+      DEFAULT_RUNNING_METRICS,
+    waiting: namesOf(block.waiting, "waiting") ?? DEFAULT_WAITING_METRICS,
+  };
+}
+
+/** running + waiting over the parsed values; undefined when neither side is present. */
+export function usedFromMetrics(
+  values: ReadonlyMap<string, number>,
+  names: MetricNames,
+): number | undefined {
+  const running = sumOf(values, names.running);
+  const waiting = sumOf(values, names.waiting);
+  if (running === undefined && waiting === undefined) return undefined;
+  return (running ?? 0) + (waiting ?? 0);
+}
+
+/** A positive number from a block value, else undefined. */
+function positive(value: unknown): number | undefined {
+  const n = typeof value === "number" ? value : typeof value === "string" ? Number(value) : NaN;
+  return Number.isFinite(n) && n > 0 ? n : undefined;
+}
+
+const decoder = new TextDecoder();
+
+/** Builds the Prometheus probe of one node. */
+export function prometheusProbe(ctx: ProbeContext): CapacityProbe {
+  const url = endpointUrl(ctx.node.url, ctx.config, "/metrics");
+  const names = metricNames(ctx.config);
+  const configuredLimit = positive(ctx.config.limit);
+
+  /** The block's limit, else the node's max_conns as it is now, else none (unbounded). */
+  const limit = (): number | null => {
+    if (configuredLimit !== undefined) return configuredLimit;
+    const max = ctx.skeid.getNode(ctx.node.id)?.max_conns ?? 0;
+    return max > 0 ? max : null;
+  };
+
+  return {
+    url,
+    async poll() {
+      let answer;
+      try {
+        answer = await ctx.get(url);
+      } catch (err) {
+        // Unreachable means unknown, and unknown means inflight decides.
+        ctx.forget();
+        ctx.enter("unreachable", err instanceof Error ? err.message : String(err));
+        return;
+      }
+      if (answer.status < 200 || answer.status > 299) {
+        ctx.forget();
+        ctx.enter("unreachable", `HTTP ${answer.status}`);
+        return;
+      }
+      const used = usedFromMetrics(parseMetrics(decoder.decode(answer.body)), names);
+      if (used === undefined) {
+        // It answered but said nothing understood: most likely the wrong names for this engine.
+        ctx.forget();
+        ctx.enter("unknown_metrics", `none of ${[...names.running, ...names.waiting].join(", ")}`);
+        return;
+      }
+      ctx.report({ used, limit: limit() });
+      ctx.enter("ok");
+    },
+  };
+}
