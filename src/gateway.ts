@@ -25,6 +25,10 @@ import { KeyIdCache } from "./proxy/identity.ts";
 import { IdleWatch, nodeKeyFromEnv } from "./proxy/upstream.ts";
 import { SecondStamp } from "./proxy/usage.ts";
 import { WaiterQueue } from "./proxy/wait.ts";
+import { type CapacityProbes, startCapacityProbes } from "./capacity/manager.ts";
+import type { KeyBroker } from "./keys/broker.ts";
+import { createKeyBroker } from "./keys/create.ts";
+import { brokerKeyFor, warmKeys } from "./keys/node_key.ts";
 
 /** Construction options of a Gateway. */
 export interface GatewayOptions {
@@ -52,6 +56,11 @@ export interface GatewayOptions {
   fetch?: typeof fetch;
   /** Config reload poll interval, ms (tests shorten it). */
   reloadIntervalMs?: number;
+  /**
+   * The key broker resolving `api_key_ref`; default: OpenBao from the OPENBAO_* variables when
+   * they are set (`Gateway.open` logs in), else none. `null` turns it off.
+   */
+  keyBroker?: KeyBroker | null;
 }
 
 /** The `/health` answer. */
@@ -77,6 +86,11 @@ export class Gateway implements ProxyContext {
   readonly logger: Logger;
   readonly logRequests: boolean;
   readonly functions: FunctionTable;
+  /** Capacity probes (prometheus, registry, custom) of the nodes that ask for one. */
+  readonly probes: CapacityProbes;
+  /** Resolves nodes' `api_key_ref` (OpenBao), when one is configured. */
+  keyBroker: KeyBroker | undefined;
+  readonly #fatal = Promise.withResolvers<string>();
   readonly waiters: WaiterQueue;
   readonly keyIds: KeyIdCache;
   readonly idle: IdleWatch;
@@ -154,6 +168,9 @@ export class Gateway implements ProxyContext {
       },
     });
     const config = this.config;
+    this.keyBroker = opts.keyBroker ?? undefined;
+    // Follows the inventory by itself (config load/reload, admin API, functions).
+    this.probes = startCapacityProbes({ skeid, logger: this.logger, env });
     this.functions = new FunctionTable(skeid, {
       reload: () => config.reload(),
       reloadStatus: () => config.status(),
@@ -177,6 +194,14 @@ export class Gateway implements ProxyContext {
   static async open(opts: GatewayOptions = {}): Promise<Gateway> {
     const gw = new Gateway(opts);
     try {
+      if (opts.keyBroker === undefined) {
+        // OpenBao when OPENBAO_ROLE_ID and OPENBAO_SECRET_ID are set; a failed login warns and
+        // runs without a broker. A token that expired and cannot be renewed is fatal: the
+        // supervisor restarts the process, which logs in again (no stale-token fallback).
+        gw.keyBroker = await createKeyBroker(gw.env, gw.logger, {
+          onFatal: (error: Error) => gw.#fatal.resolve(error.message),
+        });
+      }
       await gw.config.load();
     } catch (err) {
       await gw.close();
@@ -210,9 +235,22 @@ export class Gateway implements ProxyContext {
     };
   }
 
-  /** The node's own key (see ProxyContext.nodeKey); env read in memory, per request. */
-  nodeKey(node: Node): string | null | undefined {
-    return nodeKeyFromEnv(node, this.env);
+  /**
+   * The node's own key (see ProxyContext.nodeKey): the key broker's answer for `api_key_ref`
+   * (a cache hit is synchronous; a miss makes only this request wait), else `api_key_env` read
+   * from the in-memory environment.
+   */
+  nodeKey(node: Node): string | null | undefined | Promise<string | null | undefined> {
+    const fromBroker = brokerKeyFor(node, this.keyBroker);
+    if (fromBroker instanceof Promise) {
+      return fromBroker.then((key) => nodeKeyFromEnv(node, this.env, key));
+    }
+    return nodeKeyFromEnv(node, this.env, fromBroker);
+  }
+
+  /** Resolves with a reason when the gateway cannot go on (an expired OpenBao token). */
+  get fatal(): Promise<string> {
+    return this.#fatal.promise;
   }
 
   /** ProxyContext: the `created_at` stamp of an event recorded at `ms`. */
@@ -266,6 +304,8 @@ export class Gateway implements ProxyContext {
     if (this.#closed) return;
     this.#closed = true;
     this.waiters.close();
+    await this.probes.close();
+    await this.keyBroker?.close();
     for (const ex of this.#exchanges) ex.forceClose();
     await this.config.close();
     this.idle.close();
@@ -287,8 +327,12 @@ export class Gateway implements ProxyContext {
   /** After every applied config: warn once about nodes whose own key resolves nothing. */
   #onApplied(): void {
     const seen = new Set<string>();
-    for (const node of this.skeid.listNodes()) {
-      if (this.nodeKey(node) !== null) continue;
+    const nodes = this.skeid.listNodes();
+    warmKeys(nodes, this.keyBroker);
+    for (const node of nodes) {
+      // With a broker, a reference is resolved per request (and its failures warned there).
+      if (this.keyBroker && node.api_key_ref) continue;
+      if (nodeKeyFromEnv(node, this.env) !== null) continue;
       const source = node.api_key_env ?? node.api_key_ref ?? "";
       const tag = `${node.id}|${source}`;
       seen.add(tag);

@@ -8,6 +8,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import type { Gateway } from "./gateway.ts";
 import { adminRoutes } from "./admin/routes.ts";
+import { registrySnapshotRoute } from "./registry/route.ts";
 import {
   countTokens,
   type Face,
@@ -146,6 +147,14 @@ export function buildApp(gw: Gateway): Hono {
     });
   });
 
+  app.route(
+    "/",
+    registrySnapshotRoute({
+      skeid: gw.skeid,
+      registry: () => gw.config.registry(),
+      adminKey: () => gw.config.adminApiKey(),
+    }),
+  );
   app.route("/", adminRoutes(gw.adminDeps()));
 
   app.notFound(() => new Response("Not Found", { status: 404 }));

@@ -182,6 +182,7 @@ export async function run(args: string[]): Promise<number> {
   const signal = await Promise.race([
     stopped.promise,
     running.finished.then(() => "server stopped"),
+    gw.fatal.then((reason) => `fatal: ${reason}`),
   ]);
   Deno.removeSignalListener("SIGTERM", term);
   Deno.removeSignalListener("SIGINT", int);
@@ -189,5 +190,6 @@ export async function run(args: string[]): Promise<number> {
   gw.logger.info("shutdown", { signal, inflight: gw.inflight, grace_ms: graceMs });
   await running.stop(graceMs);
   gw.logger.info("stopped", {});
-  return 0;
+  // A fatal stop (an expired key-broker token) exits non-zero so the supervisor restarts us.
+  return signal.startsWith("fatal:") ? 1 : 0;
 }
