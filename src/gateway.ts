@@ -25,6 +25,7 @@ import { KeyIdCache } from "./proxy/identity.ts";
 import { IdleWatch, nodeKeyFromEnv } from "./proxy/upstream.ts";
 import { SecondStamp } from "./proxy/usage.ts";
 import { WaiterQueue } from "./proxy/wait.ts";
+import { LinkedList } from "./proxy/inflight.ts";
 import { type CapacityProbes, startCapacityProbes } from "./capacity/manager.ts";
 import type { KeyBroker } from "./keys/broker.ts";
 import { createKeyBroker } from "./keys/create.ts";
@@ -61,6 +62,11 @@ export interface GatewayOptions {
    * they are set (`Gateway.open` logs in), else none. `null` turns it off.
    */
   keyBroker?: KeyBroker | null;
+  /**
+   * Keepalive of a translated stream whose upstream is silent (Anthropic `ping`), ms; default
+   * 10,000; 0 = none.
+   */
+  keepaliveMs?: number;
 }
 
 /** The `/health` answer. */
@@ -69,6 +75,9 @@ export interface HealthBody {
   proxy: "skeid";
   config: { ok: boolean; failed_at: string | null; failures: number };
 }
+
+/** Default keepalive of a translated stream whose upstream is silent, ms. */
+const DEFAULT_KEEPALIVE_MS = 10_000;
 
 function positiveInt(raw: string | undefined, dflt: number): number {
   if (raw === undefined || raw.trim() === "") return dflt;
@@ -96,10 +105,12 @@ export class Gateway implements ProxyContext {
   readonly idle: IdleWatch;
   readonly env: (name: string) => string | undefined;
   readonly upstreamTimeoutMs: number;
+  readonly keepaliveMs: number;
   readonly httpClient: Deno.HttpClient | undefined;
   readonly fetch: typeof fetch | undefined;
   readonly http1: Http1Client | undefined;
-  readonly #exchanges = new Set<Exchange>();
+  /** Requests in flight: an intrusive list, not a Set (see proxy/inflight.ts for why). */
+  readonly #exchanges = new LinkedList<Exchange>();
   readonly #stamp = new SecondStamp();
   #drained: (() => void) | undefined;
   /** Nodes warned about a missing upstream key, by `id|variable`, so each is said once. */
@@ -125,7 +136,10 @@ export class Gateway implements ProxyContext {
     this.metrics = new GatewayMetrics() as GatewayMetrics & ProxyMetrics;
     this.upstreamTimeoutMs = opts.upstreamTimeoutMs ??
       positiveInt(env("SKEID_UPSTREAM_TIMEOUT"), 300) * 1000;
-    this.idle = new IdleWatch(this.upstreamTimeoutMs, this.skeid.now);
+    this.keepaliveMs = Math.max(0, opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS);
+    this.idle = new IdleWatch(this.upstreamTimeoutMs, this.skeid.now, {
+      keepaliveMs: this.keepaliveMs,
+    });
     const pool = opts.upstreamPool ?? positiveInt(env("SKEID_UPSTREAM_POOL"), 100);
     this.httpClient = typeof Deno.createHttpClient === "function"
       ? Deno.createHttpClient({ poolMaxIdlePerHost: pool })

@@ -21,13 +21,13 @@ function count(value: unknown): number | undefined {
   return undefined;
 }
 
-/** The first key of `hash` holding a count. */
-function first(hash: Hash, ...keys: string[]): number | undefined {
-  for (const key of keys) {
-    const n = count(hash[key]);
-    if (n !== undefined) return n;
-  }
-  return undefined;
+/** The first of two or three keys of `hash` holding a count (fixed arity: no rest array). */
+function first(hash: Hash, a: string, b: string, c?: string): number | undefined {
+  const n = count(hash[a]);
+  if (n !== undefined) return n;
+  const m = count(hash[b]);
+  if (m !== undefined || c === undefined) return m;
+  return count(hash[c]);
 }
 
 /** A count nested one level down (`prompt_tokens_details.cached_tokens`). */
@@ -36,23 +36,12 @@ function nested(hash: Hash, outer: string, inner: string): number | undefined {
   return isHash(h) ? count(h[inner]) : undefined;
 }
 
-/** Sum of the counts present among `keys`, undefined when none is present. */
-function sumOf(hash: Hash, ...keys: string[]): number | undefined {
-  let total: number | undefined;
-  for (const key of keys) {
-    const n = count(hash[key]);
-    if (n !== undefined) total = (total ?? 0) + n;
-  }
-  return total;
-}
-
-/** A present count, or the first present from fallbacks tried lazily in order. */
-function chain(...steps: (() => number | undefined)[]): number | undefined {
-  for (const step of steps) {
-    const n = step();
-    if (n !== undefined) return n;
-  }
-  return undefined;
+/** Sum of the counts present among two keys, undefined when neither is present. */
+function sumOf(hash: Hash, a: string, b: string): number | undefined {
+  const x = count(hash[a]);
+  const y = count(hash[b]);
+  if (x === undefined) return y;
+  return y === undefined ? x : x + y;
 }
 
 /** The usage block nested in a whole body (`usage` → `usageMetadata` → `response.usage`). */
@@ -101,54 +90,48 @@ function looksLikeUsage(hash: Hash): boolean {
   ].some((k) => k in hash);
 }
 
-/** Token counts of one usage hash (core `Usage.from_hash` precedence). */
+/**
+ * Token counts of one usage hash (core `Usage.from_hash` precedence). Each count is the first
+ * source present, tried in order (written out, not as a chain of closures: this runs for every
+ * forwarded request).
+ */
 function fromHash(u: Hash): Usage {
-  const geminiIn = () =>
-    sumOf(u, "promptTokenCount", "toolUsePromptTokenCount") ??
+  let input = first(u, "input_tokens", "prompt_tokens", "prompt_eval_count");
+  if (input === undefined) {
+    input = sumOf(u, "promptTokenCount", "toolUsePromptTokenCount") ??
       sumOf(u, "prompt_token_count", "tool_use_prompt_token_count");
-  const geminiOut = () =>
-    sumOf(u, "candidatesTokenCount", "thoughtsTokenCount") ??
+  }
+  let output = first(u, "output_tokens", "completion_tokens", "eval_count");
+  if (output === undefined) {
+    output = sumOf(u, "candidatesTokenCount", "thoughtsTokenCount") ??
       sumOf(u, "candidates_token_count", "thoughts_token_count");
-  const input = chain(
-    () => first(u, "input_tokens", "prompt_tokens", "prompt_eval_count"),
-    geminiIn,
-  );
-  const output = chain(
-    () => first(u, "output_tokens", "completion_tokens", "eval_count"),
-    geminiOut,
-  );
-  const total = chain(
-    () => first(u, "total_tokens", "totalTokenCount", "total_token_count"),
-    () => input === undefined && output === undefined ? undefined : (input ?? 0) + (output ?? 0),
-  );
+  }
+  let total = first(u, "total_tokens", "totalTokenCount", "total_token_count");
+  if (total === undefined && (input !== undefined || output !== undefined)) {
+    total = (input ?? 0) + (output ?? 0);
+  }
 
   // Where each cache count was found decides whether input already includes it: nested,
   // Gemini and flat canonical counts sit inside input; Anthropic's flat ones sit beside it.
   let beside = false;
-  const cached = chain(
-    () => nested(u, "prompt_tokens_details", "cached_tokens"),
-    () => nested(u, "input_tokens_details", "cached_tokens"),
-    () => {
-      const n = count(u.cache_read_input_tokens);
-      if (n !== undefined) beside = true;
-      return n;
-    },
-    () => first(u, "cachedContentTokenCount", "cached_content_token_count"),
-    () => count(u.cached_tokens),
-  );
-  const cacheWrite = chain(
-    () => nested(u, "prompt_tokens_details", "cache_write_tokens"),
-    () => nested(u, "input_tokens_details", "cache_write_tokens"),
-    () => {
-      const n = count(u.cache_creation_input_tokens) ??
-        (isHash(u.cache_creation)
-          ? sumOf(u.cache_creation, "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
-          : undefined);
-      if (n !== undefined) beside = true;
-      return n;
-    },
-    () => count(u.cache_write_tokens),
-  );
+  let cached = nested(u, "prompt_tokens_details", "cached_tokens") ??
+    nested(u, "input_tokens_details", "cached_tokens");
+  if (cached === undefined) {
+    cached = count(u.cache_read_input_tokens);
+    if (cached !== undefined) beside = true;
+  }
+  cached ??= first(u, "cachedContentTokenCount", "cached_content_token_count") ??
+    count(u.cached_tokens);
+  let cacheWrite = nested(u, "prompt_tokens_details", "cache_write_tokens") ??
+    nested(u, "input_tokens_details", "cache_write_tokens");
+  if (cacheWrite === undefined) {
+    cacheWrite = count(u.cache_creation_input_tokens) ??
+      (isHash(u.cache_creation)
+        ? sumOf(u.cache_creation, "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
+        : undefined);
+    if (cacheWrite !== undefined) beside = true;
+  }
+  cacheWrite ??= count(u.cache_write_tokens);
 
   let includes = !beside;
   const explicit = u.input_includes_cache;

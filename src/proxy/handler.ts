@@ -19,6 +19,7 @@ import { errorResponse, jsonResponse, Refusal } from "./errors.ts";
 import { ANONYMOUS, type KeyIdCache, requestKeyId } from "./identity.ts";
 import { type RelayMode, type RelayOutcome, type RelayOwner, StreamRelay } from "./relay.ts";
 import { Http1Abort, type Http1Client } from "./http1.ts";
+import type { Linked } from "./inflight.ts";
 import {
   type Abortable,
   answerOfResponse,
@@ -59,6 +60,11 @@ export interface ProxyContext {
   readonly idle: IdleWatch;
   /** Bound on an upstream attempt's wait for headers, and on body inactivity, ms. */
   readonly upstreamTimeoutMs: number;
+  /**
+   * A translated stream whose upstream is silent this long gets the face's keepalive (Anthropic
+   * `ping`), ms; 0 or absent = never. Driven by `idle`'s sweep.
+   */
+  readonly keepaliveMs?: number;
   /** The shared upstream HTTP client (connection pool). */
   readonly httpClient?: Deno.HttpClient;
   /** The fetch used upstream (tests may wrap it). */
@@ -104,7 +110,11 @@ export function handleProxy(
 }
 
 /** One client request in flight. */
-export class Exchange implements RelayOwner {
+export class Exchange implements RelayOwner, Linked<Exchange> {
+  /** The gateway's in-flight list links through these. */
+  linkPrev?: Exchange;
+  linkNext?: Exchange;
+  linkList?: object;
   readonly ctx: ProxyContext;
   readonly face: Face;
   readonly endpoint: string;
@@ -190,7 +200,9 @@ export class Exchange implements RelayOwner {
       );
     }
     this.#hops = hops + 1;
-    await this.#identify(routing.trust_key_id_header, routing.require_known_keys);
+    // The customer key id is usually cached: no await (and no microtask) then.
+    const identified = this.#identify(routing.trust_key_id_header, routing.require_known_keys);
+    if (identified !== undefined) await identified;
     const body = await this.#readBody(routing.max_body_bytes);
     let upstream: UpstreamRequest;
     try {
@@ -230,7 +242,8 @@ export class Exchange implements RelayOwner {
     let keyMissing = 0;
     let tries = 0;
     while (tries < maxAttempts) {
-      const step = await walk.next(this.req);
+      let step = walk.next(this.req);
+      if (step instanceof Promise) step = await step;
       if (step.kind === "aborted") return this.#gone();
       if (step.kind === "refused") {
         if (last || keyMissing > 0) break;
@@ -258,7 +271,16 @@ export class Exchange implements RelayOwner {
       this.#node = node;
       this.#servedModel = served;
       const failure = await this.#attempt(node, served, key);
-      if (failure === "answered") return this.#response!;
+      if (failure === "answered") {
+        // The answer is committed: what only a retry would need is let go (a stream holds its
+        // Exchange for minutes; a chat body can be large).
+        const response = this.#response!;
+        this.#response = undefined;
+        this.#upstream = undefined;
+        this.#rawBody = undefined;
+        this.#bodyBytes = undefined;
+        return response;
+      }
       if (failure === "gone") return this.#gone();
       ctx.metrics.attemptFailed(node.id, failure.reason);
       walk.exclude(node.id);
@@ -346,7 +368,8 @@ export class Exchange implements RelayOwner {
     }
 
     if (FAILOVER_STATUSES.has(status)) {
-      const body = await this.#readAll(res, controller);
+      let body = this.#readAll(res, controller);
+      if (body instanceof Promise) body = await body;
       skeid.finishRequest(node.id, { ok: false });
       return {
         node,
@@ -363,7 +386,8 @@ export class Exchange implements RelayOwner {
       return "answered";
     }
 
-    const bytes = await this.#readAll(res, controller);
+    let bytes = this.#readAll(res, controller);
+    if (bytes instanceof Promise) bytes = await bytes;
     if (bytes === undefined) {
       skeid.finishRequest(node.id, { ok: false });
       return { node, reason: "upstream body could not be read" };
@@ -517,7 +541,7 @@ export class Exchange implements RelayOwner {
         upstream.context,
       );
       pairs = [["content-type", translator.contentType], ["cache-control", "no-cache"]];
-      relay = new StreamRelay({ ...opts, mode, translator });
+      relay = new StreamRelay({ ...opts, mode, translator, keepaliveMs: this.ctx.keepaliveMs });
     }
     this.#relaying = true;
     const body = new ReadableStream<Uint8Array>(relay);
@@ -666,12 +690,23 @@ export class Exchange implements RelayOwner {
     }
   }
 
-  /** Reads a whole upstream body within the upstream timeout; undefined when it failed. */
-  async #readAll(
+  /**
+   * Reads a whole upstream body within the upstream timeout; undefined when it failed. A body
+   * that came with the head is answered synchronously.
+   */
+  #readAll(
+    res: UpstreamAnswer,
+    controller: Abortable,
+  ): Uint8Array<ArrayBuffer> | undefined | Promise<Uint8Array<ArrayBuffer> | undefined> {
+    const whole = res.whole;
+    if (whole !== undefined) return whole;
+    return this.#readAllAsync(res, controller);
+  }
+
+  async #readAllAsync(
     res: UpstreamAnswer,
     controller: Abortable,
   ): Promise<Uint8Array<ArrayBuffer> | undefined> {
-    if (res.complete) return await res.bytes();
     // The whole body within the upstream timeout (the shared deadline watch, no timer of its own).
     const guard = { lastActivity: this.ctx.idle.now(), idleTimeout: () => controller.abort() };
     this.ctx.idle.add(guard);
@@ -684,9 +719,15 @@ export class Exchange implements RelayOwner {
     }
   }
 
-  async #identify(trustHeader: boolean, requireKnown: boolean): Promise<void> {
+  /** Sets the customer key id; a promise only while a new key's id is being derived. */
+  #identify(trustHeader: boolean, requireKnown: boolean): Promise<void> | undefined {
     const r = requestKeyId(this.req.headers, trustHeader, this.ctx.keyIds);
-    const id = r instanceof Promise ? await r : r;
+    if (r instanceof Promise) return r.then((id) => this.#identified(id, requireKnown));
+    this.#identified(r, requireKnown);
+    return undefined;
+  }
+
+  #identified(id: string | undefined, requireKnown: boolean): void {
     if (requireKnown && (id === undefined || !this.ctx.skeid.isKnownKey(id))) {
       throw new Refusal(
         401,

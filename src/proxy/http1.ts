@@ -59,6 +59,12 @@ const OWN_HEADERS: ReadonlySet<string> = new Set([
 ]);
 /** Statuses whose response has no body. */
 const NULL_BODY = new Set([204, 205, 304]);
+/**
+ * A connection's read buffer to start with: a response head and a few SSE events fit, and
+ * 2,000 streams hold 4 MB of it, not 32 (it doubles when a head or a line needs more).
+ */
+const BUFFER_SIZE = 2 * 1024;
+/** Reads straight into a buffer of their own (bodies to the end, long Content-Length ones). */
 const READ_SIZE = 16 * 1024;
 /** Header names `Headers` accepts (RFC 9110 token); anything else is checked by `Headers`. */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -100,7 +106,7 @@ interface Target {
 
 /** One connection with its read buffer. */
 class Conn {
-  buf = new Uint8Array(READ_SIZE);
+  buf = new Uint8Array(BUFFER_SIZE);
   r = 0;
   w = 0;
   closed = false;
@@ -123,8 +129,8 @@ class Conn {
     for (let off = 0; off < bytes.length;) off += await this.conn.write(bytes.subarray(off));
   }
 
-  /** Reads more into the buffer (compacting or growing it); false at end of stream. */
-  async fill(): Promise<boolean> {
+  /** The free end of the buffer to read into (compacting or growing it when full). */
+  room(): Uint8Array {
     if (this.r === this.w) this.r = this.w = 0;
     if (this.w === this.buf.length) {
       if (this.r > 0) {
@@ -137,28 +143,34 @@ class Conn {
         this.buf = bigger;
       }
     }
-    const n = await this.conn.read(this.buf.subarray(this.w));
-    if (n === null) return false;
+    return this.buf.subarray(this.w);
+  }
+
+  /** `n` bytes were read into `room()`. */
+  took(n: number): void {
     this.w += n;
     this.received += n;
+  }
+
+  /** Reads more into the buffer; false at end of stream. */
+  async fill(): Promise<boolean> {
+    const n = await this.conn.read(this.room());
+    if (n === null) return false;
+    this.took(n);
     return true;
   }
 
-  /** Reads one CRLF-terminated line (without it). */
-  async line(): Promise<string> {
-    let from = this.r;
-    for (;;) {
-      for (let i = from; i + 1 < this.w; i++) {
-        if (this.buf[i] === CR && this.buf[i + 1] === LF) {
-          const text = latin1Text(this.buf.subarray(this.r, i));
-          this.r = i + 2;
-          return text;
-        }
+  /** One CRLF-terminated line (without it) from what is buffered, or undefined (read more). */
+  takeLine(): string | undefined {
+    const buf = this.buf;
+    for (let i = this.r; i + 1 < this.w; i++) {
+      if (buf[i] === CR && buf[i + 1] === LF) {
+        const text = latin1Text(buf.subarray(this.r, i));
+        this.r = i + 2;
+        return text;
       }
-      const seen = this.w - this.r;
-      if (!(await this.fill())) throw new Error("connection closed mid-response");
-      from = this.r + Math.max(0, seen - 1);
     }
+    return undefined;
   }
 
   /** Reads the response head (the text up to the blank line). */
@@ -288,37 +300,134 @@ export class BodySource implements UnderlyingDefaultSource<Uint8Array> {
   /** Chunked: the CRLF after a chunk's data is still to be read (read lazily, so a chunk is
    * handed on as soon as its data arrived). */
   #chunkEnd = false;
+  /** Chunked: the last chunk was read; trailer lines up to the blank one remain. */
+  #trailers = false;
   #ended = false;
+
+  /** The framing of the head (kept without the head: a stream lives long, its headers not). */
+  readonly #chunked: boolean;
+  readonly #length: number;
+  readonly #close: boolean;
 
   constructor(
     readonly client: Http1Client,
     readonly c: Conn,
-    readonly head: Head,
+    head: Head,
     readonly release: () => void,
   ) {
+    this.#chunked = head.chunked;
+    this.#length = head.length;
+    this.#close = head.close;
     this.#left = head.chunked ? 0 : head.length;
   }
 
   /**
    * The next piece of the body (never empty), or null at its end; throws when the body broke.
    * The connection is given back as soon as the last byte was read.
+   *
+   * One async frame per read: the framing is parsed from the buffer synchronously and the only
+   * await is the socket read itself, so a stream waiting for its next token holds one suspended
+   * frame, not a chain of them (2,000 idle streams are 2,000 frames the GC keeps visiting).
    */
   async read(): Promise<Uint8Array | null> {
     if (this.#ended) return null;
+    const c = this.c;
     try {
-      const chunk = await this.#next();
-      if (chunk === null) {
-        this.#end(true);
-        return null;
-      }
-      if (!this.head.chunked && this.head.length >= 0 && this.#left === 0) {
+      // Bounded by the body: every round hands out buffered bytes or reads more (EOF ends it).
+      for (;;) {
+        if (this.#chunked) {
+          const piece = this.#chunkedPiece();
+          if (piece === null) {
+            this.#end(true);
+            return null;
+          }
+          if (piece !== undefined) return piece;
+          const n = await c.conn.read(c.room());
+          if (n === null) {
+            throw new Error(
+              this.#left > 0 ? "connection closed mid-body" : "connection closed mid-response",
+            );
+          }
+          c.took(n);
+          continue;
+        }
+        if (this.#length === -1) {
+          // To the end of the connection.
+          if (c.r < c.w) {
+            const out = c.buf.slice(c.r, c.w);
+            c.r = c.w;
+            return out;
+          }
+          const fresh = new Uint8Array(READ_SIZE);
+          const n = await c.conn.read(fresh);
+          if (n === null) {
+            this.#end(true);
+            return null;
+          }
+          if (n > 0) return fresh.subarray(0, n);
+          continue;
+        }
+        if (this.#left === 0) {
+          this.#end(true);
+          return null;
+        }
+        let out: Uint8Array;
+        if (c.r < c.w) {
+          const n = Math.min(this.#left, c.w - c.r);
+          out = c.buf.slice(c.r, c.r + n);
+          c.r += n;
+          this.#left -= n;
+        } else {
+          // Read straight into a buffer of its own: handed on as is, no copy.
+          const fresh = new Uint8Array(Math.min(this.#left, READ_SIZE * 4));
+          const n = await c.conn.read(fresh);
+          if (n === null) throw new Error("connection closed mid-body");
+          if (n === 0) continue;
+          this.#left -= n;
+          out = fresh.subarray(0, n);
+        }
         // Content-Length reached: the connection is free now, not at the next read.
-        this.#end(true);
+        if (this.#left === 0) this.#end(true);
+        return out;
       }
-      return chunk;
     } catch (err) {
       this.#end(false);
       throw err;
+    }
+  }
+
+  /**
+   * Chunked framing over what is buffered: the next piece of chunk data, null at the body's
+   * end (trailers read), undefined when more bytes are needed.
+   */
+  #chunkedPiece(): Uint8Array | null | undefined {
+    const c = this.c;
+    // Bounded: every round consumes a line or returns.
+    for (;;) {
+      if (this.#left > 0) {
+        if (c.r === c.w) return undefined;
+        const n = Math.min(this.#left, c.w - c.r);
+        const out = c.buf.slice(c.r, c.r + n);
+        c.r += n;
+        this.#left -= n;
+        if (this.#left === 0) this.#chunkEnd = true;
+        return out;
+      }
+      const line = c.takeLine();
+      if (line === undefined) return undefined;
+      if (this.#trailers) {
+        if (line === "") return null;
+        continue;
+      }
+      if (this.#chunkEnd) {
+        if (line !== "") throw new Error("bad upstream chunk end");
+        this.#chunkEnd = false;
+        continue;
+      }
+      const size = parseInt(line, 16);
+      if (!Number.isFinite(size) || size < 0) throw new Error("bad upstream chunk size");
+      if (size === 0) this.#trailers = true;
+      else this.#left = size;
     }
   }
 
@@ -348,65 +457,9 @@ export class BodySource implements UnderlyingDefaultSource<Uint8Array> {
     if (this.#ended) return;
     this.#ended = true;
     this.release();
-    const delimited = this.head.chunked || this.head.length >= 0;
-    if (complete && delimited && !this.head.close) this.client.giveBack(this.c);
+    const delimited = this.#chunked || this.#length >= 0;
+    if (complete && delimited && !this.#close) this.client.giveBack(this.c);
     else this.client.discard(this.c);
-  }
-
-  /** The next piece of the body, null at its end. */
-  async #next(): Promise<Uint8Array | null> {
-    const c = this.c;
-    if (this.head.chunked) {
-      // Bounded: each round reads a chunk header or skips an empty read.
-      for (;;) {
-        if (this.#left === 0) {
-          if (this.#chunkEnd) {
-            if ((await c.line()) !== "") throw new Error("bad upstream chunk end");
-            this.#chunkEnd = false;
-          }
-          const sizeLine = await c.line();
-          const size = parseInt(sizeLine, 16);
-          if (!Number.isFinite(size) || size < 0) throw new Error("bad upstream chunk size");
-          if (size === 0) {
-            while ((await c.line()) !== "");
-            return null;
-          }
-          this.#left = size;
-        }
-        if (c.r === c.w && !(await c.fill())) throw new Error("connection closed mid-body");
-        const n = Math.min(this.#left, c.w - c.r);
-        const out = c.buf.slice(c.r, c.r + n);
-        c.r += n;
-        this.#left -= n;
-        if (this.#left === 0) this.#chunkEnd = true;
-        return out;
-      }
-    }
-    if (this.head.length === -1) {
-      // To the end of the connection.
-      if (c.r < c.w) {
-        const out = c.buf.slice(c.r, c.w);
-        c.r = c.w;
-        return out;
-      }
-      const fresh = new Uint8Array(READ_SIZE);
-      const n = await c.conn.read(fresh);
-      return n === null ? null : fresh.subarray(0, n);
-    }
-    if (this.#left === 0) return null;
-    if (c.r < c.w) {
-      const n = Math.min(this.#left, c.w - c.r);
-      const out = c.buf.slice(c.r, c.r + n);
-      c.r += n;
-      this.#left -= n;
-      return out;
-    }
-    // Read straight into a buffer of its own: handed on as is, no copy.
-    const fresh = new Uint8Array(Math.min(this.#left, READ_SIZE * 4));
-    const n = await c.conn.read(fresh);
-    if (n === null) throw new Error("connection closed mid-body");
-    this.#left -= n;
-    return fresh.subarray(0, n);
   }
 }
 

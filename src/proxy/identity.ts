@@ -54,6 +54,8 @@ export class KeyIdCache {
   readonly #ids = new Map<string, string>();
   /** Digests in progress, so N concurrent first requests of one key run it once. */
   readonly #pending = new Map<string, Promise<string>>();
+  /** The most recently used key: already last in the LRU order, so not moved again. */
+  #last: string | undefined;
 
   constructor(opts: KeyIdCacheOptions) {
     this.#derive = opts.derive;
@@ -68,10 +70,13 @@ export class KeyIdCache {
   /** The cached id of a key, or undefined (no digest is started). */
   peek(key: string): string | undefined {
     const id = this.#ids.get(key);
-    if (id !== undefined) {
-      // Refresh recency: Map iteration order is insertion order, so re-insert at the end.
+    if (id !== undefined && key !== this.#last) {
+      // Refresh recency: Map iteration order is insertion order, so re-insert at the end. The
+      // key used last is at the end already: a delete and set per request would churn the
+      // map's table for nothing (one customer key behind a busy client is the common case).
       this.#ids.delete(key);
       this.#ids.set(key, id);
+      this.#last = key;
     }
     return id;
   }
@@ -86,6 +91,7 @@ export class KeyIdCache {
         (derived) => {
           this.#pending.delete(key);
           this.#ids.set(key, derived);
+          this.#last = key;
           if (this.#ids.size > this.#capacity) {
             const oldest = this.#ids.keys().next().value;
             if (oldest !== undefined) this.#ids.delete(oldest);
@@ -105,6 +111,7 @@ export class KeyIdCache {
   /** Forgets every key (e.g. after a config change that should not matter, for tests). */
   clear(): void {
     this.#ids.clear();
+    this.#last = undefined;
   }
 }
 

@@ -73,8 +73,13 @@ export interface StreamRelayOptions {
   /** Epoch-ms clock and the routing start, for ttft and timings. */
   now: () => number;
   startedAt: number;
-  /** Body inactivity watch (SKEID_UPSTREAM_TIMEOUT). */
+  /** Body inactivity watch (SKEID_UPSTREAM_TIMEOUT); its sweep also drives the keepalive. */
   idle?: IdleWatch;
+  /**
+   * `translate`: after this many ms without upstream data (or a keepalive), the translator's
+   * `keepalive()` text is sent (Anthropic `ping`); 0 or absent = never. Needs `idle`.
+   */
+  keepaliveMs?: number;
 }
 
 const encoder = new TextEncoder();
@@ -94,6 +99,9 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   #dropped = false;
   /** Epoch ms of the last upstream byte (IdleWatch). */
   lastActivity: number;
+  /** Epoch ms of the last keepalive sent. */
+  #lastKeepalive = 0;
+  #controller: ReadableStreamDefaultController<Uint8Array> | undefined;
 
   constructor(opts: StreamRelayOptions) {
     this.#opts = opts;
@@ -108,6 +116,11 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     }
     this.lastActivity = opts.now();
     opts.idle?.add(this);
+  }
+
+  /** ReadableStream: the controller, kept for keepalives sent between reads. */
+  start(controller: ReadableStreamDefaultController<Uint8Array>): void {
+    this.#controller = controller;
   }
 
   /** The client wants more: read upstream until something can be written, or the end. */
@@ -170,6 +183,22 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     this.#finish("aborted");
     this.#opts.upstream.abort();
     this.#reader.cancel();
+  }
+
+  /**
+   * IdleWatch sweep: when translating and the upstream was silent for `keepaliveMs` (counting
+   * from the last keepalive too), the translator's keepalive text goes to the client. It lands
+   * between two of the relay's writes, so always on a frame boundary.
+   */
+  tick(now: number): void {
+    const every = this.#opts.keepaliveMs;
+    if (this.#ended || every === undefined || every <= 0 || this.#opts.mode !== "translate") return;
+    const controller = this.#controller;
+    if (controller === undefined) return;
+    if (now - Math.max(this.lastActivity, this.#lastKeepalive) < every) return;
+    const text = this.#opts.translator!.keepalive();
+    this.#lastKeepalive = now;
+    if (text.length > 0) controller.enqueue(encoder.encode(text));
   }
 
   /** IdleWatch: the upstream was silent for too long. */

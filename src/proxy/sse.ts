@@ -28,11 +28,38 @@ export type SseSink = (frame: SseFrame) => void;
 const LF = 10;
 const CR = 13;
 
+/**
+ * How many leading bytes of `bytes` end on a UTF-8 sequence boundary: `length`, or the index of
+ * a lead byte whose sequence the end cuts short (its bytes wait for the next read). Decoding
+ * the rest later, together, gives exactly what one streaming decode would.
+ */
+function completeUtf8(bytes: Uint8Array): number {
+  const n = bytes.byteLength;
+  // Walk back over at most three continuation bytes (10xxxxxx) to a lead byte.
+  for (let i = n - 1, back = 0; i >= 0 && back < 4; i--, back++) {
+    const b = bytes[i];
+    if (b < 0x80) return n; // ASCII: nothing is cut
+    if (b >= 0xc0) {
+      const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
+      return n - i < need ? i : n;
+    }
+  }
+  return n;
+}
+
 /** Incremental SSE parser: `push` reads, `end` at end of stream. */
 export class SseParser {
   readonly #sink: SseSink;
   readonly #keepRaw: boolean;
-  readonly #decoder = new TextDecoder();
+  /**
+   * UTF-8 is decoded per read with a one-shot decode (a third of the cost of a streaming one):
+   * an incomplete sequence at the end of a read is carried into the next. The first decode
+   * drops a leading BOM, as a streaming decoder does once; the later ones keep U+FEFF.
+   */
+  #decoder = new TextDecoder();
+  #started = false;
+  /** Bytes of an incomplete UTF-8 sequence at the end of the last read. */
+  #carry: Uint8Array | undefined;
   /** Text of the current, unterminated line. */
   #pending = "";
   /** The previous read ended in CR: a LF at the start of the next one belongs to it. */
@@ -58,7 +85,7 @@ export class SseParser {
    */
   get atBoundary(): boolean {
     return this.#pending.length === 0 && this.#data === undefined && this.#event === "" &&
-      this.#raw.length === 0 && !this.#skipLf;
+      this.#raw.length === 0 && !this.#skipLf && this.#carry === undefined;
   }
 
   /** How many frames were dispatched so far. */
@@ -69,7 +96,21 @@ export class SseParser {
   /** Feeds one read of the stream (any length, empty included). */
   push(chunk: Uint8Array): void {
     if (chunk.byteLength === 0) return;
-    const text = this.#decoder.decode(chunk, { stream: true });
+    let bytes = chunk;
+    const carry = this.#carry;
+    if (carry !== undefined) {
+      bytes = new Uint8Array(carry.byteLength + chunk.byteLength);
+      bytes.set(carry);
+      bytes.set(chunk, carry.byteLength);
+      this.#carry = undefined;
+    }
+    const cut = completeUtf8(bytes);
+    if (cut < bytes.byteLength) {
+      this.#carry = bytes.slice(cut);
+      if (cut === 0) return;
+      bytes = bytes.subarray(0, cut);
+    }
+    const text = this.#decode(bytes);
     if (text.length === 0) return;
     this.#feed(text);
   }
@@ -81,13 +122,25 @@ export class SseParser {
 
   /** The stream ended: an unterminated last frame is dropped (SSE spec); resets the state. */
   end(): void {
-    const tail = this.#decoder.decode();
+    const carry = this.#carry;
+    this.#carry = undefined;
+    // An incomplete sequence left at the end decodes to U+FFFD, as a streaming decoder's flush.
+    const tail = carry === undefined ? "" : this.#decode(carry);
     if (tail.length > 0) this.#feed(tail);
     this.#pending = "";
     this.#event = "";
     this.#data = undefined;
     this.#raw = "";
     this.#skipLf = false;
+  }
+
+  #decode(bytes: Uint8Array): string {
+    const text = this.#decoder.decode(bytes);
+    if (!this.#started) {
+      this.#started = true;
+      this.#decoder = new TextDecoder("utf-8", { ignoreBOM: true });
+    }
+    return text;
   }
 
   #feed(chunk: string): void {
@@ -112,6 +165,21 @@ export class SseParser {
       else if (nextCr === -1) end = nextLf;
       else end = nextLf < nextCr ? nextLf : nextCr;
       if (end === -1) break;
+      // Fast path, the usual upstream frame: `data: <json>` LF LF with nothing carried over —
+      // dispatched straight from the chunk, one slice for the data and one for the raw text.
+      if (
+        end === nextLf && chunk.charCodeAt(end + 1) === LF && this.#pending.length === 0 &&
+        this.#data === undefined && this.#event === "" && this.#raw.length === 0 &&
+        chunk.startsWith("data:", pos)
+      ) {
+        const from = chunk.charCodeAt(pos + 5) === 32 ? pos + 6 : pos + 5;
+        const data = from <= end ? chunk.slice(from, end) : "";
+        const raw = this.#keepRaw ? chunk.slice(pos, end + 2) : "";
+        pos = end + 2;
+        this.#frames++;
+        this.#sink({ event: "", data, raw });
+        continue;
+      }
       let line = chunk.slice(pos, end);
       if (this.#pending.length > 0) {
         line = this.#pending + line;

@@ -7,6 +7,7 @@
 import type { Node } from "../core/types.ts";
 import { CAPACITY_HEADER_NAMES } from "../core/ratelimit.ts";
 import type { BodySource, Http1Abort, Http1Answer, Http1Client } from "./http1.ts";
+import { type Linked, LinkedList } from "./inflight.ts";
 
 /**
  * The upstream URL of a path below `/v1`: the node URL without trailing `/`; when it ends in `/v1`
@@ -205,8 +206,8 @@ export interface UpstreamAnswer {
   pairs(): [string, string][];
   /** Whether there is a body (a `Response` body that is not null). */
   readonly hasBody: boolean;
-  /** Whether the whole body is here already (reading it does not wait). */
-  readonly complete: boolean;
+  /** The whole body when it is here already (reading it would not wait), else undefined. */
+  readonly whole: Uint8Array<ArrayBuffer> | undefined;
   /** The whole body; throws when it cannot be read. */
   bytes(): Promise<Uint8Array<ArrayBuffer>>;
   /** The body as pieces (streams). */
@@ -254,8 +255,10 @@ class Http1UpstreamAnswer implements UpstreamAnswer {
     return this.#answer.body !== null;
   }
 
-  get complete(): boolean {
-    return this.#bodySource() === undefined;
+  get whole(): Uint8Array<ArrayBuffer> | undefined {
+    const body = this.#answer.body;
+    if (body === null) return new Uint8Array(0);
+    return body instanceof Uint8Array ? body : undefined;
   }
 
   async bytes(): Promise<Uint8Array<ArrayBuffer>> {
@@ -345,7 +348,7 @@ class FetchUpstreamAnswer implements UpstreamAnswer {
     return this.#res.body !== null;
   }
 
-  readonly complete = false;
+  readonly whole = undefined;
 
   async bytes(): Promise<Uint8Array<ArrayBuffer>> {
     return new Uint8Array(await this.#res.arrayBuffer());
@@ -538,28 +541,51 @@ export function describeFetchError(err: unknown): string {
 }
 
 /** Something a body inactivity watch can stop. */
-export interface Watched {
+export interface Watched extends Linked<Watched> {
   /** Epoch ms of the last byte seen. */
   lastActivity: number;
   /** Called once when the body was silent for too long. */
   idleTimeout(): void;
+  /**
+   * Called at every sweep while watched, with the watch's clock (a stream's keepalive checks
+   * its own silence here: no timer of its own).
+   */
+  tick?(now: number): void;
+}
+
+/** Options of an IdleWatch. */
+export interface IdleWatchOptions {
+  /**
+   * The shortest keepalive interval a watched stream uses, ms: the sweep runs at least twice
+   * per interval, so a keepalive goes out between one and one and a half intervals of silence.
+   */
+  keepaliveMs?: number;
 }
 
 /**
  * One timer for every upstream wait in flight (headers, a whole non-streamed body, a stream's
  * silence): one silent for longer than `timeoutMs` is stopped. A timer per attempt (or a reset per
  * stream read) costs timer ops on every request; a sweep at a quarter of the timeout costs one
- * timer for all of them, at the price of stopping up to a quarter of the timeout late.
+ * timer for all of them, at the price of stopping up to a quarter of the timeout late. The same
+ * sweep drives the streams' keepalives (`Watched.tick`).
  */
 export class IdleWatch {
   readonly #timeoutMs: number;
   readonly #now: () => number;
-  readonly #watched = new Set<Watched>();
+  readonly #period: number;
+  /** An intrusive list, not a Set: one add and delete per request (see proxy/inflight.ts). */
+  readonly #watched = new LinkedList<Watched>();
   #timer: ReturnType<typeof setInterval> | undefined;
 
-  constructor(timeoutMs: number, now: () => number = Date.now) {
+  constructor(timeoutMs: number, now: () => number = Date.now, opts: IdleWatchOptions = {}) {
     this.#timeoutMs = timeoutMs;
     this.#now = now;
+    let period = Math.max(50, Math.min(5000, Math.floor(timeoutMs / 4)));
+    const keepalive = opts.keepaliveMs;
+    if (keepalive !== undefined && keepalive > 0) {
+      period = Math.min(period, Math.max(1, Math.floor(keepalive / 2)));
+    }
+    this.#period = period;
   }
 
   /** The watch's clock, epoch ms. */
@@ -575,10 +601,7 @@ export class IdleWatch {
   /** Starts watching a body. */
   add(w: Watched): void {
     this.#watched.add(w);
-    if (this.#timer === undefined) {
-      const period = Math.max(50, Math.min(5000, Math.floor(this.#timeoutMs / 4)));
-      this.#timer = setInterval(() => this.sweep(), period);
-    }
+    if (this.#timer === undefined) this.#timer = setInterval(() => this.sweep(), this.#period);
   }
 
   /** Stops watching a body (it ended). */
@@ -590,7 +613,8 @@ export class IdleWatch {
 
   /** Stops every body that was silent too long (the timer's work; tests call it directly). */
   sweep(): void {
-    const cutoff = this.#now() - this.#timeoutMs;
+    const now = this.#now();
+    const cutoff = now - this.#timeoutMs;
     for (const w of this.#watched) {
       if (w.lastActivity <= cutoff) {
         this.#watched.delete(w);
@@ -598,6 +622,12 @@ export class IdleWatch {
           w.idleTimeout();
         } catch {
           // A body that cannot be stopped is already gone.
+        }
+      } else if (w.tick !== undefined) {
+        try {
+          w.tick(now);
+        } catch {
+          // A stream that cannot take a keepalive ends on its own.
         }
       }
     }

@@ -87,19 +87,44 @@ export class RouteWalk implements Waiter {
    * only when the walk has to wait: creating a request's signal costs the server work on every
    * request, and most requests never wait.
    */
-  async next(client?: { readonly signal: AbortSignal }): Promise<WalkResult> {
-    let signal: AbortSignal | undefined;
+  next(client?: { readonly signal: AbortSignal }): WalkResult | Promise<WalkResult> {
+    // The usual case answers synchronously: the first tier admits at once (no promise, no
+    // microtask); waiting goes on in `#nextAsync`.
     const tiers = this.#tiers;
     while (this.#index < tiers.length) {
       const tier = tiers[this.#index];
       const state = this.#core.routeState(tier);
       if (!state.has_eligible) {
-        // Nothing could ever serve this tier: on at once, whatever its wait.
         this.#index++;
         continue;
       }
       this.#everEligible = true;
       if (this.tryAdmit()) return this.#take(tier);
+      return this.#nextAsync(client, true);
+    }
+    return this.#refusal();
+  }
+
+  /** `next` from the current tier on; `tried`: its admission was just tried (by `next`). */
+  async #nextAsync(
+    client: { readonly signal: AbortSignal } | undefined,
+    tried: boolean,
+  ): Promise<WalkResult> {
+    let signal: AbortSignal | undefined;
+    const tiers = this.#tiers;
+    while (this.#index < tiers.length) {
+      const tier = tiers[this.#index];
+      if (!tried) {
+        const state = this.#core.routeState(tier);
+        if (!state.has_eligible) {
+          // Nothing could ever serve this tier: on at once, whatever its wait.
+          this.#index++;
+          continue;
+        }
+        this.#everEligible = true;
+        if (this.tryAdmit()) return this.#take(tier);
+      }
+      tried = false;
       const wait = this.#waitOf(tier);
       if (wait > 0 && this.#waitedUpTo < this.#index && this.#sawFresh) {
         this.#waitedUpTo = this.#index;

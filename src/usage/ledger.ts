@@ -357,6 +357,11 @@ export class UsageLedger implements UsageRecorder {
         this.#recovered = true;
         await this.#recover();
       }
+      // Write-behind writes what was queued when the run began; what arrives while it writes
+      // waits for its own trigger (a full batch, or the interval: `record` arms it). Draining
+      // newcomers too would, under steady load, turn write-behind into one small write after
+      // another: a file open, lock and write per handful of events.
+      let owed = force || this.#flushIntervalMs === 0 ? Infinity : this.#queue.length;
       // Bounded: every step writes, or moves the spill file, or ends the run.
       for (let step = 0; step < 10_000_000; step++) {
         // Read again each step: setCallbacks may have changed the sink while this run waited.
@@ -371,8 +376,16 @@ export class UsageLedger implements UsageRecorder {
           }
           continue;
         }
-        if (this.#queue.length > 0) {
-          const batch = this.#queue.splice(0, this.#maxBatch);
+        if (this.#queue.length > 0 && owed > 0) {
+          // The whole queue as the batch when it fits: a fresh array takes new events, instead
+          // of splice copying the rest and the queue's old store pointing at written events.
+          const size = Math.min(this.#maxBatch, owed);
+          let batch: UsageEvent[];
+          if (this.#queue.length <= size) {
+            batch = this.#queue;
+            this.#queue = [];
+          } else batch = this.#queue.splice(0, size);
+          owed -= batch.length;
           try {
             await this.#write(sink, batch);
             written += batch.length;
@@ -385,7 +398,8 @@ export class UsageLedger implements UsageRecorder {
           }
           continue;
         }
-        if (this.#mode === "spilling") {
+        // (Only with the queue empty: what it still holds is older than the spill.)
+        if (this.#mode === "spilling" && this.#queue.length === 0) {
           const spill = this.#spillFiles();
           if (!spill) {
             this.#mode = "direct";
@@ -395,6 +409,7 @@ export class UsageLedger implements UsageRecorder {
           // replay file and new events go to the queue again.
           this.#replayPending = await spill.rotate((buffered) => {
             this.#queue.push(...buffered);
+            owed += buffered.length;
             this.#mode = "direct";
           });
           continue;

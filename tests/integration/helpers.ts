@@ -66,6 +66,8 @@ export interface StartOptions {
   env?: Record<string, string>;
   reloadIntervalMs?: number;
   upstreamTimeoutMs?: number;
+  /** Keepalive of translated streams, ms (default: the gateway's). */
+  keepaliveMs?: number;
 }
 
 /** Starts a gateway on 127.0.0.1:0 with `config` (written as YAML to a temp file). */
@@ -90,6 +92,7 @@ export async function startGateway(
     spillPath: `${dir}/spill.jsonl`,
     reloadIntervalMs: opts.reloadIntervalMs ?? 100,
     upstreamTimeoutMs: opts.upstreamTimeoutMs,
+    keepaliveMs: opts.keepaliveMs,
   });
   const sink = new EventSink();
   server.gateway.ledger.setCallbacks({ store: sink.store });

@@ -203,3 +203,133 @@ Deno.test("stream: an upstream cut after bytes went out → event 502 with what 
     await up.close();
   }
 });
+
+/**
+ * An upstream that sends "Hel", stays silent until `gate` opens, then sends "lo" and ends: the
+ * test opens the gate once the client has seen what it waits for (no sleeps).
+ */
+function silentUpstream(gate: Promise<void>) {
+  const enc = new TextEncoder();
+  return scriptedUpstream(() => {
+    let n = 0;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(c) {
+        if (n === 0) c.enqueue(enc.encode(chunk("Hel")));
+        else if (n === 1) {
+          await gate;
+          c.enqueue(enc.encode(chunk("lo") + usageChunk + "data: [DONE]\n\n"));
+        } else c.close();
+        n++;
+      },
+    });
+    return new Response(body, { headers: { "content-type": "text/event-stream" } });
+  });
+}
+
+/** Reads a response body as text until `until(text)` holds, then calls `then` once; to the end. */
+async function readAll(
+  res: Response,
+  until: (text: string) => boolean,
+  then: () => void,
+): Promise<string> {
+  const dec = new TextDecoder();
+  let text = "";
+  let fired = false;
+  for await (const piece of res.body!) {
+    text += dec.decode(piece, { stream: true });
+    if (!fired && until(text)) {
+      fired = true;
+      then();
+    }
+  }
+  return text;
+}
+
+Deno.test("stream: a silent upstream gets Anthropic pings on the client side, frame-aligned", async () => {
+  const gate = Promise.withResolvers<void>();
+  // Bound: without keepalives the gate still opens, and the assertions below fail.
+  const guard = setTimeout(() => gate.resolve(), 5000);
+  const up = silentUpstream(gate.promise);
+  const t = await startGateway({ nodes: [{ id: "n1", url: up.url, model: "m" }] }, {
+    keepaliveMs: 30,
+  });
+  try {
+    const res = await fetch(`${t.base}/v1/messages`, {
+      method: "POST",
+      body: JSON.stringify({
+        model: "m",
+        max_tokens: 50,
+        stream: true,
+        messages: [{ role: "user", content: "hi" }],
+      }),
+    });
+    // The gate opens only after two pings arrived: the upstream was silent all that time.
+    const text = await readAll(
+      res,
+      (s) => s.split("event: ping\n").length > 2,
+      () => gate.resolve(),
+    );
+    ok(text.startsWith("event: message_start"), text.slice(0, 80));
+    const frames = text.split("\n\n").filter((f) => f !== "");
+    const pings = frames.filter((f) => f === 'event: ping\ndata: {"type":"ping"}');
+    ok(pings.length >= 2, `pings: ${pings.length}`);
+    // Every frame is whole: an event line and a data line, pings included.
+    for (const f of frames) ok(/^event: \w+\ndata: \{.*\}$/.test(f), `frame ${JSON.stringify(f)}`);
+    ok(text.includes('"text":"Hel"') && text.includes('"text":"lo"'));
+    ok(text.trimEnd().endsWith('event: message_stop\ndata: {"type":"message_stop"}'));
+    const [e] = await t.sink.waitFor(1);
+    strictEqual(e.status_code, 200);
+    strictEqual(e.content_bytes, 5);
+    assertIdle(t.gw);
+  } finally {
+    clearTimeout(guard);
+    await t.stop();
+    await up.close();
+  }
+});
+
+Deno.test("stream: OpenAI and Ollama streams get no keepalive however long the silence", async () => {
+  const gate = Promise.withResolvers<void>();
+  // Bound: without keepalives the gate still opens, and the assertions below fail.
+  const guard = setTimeout(() => gate.resolve(), 5000);
+  const up = silentUpstream(gate.promise);
+  const t = await startGateway({ nodes: [{ id: "n1", url: up.url, model: "m" }] }, {
+    keepaliveMs: 20,
+  });
+  /** Starts a stream; `seen` resolves once its text satisfies `until`; `done` is the text. */
+  const stream = (path: string, body: Record<string, unknown>, until: (s: string) => boolean) => {
+    const seen = Promise.withResolvers<void>();
+    const done = fetch(`${t.base}${path}`, { method: "POST", body: JSON.stringify(body) })
+      .then((res) => readAll(res, until, () => seen.resolve()));
+    return { seen: seen.promise, done };
+  };
+  try {
+    const messages = [{ role: "user", content: "x" }];
+    const hel = (s: string) => s.includes("Hel");
+    const openai = stream("/v1/chat/completions", { model: "m", stream: true, messages }, hel);
+    const ollama = stream("/api/chat", { model: "m", messages }, hel);
+    await Promise.all([openai.seen, ollama.seen]);
+    // Both wait on the silent upstream now. An Anthropic stream on the same gateway opens the
+    // gate after its second ping: the other two were silent for two keepalive intervals too.
+    const anthropic = stream(
+      "/v1/messages",
+      { model: "m", max_tokens: 9, stream: true, messages },
+      (s) => s.split("event: ping\n").length > 2,
+    );
+    await anthropic.seen;
+    gate.resolve();
+    const [a, o, l] = await Promise.all([anthropic.done, openai.done, ollama.done]);
+    ok(a.includes("event: ping"));
+    ok(!o.includes("ping") && !o.split("\n").some((x) => x.startsWith(":")), o);
+    ok(o.includes('"content":"lo"') && o.includes("data: [DONE]"));
+    const lines = l.split("\n").filter((x) => x !== "");
+    for (const line of lines) JSON.parse(line); // NDJSON, nothing else
+    ok(l.includes('"content":"lo"') && !l.includes("ping"), l);
+    await t.sink.waitFor(3);
+    assertIdle(t.gw);
+  } finally {
+    clearTimeout(guard);
+    await t.stop();
+    await up.close();
+  }
+});

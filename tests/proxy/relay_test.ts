@@ -133,3 +133,87 @@ Deno.test("relay: a client cancel aborts the upstream and reports aborted once",
   strictEqual(outcomes.length, 1);
   strictEqual(outcomes[0].end, "aborted");
 });
+
+Deno.test("relay keepalive: a translated stream silent for keepaliveMs gets the face's ping", async () => {
+  let now = 1_000;
+  const gate = Promise.withResolvers<void>();
+  let i = 0;
+  const src = new ReadableStream<Uint8Array>({
+    async pull(c) {
+      if (i === 0) c.enqueue(enc.encode(content("Hi")));
+      else if (i === 1) {
+        await gate.promise;
+        c.enqueue(enc.encode("data: [DONE]\n\n"));
+      } else c.close();
+      i++;
+    },
+  });
+  const outcomes: RelayOutcome[] = [];
+  const r = new StreamRelay({
+    mode: "translate",
+    body: src,
+    upstream: new AbortController(),
+    translator: faceFor("anthropic").streamTranslator("/v1/messages", "m"),
+    owner: { relayEnded: (o) => outcomes.push(o) },
+    now: () => now,
+    startedAt: now,
+    keepaliveMs: 100,
+  });
+  const reader = new ReadableStream<Uint8Array>(r).getReader();
+  const dec = new TextDecoder();
+  const first = dec.decode((await reader.read()).value);
+  ok(first.includes("message_start") && first.includes('"text":"Hi"'));
+  // The upstream is silent now (the relay waits on it); the clock decides.
+  now += 99;
+  r.tick(now);
+  now += 1;
+  r.tick(now); // 100 ms of silence: one ping
+  r.tick(now); // not again at once
+  strictEqual(dec.decode((await reader.read()).value), 'event: ping\ndata: {"type":"ping"}\n\n');
+  now += 100;
+  r.tick(now); // another interval since the last ping: another one
+  strictEqual(dec.decode((await reader.read()).value), 'event: ping\ndata: {"type":"ping"}\n\n');
+  gate.resolve();
+  let rest = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    rest += dec.decode(value);
+  }
+  ok(rest.includes("message_stop") && !rest.includes("ping"));
+  r.tick(now + 1_000); // ended: nothing, no throw
+  strictEqual(outcomes.length, 1);
+  strictEqual(outcomes[0].end, "done");
+});
+
+Deno.test("relay keepalive: raw and strip streams never get one", async () => {
+  for (const mode of ["raw", "strip"] as const) {
+    const gate = Promise.withResolvers<void>();
+    let i = 0;
+    const src = new ReadableStream<Uint8Array>({
+      async pull(c) {
+        if (i++ === 0) c.enqueue(enc.encode(content("x")));
+        else {
+          await gate.promise;
+          c.close();
+        }
+      },
+    });
+    const r = new StreamRelay({
+      mode,
+      body: src,
+      upstream: new AbortController(),
+      state: new StreamState("call_"),
+      owner: { relayEnded: () => {} },
+      now: () => 0,
+      startedAt: 0,
+      keepaliveMs: 10,
+    });
+    const reader = new ReadableStream<Uint8Array>(r).getReader();
+    await reader.read();
+    r.tick(1_000_000);
+    gate.resolve();
+    const last = await reader.read();
+    strictEqual(last.done, true, `${mode}: nothing was sent while silent`);
+  }
+});

@@ -73,3 +73,36 @@ Deno.test("sse: frames counter", () => {
   p.push(enc.encode("data: 1\n\ndata: 2\n\n"));
   strictEqual(p.frames, 2);
 });
+
+Deno.test("sse: UTF-8 split anywhere decodes as one streaming decode would (BOM, invalid bytes)", () => {
+  const samples: number[][] = [
+    // BOM, then "é€𝄞" (2-, 3- and 4-byte sequences)
+    [0xef, 0xbb, 0xbf, ...enc.encode("data: é€𝄞\n\n")],
+    // a BOM in the middle stays U+FEFF
+    [...enc.encode("data: a"), 0xef, 0xbb, 0xbf, ...enc.encode("b\n\n")],
+    // invalid: a stray continuation, a cut 3-byte sequence, an F0 with a bad second byte
+    [...enc.encode("data: "), 0x80, 0xe2, 0x82, 0x41, 0xf0, 0x80, 0x42, ...enc.encode("\n\n")],
+    // an incomplete sequence at the very end of the stream
+    [...enc.encode("data: x\n\ndata: y"), 0xe2, 0x82],
+  ];
+  for (const sample of samples) {
+    const bytes = new Uint8Array(sample);
+    const reference = new TextDecoder().decode(bytes);
+    const expected: string[] = [];
+    new SseParser((f) => expected.push(f.data)).pushText(reference);
+    for (let i = 0; i <= bytes.length; i++) {
+      for (let j = i; j <= bytes.length; j += 3) {
+        const got = parseAll([bytes.slice(0, i), bytes.slice(i, j), bytes.slice(j)]);
+        deepStrictEqual(got.map((f) => f.data), expected, `splits ${i}/${j} of ${sample}`);
+      }
+    }
+  }
+});
+
+Deno.test("sse: whole `data:` frames (the fast path) read like any other", () => {
+  const text = 'data: {"a":1}\n\ndata:x\n\ndata:\n\ndata: \n\n: c\ndata: y\n\ndata: z\r\n\r\n';
+  const frames = parseAll([text], true);
+  deepStrictEqual(frames.map((f) => f.data), ['{"a":1}', "x", "", "", "y", "z"]);
+  strictEqual(frames.map((f) => f.raw).join(""), text);
+  deepStrictEqual(frames.map((f) => f.event), ["", "", "", "", "", ""]);
+});

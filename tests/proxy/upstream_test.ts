@@ -129,6 +129,23 @@ Deno.test("fetchUpstream: the outer signal aborts the call", async () => {
   );
 });
 
+Deno.test("idle watch: each sweep ticks the watched streams that are not stopped", () => {
+  let now = 0;
+  const watch = new IdleWatch(1000, () => now, { keepaliveMs: 40 });
+  const ticks: [string, number][] = [];
+  const a = { lastActivity: 0, idleTimeout: () => {}, tick: (t: number) => ticks.push(["a", t]) };
+  const b = { lastActivity: 0, idleTimeout: () => ticks.push(["b stopped", now]) };
+  watch.add(a);
+  watch.add(b);
+  now = 20;
+  watch.sweep();
+  now = 1000;
+  a.lastActivity = 990;
+  watch.sweep();
+  deepStrictEqual(ticks, [["a", 20], ["a", 1000], ["b stopped", 1000]]);
+  watch.close();
+});
+
 Deno.test("idle watch: a silent body is stopped, an active one is not; the timer stops", () => {
   let now = 0;
   const watch = new IdleWatch(1000, () => now);
