@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { errorMessage } from "./error_message.ts";
 import { Skeid } from "./core/skeid.ts";
 import { keyIdForKey } from "./core/keyid.ts";
 import { FunctionTable } from "./core/functions.ts";
@@ -327,7 +328,7 @@ export class Gateway implements ProxyContext {
       await this.ledger.close();
     } catch (err) {
       this.logger.error("usage_close_failed", {
-        error: err instanceof Error ? err.message : String(err),
+        error: errorMessage(err),
       });
     }
     this.http1?.close();

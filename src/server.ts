@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { errorMessage } from "./error_message.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import type { Gateway } from "./gateway.ts";
@@ -97,7 +98,7 @@ export function buildApp(gw: Gateway): Hono {
       const status = typeof (err as { status?: unknown }).status === "number"
         ? (err as { status: number }).status
         : 400;
-      const message = err instanceof Error ? err.message : String(err);
+      const message = errorMessage(err);
       return errorResponse(face, status, "invalid_request_error", message, rid);
     }
   });
@@ -159,7 +160,7 @@ export function buildApp(gw: Gateway): Hono {
 
   app.notFound(() => new Response("Not Found", { status: 404 }));
   app.onError((err) => {
-    gw.logger.error("http_error", { error: err instanceof Error ? err.message : String(err) });
+    gw.logger.error("http_error", { error: errorMessage(err) });
     return new Response(
       JSON.stringify({ error: { message: "Internal gateway error", type: "api_error" } }),
       { status: 500, headers: { "content-type": "application/json" } },

@@ -13,6 +13,7 @@
 import type { Skeid } from "../core/skeid.ts";
 import type { CapacityReading, CapacitySpec, Node } from "../core/types.ts";
 import { DEFAULT_PROBE_INTERVAL_MS } from "../core/inventory.ts";
+import { concatBytes } from "../bytes.ts";
 
 /** The shortest poll period, ms: a probe must not become the load it measures. */
 export const MIN_POLL_PERIOD_MS = 100;
@@ -173,13 +174,7 @@ async function readBody(res: Response, max: number): Promise<Uint8Array> {
   } finally {
     reader.releaseLock();
   }
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.byteLength;
-  }
-  return out;
+  return concatBytes(parts, size);
 }
 
 /** The text of a failed probe request: timeouts named, aborts and network errors as given. */

@@ -24,7 +24,7 @@ import { anthropicStop } from "./anthropic_stop.ts";
 import { AnthropicStreamTranslator } from "./anthropic_stream.ts";
 import { anthropicErrorBody, readUpstreamError } from "./errors.ts";
 import { extractHermesToolCalls } from "./hermes.ts";
-import { argumentsObject, isJsonObject, obj, str } from "./json.ts";
+import { argumentsObject, isJsonObject, messageText, obj, str } from "./json.ts";
 import { anthropicUsage, readChatTokens } from "./usage.ts";
 
 /** The routes this face serves. */
@@ -55,13 +55,6 @@ export function countTokens(body: JsonObject): { input_tokens: number } {
     chars += JSON.stringify(body.tools).length;
   }
   return { input_tokens: Math.ceil(chars / 4) };
-}
-
-/** The text of an upstream message's `content` (a string, or text parts). */
-function messageText(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (!Array.isArray(content)) return "";
-  return content.map((p) => (isJsonObject(p) ? str(p.text) ?? "" : "")).join("");
 }
 
 /** The Anthropic face. */

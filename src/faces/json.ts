@@ -50,3 +50,10 @@ export function argumentsText(v: unknown): string {
   if (typeof v === "string") return v;
   return JSON.stringify(v ?? {});
 }
+
+/** The text of an upstream message's `content` (a string, or text parts). */
+export function messageText(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content.map((p) => (isJsonObject(p) ? str(p.text) ?? "" : "")).join("");
+}

@@ -16,7 +16,7 @@ import type {
 import { FaceError } from "./face.ts";
 import { ollamaErrorBody, readUpstreamError } from "./errors.ts";
 import { extractHermesToolCalls } from "./hermes.ts";
-import { isJsonObject, obj, str } from "./json.ts";
+import { isJsonObject, messageText, obj, str } from "./json.ts";
 import { closingFields, isoAt, ollamaToolCalls } from "./ollama_answer.ts";
 import { chatToOpenAI, embedToOpenAI, generateToOpenAI } from "./ollama_request.ts";
 import { OllamaStreamTranslator } from "./ollama_stream.ts";
@@ -28,12 +28,6 @@ export const OLLAMA_ENDPOINTS = [
   "/api/embed",
   "/api/embeddings",
 ] as const;
-
-function messageText(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (!Array.isArray(content)) return "";
-  return content.map((p) => (isJsonObject(p) ? str(p.text) ?? "" : "")).join("");
-}
 
 /** Embedding vectors of an OpenAI embeddings answer, in input order. */
 function vectors(answer: JsonObject): unknown[] {

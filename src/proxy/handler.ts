@@ -7,6 +7,8 @@
  *
  * @module
  */
+import { concatBytes } from "../bytes.ts";
+import { errorMessage } from "../error_message.ts";
 import type { Skeid } from "../core/skeid.ts";
 import type { Node, PickedNode } from "../core/types.ts";
 import type { Face, JsonObject, UpstreamRequest } from "../faces/face.ts";
@@ -34,7 +36,7 @@ import {
   UpstreamTransportError,
   upstreamUrl,
 } from "./upstream.ts";
-import { usageEvent } from "./usage.ts";
+import { usageEvent, type UsageOutcome } from "./usage.ts";
 import { RouteWalk } from "./walk.ts";
 import type { WaiterQueue } from "./wait.ts";
 
@@ -171,7 +173,7 @@ export class Exchange implements RelayOwner, Linked<Exchange> {
       this.ctx.logger.error("proxy_error", {
         request_id: this.requestId,
         endpoint: this.endpoint,
-        error: err instanceof Error ? err.message : String(err),
+        error: errorMessage(err),
       });
       return errorResponse(this.face, 500, "api_error", "Internal gateway error", this.requestId);
     } finally {
@@ -349,7 +351,7 @@ export class Exchange implements RelayOwner, Linked<Exchange> {
       }
     } catch (err) {
       const kind = err instanceof UpstreamTransportError ? err.kind : "connect";
-      const reason = err instanceof Error ? err.message : String(err);
+      const reason = errorMessage(err);
       if (kind === "aborted") {
         // Stopped from here (shutdown grace ran out): not the node's failure.
         skeid.finishRequest(node.id, { aborted: true });
@@ -646,16 +648,7 @@ export class Exchange implements RelayOwner, Linked<Exchange> {
   #record(
     status: number,
     ok: boolean,
-    extra: {
-      response?: unknown;
-      usage?: unknown;
-      toolCalls?: unknown[];
-      errorType?: string;
-      errorMessage?: string;
-      contentBytes?: number;
-      ttftMs?: number;
-      durationMs?: number;
-    },
+    extra: UsageOutcome & { durationMs?: number },
   ): void {
     const node = this.#node;
     if (!node) return;
@@ -685,7 +678,7 @@ export class Exchange implements RelayOwner, Linked<Exchange> {
     } catch (err) {
       this.ctx.logger.error("usage_lost", {
         request_id: this.requestId,
-        error: err instanceof Error ? err.message : String(err),
+        error: errorMessage(err),
       });
     }
   }
@@ -816,13 +809,7 @@ async function readLimited(
     }
     parts.push(value);
   }
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.byteLength;
-  }
-  return out;
+  return concatBytes(parts, total);
 }
 
 /** Whether an upstream URL is plain `http:` (the HTTP/1.1 client's). */

@@ -16,8 +16,9 @@
  *
  * @module
  */
+import { errorMessage } from "../error_message.ts";
 import type { AnswerTimings, JsonObject, StreamTranslator } from "../faces/face.ts";
-import type { StreamState } from "../faces/stream_state.ts";
+import { StreamAccounting, type StreamState } from "../faces/stream_state.ts";
 import { type SseFrame, SseParser } from "./sse.ts";
 import {
   type Abortable,
@@ -112,7 +113,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       this.#accounting = opts.translator;
     } else {
       if (!opts.state) throw new Error(`relay mode '${opts.mode}' needs a stream state`);
-      this.#accounting = new StateAccounting(opts.state);
+      this.#accounting = new StreamAccounting(opts.state);
     }
     this.lastActivity = opts.now();
     opts.idle?.add(this);
@@ -288,20 +289,6 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   }
 }
 
-/** StreamState seen through the translator's accounting getters. */
-class StateAccounting implements Accounting {
-  constructor(readonly state: StreamState) {}
-  get contentBytes(): number {
-    return this.state.contentBytes;
-  }
-  get usage(): JsonObject | undefined {
-    return this.state.usage;
-  }
-  get toolCalls(): JsonObject[] {
-    return this.state.toolCalls;
-  }
-}
-
 /** Whether the chunk's last byte is LF or CR (so it cannot end inside a UTF-8 sequence). */
 function endsWithNewline(chunk: Uint8Array): boolean {
   const last = chunk[chunk.byteLength - 1];
@@ -309,7 +296,7 @@ function endsWithNewline(chunk: Uint8Array): boolean {
 }
 
 function describe(err: unknown): string {
-  const msg = err instanceof Error ? err.message : String(err);
+  const msg = errorMessage(err);
   if (/reading a body|connection/i.test(msg)) return "connection closed mid-stream";
   return msg.split("\n")[0].slice(0, 200);
 }

@@ -4,6 +4,8 @@
  *
  * @module
  */
+import { concatBytes } from "../bytes.ts";
+import { errorMessage } from "../error_message.ts";
 import type { Node } from "../core/types.ts";
 import { CAPACITY_HEADER_NAMES } from "../core/ratelimit.ts";
 import type { BodySource, Http1Abort, Http1Answer, Http1Client } from "./http1.ts";
@@ -193,6 +195,12 @@ export interface Abortable {
 
 const CAPACITY_HEADERS: ReadonlySet<string> = new Set(CAPACITY_HEADER_NAMES);
 
+/** Whether header pairs (lower-case names) carry one the passive capacity probe reads. */
+function hasCapacityHeader(pairs: readonly (readonly [string, string])[]): boolean {
+  for (const [n] of pairs) if (CAPACITY_HEADERS.has(n)) return true;
+  return false;
+}
+
 /** An upstream answer as the proxy reads it, whichever client fetched it. */
 export interface UpstreamAnswer {
   readonly status: number;
@@ -239,8 +247,7 @@ class Http1UpstreamAnswer implements UpstreamAnswer {
   }
 
   get hasCapacityHeaders(): boolean {
-    for (const [n] of this.#answer.headers) if (CAPACITY_HEADERS.has(n)) return true;
-    return false;
+    return hasCapacityHeader(this.#answer.headers);
   }
 
   headers(): Headers {
@@ -274,13 +281,7 @@ class Http1UpstreamAnswer implements UpstreamAnswer {
       parts.push(piece);
       total += piece.byteLength;
     }
-    const out = new Uint8Array(total);
-    let at = 0;
-    for (const p of parts) {
-      out.set(p, at);
-      at += p.byteLength;
-    }
-    return out;
+    return concatBytes(parts, total);
   }
 
   source(): ChunkSource {
@@ -327,8 +328,7 @@ class FetchUpstreamAnswer implements UpstreamAnswer {
   }
 
   get hasCapacityHeaders(): boolean {
-    for (const [n] of this.pairs()) if (CAPACITY_HEADERS.has(n)) return true;
-    return false;
+    return hasCapacityHeader(this.pairs());
   }
 
   headers(): Headers {
@@ -531,7 +531,7 @@ export async function fetchUpstream(opts: FetchUpstreamOptions): Promise<Upstrea
 
 /** A short, key-free reason for a failed fetch (`connection refused`, ...). */
 export function describeFetchError(err: unknown): string {
-  const msg = err instanceof Error ? err.message : String(err);
+  const msg = errorMessage(err);
   if (/connection refused|ECONNREFUSED/i.test(msg)) return "connection refused";
   if (/reset|ECONNRESET/i.test(msg)) return "connection reset";
   if (/dns|lookup|name or service/i.test(msg)) return "name resolution failed";

@@ -28,8 +28,23 @@ export class SecondStamp {
   }
 }
 
+/** What a request's outcome adds to its usage event: each part only when it is known. */
+export interface UsageOutcome {
+  /** A whole upstream JSON answer (non-streamed) to read usage from. */
+  response?: unknown;
+  /** The last usage object of a stream. */
+  usage?: unknown;
+  /** Tool calls of the answer (OpenAI `{function:{name}}` entries). */
+  toolCalls?: unknown[];
+  errorType?: string;
+  errorMessage?: string;
+  /** Streams only. */
+  contentBytes?: number;
+  ttftMs?: number;
+}
+
 /** What the proxy knows about a finished request. */
-export interface UsageFacts {
+export interface UsageFacts extends UsageOutcome {
   /** `created_at`, UTC `YYYY-MM-DDTHH:MM:SSZ` (default: now). */
   createdAt?: string;
   requestId: string;
@@ -44,17 +59,6 @@ export interface UsageFacts {
   ok: boolean;
   durationMs: number;
   attempts: number;
-  /** A whole upstream JSON answer (non-streamed) to read usage from. */
-  response?: unknown;
-  /** The last usage object of a stream. */
-  usage?: unknown;
-  /** Tool calls of the answer (OpenAI `{function:{name}}` entries). */
-  toolCalls?: unknown[];
-  errorType?: string;
-  errorMessage?: string;
-  /** Streams only. */
-  contentBytes?: number;
-  ttftMs?: number;
 }
 
 /** Builds the usage event of a forwarded request (token counts read and priced by the core). */

@@ -10,6 +10,7 @@ import { type RunningServer, startServer } from "../../src/cli/serve.ts";
 import type { Gateway } from "../../src/gateway.ts";
 import { memoryLogger } from "../../src/log.ts";
 import type { UsageEvent } from "../../src/usage/types.ts";
+import { until as pollUntil } from "../_helpers/poll.ts";
 
 /** Usage events as the ledger hands them to its sink, with a way to wait for N of them. */
 export class EventSink {
@@ -144,17 +145,16 @@ export function assertIdle(gw: Gateway): void {
   strictEqual(gw.waiters.size, 0, "waiting requests");
 }
 
-/** Polls `cond` every few ms until it holds (bounded by `timeoutMs`). */
-export async function until(
+/**
+ * Polls `cond` every 5 ms until it holds (bounded by `timeoutMs`): the shared `until` with this
+ * suite's argument order.
+ */
+export function until(
   cond: () => boolean,
   timeoutMs = 3000,
   what = "condition",
 ): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
+  return pollUntil(cond, what, timeoutMs, 5);
 }
 
 /**

@@ -15,9 +15,11 @@ import { type RunningServer, startServer } from "../../src/cli/serve.ts";
 import type { Gateway } from "../../src/gateway.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { run as usageCli } from "../../src/cli/usage.ts";
-import { pgAdminDsn, pgUnavailable } from "../usage/helpers.ts";
+import { pgAdminDsn, pgUnavailable } from "../_helpers/pg.ts";
+import { until } from "../_helpers/poll.ts";
+import { runCli } from "../_helpers/cli.ts";
 
-export { freshPgDatabase } from "../usage/helpers.ts";
+export { freshPgDatabase } from "../_helpers/pg.ts";
 
 /** The in-memory logger a test gateway writes to. */
 export type MemoryLogger = ReturnType<typeof memoryLogger>;
@@ -174,23 +176,16 @@ export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
 
 /**
  * Re-checks `cond` every `everyMs` until it holds; fails after `timeoutMs` naming `what` (a
- * function is asked at the time of failure, so it can report the last value seen).
+ * function is asked at the time of failure, so it can report the last value seen). The shared
+ * `until` with this suite's argument order and its slower default tick.
  */
-export async function pollUntil(
+export function pollUntil(
   cond: () => Promise<boolean> | boolean,
   timeoutMs: number,
   what: string | (() => string),
   everyMs = 20,
 ): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    if (await cond()) return;
-    if (Date.now() > end) {
-      const name = typeof what === "string" ? what : what();
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${name}`);
-    }
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
+  return until(cond, what, timeoutMs, everyMs);
 }
 
 /** Fails naming every error that escaped to the top level (with its stack). */
@@ -349,14 +344,8 @@ export async function usageCommand(
   args: string[],
   env: Record<string, string> = {},
 ): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const code = await usageCli(args, {
-    out: (t) => out.push(t),
-    err: (t) => err.push(t),
-    env: (name) => env[name],
-  });
-  return { code, out: out.join("\n"), err: err.join("\n") };
+  const r = await runCli(usageCli, args, env);
+  return { code: r.code, out: r.out.join("\n"), err: r.err.join("\n") };
 }
 
 // ---- PostgreSQL -----------------------------------------------------------------------------

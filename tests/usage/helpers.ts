@@ -16,9 +16,6 @@ import type {
 } from "../../src/usage/types.ts";
 import { assertEquals } from "../_assert.ts";
 
-// tests/ledger imports these from here.
-export { freshPgDatabase, pgAdminDsn, pgUnavailable } from "../_helpers/pg.ts";
-
 /** A usage event with test defaults (served model `m`, customer key id `k_a`, status 200). */
 export function event(fields: UsageEventFields = {}): UsageEvent {
   return buildUsageEvent({
