@@ -1,7 +1,7 @@
 import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { startFakeModel } from "../../src/fake/model.ts";
-import { assertIdle, chat, post, startGateway, until } from "./helpers.ts";
+import { type FakeModel, startFakeModel } from "../../src/fake/model.ts";
+import { assertIdle, chat, post, startGateway, type TestGateway, until } from "./helpers.ts";
 
 const keyId = (key: string) => "k_" + createHash("sha1").update(key).digest("hex");
 
@@ -50,11 +50,25 @@ function tiered(localUrl: string, cloudUrl: string, localWait = 0) {
   };
 }
 
-Deno.test("routing: alias serves from the first tier; event has served and requested model", async () => {
+/** A gateway over `tiered()` with a local and a cloud fake model; everything closed after `fn`. */
+async function withTiers(
+  localWait: number,
+  fn: (g: { t: TestGateway; local: FakeModel; cloud: FakeModel }) => Promise<void>,
+): Promise<void> {
   const local = startFakeModel();
   const cloud = startFakeModel();
-  const t = await startGateway(tiered(local.url, cloud.url));
+  const t = await startGateway(tiered(local.url, cloud.url, localWait));
   try {
+    await fn({ t, local, cloud });
+  } finally {
+    await t.stop();
+    await local.close();
+    await cloud.close();
+  }
+}
+
+Deno.test("routing: alias serves from the first tier; event has served and requested model", async () => {
+  await withTiers(0, async ({ t, local }) => {
     const r = await post(`${t.base}/v1/chat/completions`, chat("house"));
     strictEqual(r.status, 200);
     strictEqual(r.headers.get("x-skeid-node"), "local-1");
@@ -63,18 +77,11 @@ Deno.test("routing: alias serves from the first tier; event has served and reque
     strictEqual(e.model, "qwen");
     strictEqual(e.requested_model, "house");
     assertIdle(t.gw);
-  } finally {
-    await t.stop();
-    await local.close();
-    await cloud.close();
-  }
+  });
 });
 
 Deno.test("routing: first tier saturated with wait 0 → next tier at once", async () => {
-  const local = startFakeModel();
-  const cloud = startFakeModel();
-  const t = await startGateway(tiered(local.url, cloud.url, 0));
-  try {
+  await withTiers(0, async ({ t, cloud }) => {
     ok(t.gw.skeid.startRequest("local-1"), "the test holds local-1's only slot");
     const started = Date.now();
     const r = await post(`${t.base}/v1/chat/completions`, chat("house"));
@@ -87,18 +94,11 @@ Deno.test("routing: first tier saturated with wait 0 → next tier at once", asy
     strictEqual(e.model, "llama");
     t.gw.skeid.finishRequest("local-1", { ok: true });
     assertIdle(t.gw);
-  } finally {
-    await t.stop();
-    await local.close();
-    await cloud.close();
-  }
+  });
 });
 
 Deno.test("routing: a slot freed while waiting admits the waiter (event-driven, same tier)", async () => {
-  const local = startFakeModel();
-  const cloud = startFakeModel();
-  const t = await startGateway(tiered(local.url, cloud.url, 5000));
-  try {
+  await withTiers(5000, async ({ t, cloud }) => {
     ok(t.gw.skeid.startRequest("local-1"));
     const pending = post(`${t.base}/v1/chat/completions`, chat("house"));
     await until(() => t.gw.waiters.size === 1, 3000, "the request to wait");
@@ -110,18 +110,11 @@ Deno.test("routing: a slot freed while waiting admits the waiter (event-driven, 
     ok(Date.now() - freedAt < 1000, "admitted on the release, not at the end of the wait");
     strictEqual(cloud.requests.length, 0);
     assertIdle(t.gw);
-  } finally {
-    await t.stop();
-    await local.close();
-    await cloud.close();
-  }
+  });
 });
 
 Deno.test("routing: a waiting tier falls through to the next after its wait", async () => {
-  const local = startFakeModel();
-  const cloud = startFakeModel();
-  const t = await startGateway(tiered(local.url, cloud.url, 250));
-  try {
+  await withTiers(250, async ({ t }) => {
     ok(t.gw.skeid.startRequest("local-1"));
     const started = Date.now();
     const r = await post(`${t.base}/v1/chat/completions`, chat("house"));
@@ -129,11 +122,7 @@ Deno.test("routing: a waiting tier falls through to the next after its wait", as
     ok(Date.now() - started >= 240, `waited ${Date.now() - started} ms`);
     t.gw.skeid.finishRequest("local-1", { ok: true });
     assertIdle(t.gw);
-  } finally {
-    await t.stop();
-    await local.close();
-    await cloud.close();
-  }
+  });
 });
 
 Deno.test("routing: a tier with no eligible node is skipped at once despite its wait", async () => {
