@@ -160,6 +160,9 @@ export async function run(args: string[]): Promise<number> {
     );
   }
   for (const w of gw.skeid.workerShareWarnings()) console.log(`skeid: warning: ${w}`);
+  if (!gw.ledger.warnIfUnconfigured()) {
+    console.log("skeid: warning: no usage_store configured: usage events are not recorded");
+  }
   for (const w of gw.config.warnings()) console.log(`skeid: warning: ${formatIssue(w)}`);
 
   const grace = Number(Deno.env.get("SKEID_SHUTDOWN_GRACE_MS") ?? "10000");

@@ -145,6 +145,22 @@ export class UsageLedger implements UsageRecorder {
     return this.#callbackStore ?? this.#store;
   }
 
+  /**
+   * Warns, once per ledger, that no store is configured and usage events are dropped. `serve`
+   * calls it at start; a dropped event calls it too, so the warning is said exactly once.
+   * Answers whether a store is configured.
+   */
+  warnIfUnconfigured(): boolean {
+    if (this.#sink) return true;
+    if (!this.#warnedUnconfigured) {
+      this.#warnedUnconfigured = true;
+      this.#log.warn("usage_store_not_configured", {
+        error: `${NOT_CONFIGURED}: usage events are dropped`,
+      });
+    }
+    return false;
+  }
+
   /** Hands one event to the ledger. Synchronous; never throws, never waits for a write. */
   record(event: UsageEvent): void {
     try {
@@ -154,12 +170,7 @@ export class UsageLedger implements UsageRecorder {
         return;
       }
       if (!this.#sink) {
-        if (!this.#warnedUnconfigured) {
-          this.#warnedUnconfigured = true;
-          this.#log.warn("usage_store_not_configured", {
-            error: `${NOT_CONFIGURED}: usage events are dropped`,
-          });
-        }
+        this.warnIfUnconfigured();
         return;
       }
       if (this.#mode === "direct" && this.#queue.length < this.#maxQueue) {

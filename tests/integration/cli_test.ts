@@ -62,7 +62,7 @@ Deno.test("cli: serve prints address, config and worker-share warnings; SIGINT e
   let text = "";
   try {
     const end = Date.now() + 30_000;
-    while (!/warning: .*gpu-1/.test(text) && Date.now() < end) {
+    while (!/no usage_store configured/.test(text) && Date.now() < end) {
       const { value, done } = await reader.read();
       if (done) break;
       text += value;
@@ -70,12 +70,27 @@ Deno.test("cli: serve prints address, config and worker-share warnings; SIGINT e
     match(text, /listening on http:\/\/127\.0\.0\.1:\d+/);
     match(text, new RegExp(`config ${dir}/ok\\.yaml`));
     match(text, /warning: .*gpu-1.*fewer workers or raise max_conns/);
-    const health = await fetch(`${text.match(/http:\/\/127\.0\.0\.1:\d+/)![0]}/health`);
+    match(text, /warning: no usage_store configured: usage events are not recorded/);
+    const base = text.match(/http:\/\/127\.0\.0\.1:\d+/)![0];
+    const health = await fetch(`${base}/health`);
     strictEqual(health.status, 200);
     await health.body?.cancel();
+    // A forwarded request (its node refuses: 502) makes a usage event the ledger must drop.
+    const forwarded = await fetch(`${base}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ model: "m", messages: [] }),
+    });
+    strictEqual(forwarded.status, 502);
+    await forwarded.body?.cancel();
     proc.kill("SIGINT");
     const status = await proc.status;
     strictEqual(status.code, 0);
+    const logged = await stderr;
+    strictEqual(
+      (logged.match(/usage_store_not_configured/g) ?? []).length,
+      1,
+      "one warning at start, none again for the dropped event",
+    );
     ok(true);
   } finally {
     try {
