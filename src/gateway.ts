@@ -236,6 +236,7 @@ export class Gateway implements ProxyContext {
       reload: () => config.reload(),
       usageReport: (filters: ReportFilters): Promise<UsageReport> => this.ledger.report(filters),
       metrics: this.metrics,
+      probes: () => this.probes.status(),
       logger: this.logger,
     };
   }

@@ -36,6 +36,8 @@ export interface AdminDeps {
   usageReport(filters: ReportFilters): Promise<UsageReport>;
   /** Volatile process counters for `/skeid/metrics`. */
   metrics: GatewayMetrics;
+  /** The capacity probes' states (`GET /skeid/metrics/nodes`), when probes run. */
+  probes?: () => readonly unknown[];
   logger: Logger;
 }
 
@@ -154,7 +156,11 @@ export function adminRoutes(deps: AdminDeps): Hono {
 
   app.get(
     "/skeid/metrics/nodes",
-    () => json({ metrics: skeid.nodeMetrics().map(nodeMetricsToWire) }),
+    () =>
+      json({
+        metrics: skeid.nodeMetrics().map(nodeMetricsToWire),
+        probes: deps.probes?.() ?? [],
+      }),
   );
 
   app.get("/skeid/metrics", () =>
