@@ -31,9 +31,11 @@ Deno.test("admin: GET /skeid/metrics/nodes lists each probe's state beside the n
     assertEquals(probes.map((p) => [p.node_id, p.probe, p.state]), [["gpu-1", "prometheus", "ok"]]);
     const gpu1 = (body.metrics as { node_id: string; capacity?: unknown }[])
       .find((m) => m.node_id === "gpu-1");
+    const cap = gpu1?.capacity as { used: number; limit: number; source: string };
     assertEquals(
-      gpu1?.capacity as { used: number; limit: number; source: string },
-      { ...(gpu1?.capacity as object), used: 4, limit: 8, source: "prometheus" },
+      [cap.used, cap.limit, cap.source],
+      [4, 8, "prometheus"],
+      "running 3 + waiting 1 of 8",
     );
   } finally {
     await t.stop();
