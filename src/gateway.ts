@@ -72,8 +72,14 @@ export interface GatewayOptions {
 
 /** The `/health` answer. */
 export interface HealthBody {
+  /** Always `ok` while the process answers: a failed reload does not make it unhealthy. */
   status: "ok";
+  /** Always `skeid`: the answer comes from a Skeid gateway. */
   proxy: "skeid";
+  /**
+   * The reload status: whether the last load/reload succeeded, when the last one failed (ISO time,
+   * UTC) and how many failed; the error message is left out.
+   */
   config: { ok: boolean; failed_at: string | null; failures: number };
 }
 
@@ -88,22 +94,36 @@ function positiveInt(raw: string | undefined, dflt: number): number {
 
 /** A running gateway's state (the HTTP app is built over it by `buildApp`). */
 export class Gateway implements ProxyContext {
+  /** The core: inventory, routing, admission, capacity readings, pricing. */
   readonly skeid: Skeid;
+  /** Loads and reloads the config file (all or nothing) and keeps the reload status. */
   readonly config: ConfigManager;
+  /** The usage store with its write-behind queue, retries and spill file. */
   readonly ledger: UsageLedger;
+  /** The ledger again, as the proxy's `UsageRecorder`. */
   readonly recorder: UsageLedger;
+  /** Volatile counters for `/skeid/metrics`; never billed. */
   readonly metrics: GatewayMetrics & ProxyMetrics;
+  /** The gateway's logger (level from `SKEID_LOG_LEVEL` unless one is given). */
   readonly logger: Logger;
   readonly logRequests: boolean;
+  /**
+   * The core's function table (`POST /skeid/call/:function`), with hooks into the config and the
+   * ledger.
+   */
   readonly functions: FunctionTable;
   /** Capacity probes (prometheus, registry, custom) of the nodes that ask for one. */
   readonly probes: CapacityProbes;
   /** Resolves nodes' `api_key_ref` (OpenBao), when one is configured. */
   keyBroker: KeyBroker | undefined;
   readonly #fatal = Promise.withResolvers<string>();
+  /** Requests waiting, first come first served, for a tier's capacity. */
   readonly waiters: WaiterQueue;
+  /** Customer key → customer key id cache. */
   readonly keyIds: KeyIdCache;
+  /** The one deadline watch over upstream header waits, body inactivity and stream keepalives. */
   readonly idle: IdleWatch;
+  /** The environment as the gateway sees it (injected in tests); upstream keys are read from it. */
   readonly env: (name: string) => string | undefined;
   readonly upstreamTimeoutMs: number;
   readonly keepaliveMs: number;
@@ -118,6 +138,10 @@ export class Gateway implements ProxyContext {
   readonly #keyWarned = new Set<string>();
   #closed = false;
 
+  /**
+   * Builds the gateway and starts its capacity probes; the config is not loaded (use
+   * `Gateway.open`).
+   */
   constructor(opts: GatewayOptions = {}) {
     const env = opts.env ?? ((name: string) => Deno.env.get(name));
     this.env = env;

@@ -12,9 +12,13 @@ const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 4
 
 /** A structured logger. `event` is a short stable name (`usage_lost`, `config_reloaded`). */
 export interface Logger {
+  /** Diagnostic detail (e.g. `usage_store_retry_failed`); dropped unless the level is `debug`. */
   debug(event: string, fields?: Record<string, unknown>): void;
+  /** Normal events of note (e.g. `usage_store_configured`, `admin_node_added`). */
   info(event: string, fields?: Record<string, unknown>): void;
+  /** Something is wrong but Skeid carries on (e.g. `usage_queue_full`, `config_file_missing`). */
   warn(event: string, fields?: Record<string, unknown>): void;
+  /** A failure an operator must act on (e.g. `usage_lost`, `config_reload_failed`). */
   error(event: string, fields?: Record<string, unknown>): void;
 }
 

@@ -38,6 +38,7 @@ export interface AdminDeps {
   metrics: GatewayMetrics;
   /** The capacity probes' states (`GET /skeid/metrics/nodes`), when probes run. */
   probes?: () => readonly unknown[];
+  /** Where admin actions and failures are logged (never the admin key). */
   logger: Logger;
 }
 

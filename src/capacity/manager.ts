@@ -23,6 +23,7 @@ import { ProbeRunner, type ProbeTimers, realTimers } from "./runner.ts";
 export interface CapacityProbeDeps {
   /** The core whose nodes are probed and which gets the readings. */
   skeid: Skeid;
+  /** Where probe starts and stops are logged (URLs without user info or query; no secret). */
   logger: Logger;
   /** Environment (registry secret and bearer variables); default `Deno.env.get`. */
   env?: (name: string) => string | undefined;
@@ -40,7 +41,9 @@ export interface CapacityProbeDeps {
 
 /** One node's probe as `status()` shows it. */
 export interface ProbeStatus {
+  /** The probed node's id. */
   node_id: string;
+  /** The probe kind: `prometheus`, `registry` or `custom`. */
   probe: string;
   /** Whether it runs (false: its block could not work; see `error`). */
   running: boolean;

@@ -82,7 +82,9 @@ export function loggableUrl(url: string): string {
 
 /** What a probe reports: a capacity reading without `source` and `interval_ms` (added for it). */
 export interface ProbeReading {
+  /** Occupancy; absent or null = not measured. */
   used?: number | null;
+  /** Ceiling; absent, null or 0 = does not constrain admission. */
   limit?: number | null;
   /** When the reading was taken, epoch ms; default now. */
   at?: number;
@@ -96,8 +98,13 @@ export interface ProbeReading {
 
 /** A probe answer read whole: status, headers and the exact body bytes. */
 export interface ProbeAnswer {
+  /** The HTTP status code. */
   status: number;
+  /** The response headers. */
   headers: Headers;
+  /**
+   * The whole body, as received (a signed registry snapshot is verified over these exact bytes).
+   */
   body: Uint8Array;
 }
 

@@ -67,7 +67,9 @@ function sumOf(values: ReadonlyMap<string, number>, names: readonly string[]): n
 
 /** Which metric names count as running and waiting. */
 export interface MetricNames {
+  /** Gauges of requests running; summed, they count toward `used`. */
   running: readonly string[];
+  /** Gauges of requests waiting in the node's queue; summed, they count toward `used` too. */
   waiting: readonly string[];
 }
 

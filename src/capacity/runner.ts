@@ -23,6 +23,7 @@ import {
 export interface ProbeTimers {
   /** Calls `fn` every `ms`; answers a handle for `clearInterval`. */
   setInterval(fn: () => void, ms: number): unknown;
+  /** Stops a timer `setInterval` answered. */
   clearInterval(handle: unknown): void;
 }
 
@@ -34,14 +35,21 @@ export const realTimers: ProbeTimers = {
 
 /** What a runner needs. */
 export interface ProbeRunnerOptions {
+  /** The core that gets the node's capacity readings. */
   skeid: Skeid;
   /** The node (a copy) as it is when the probe starts. */
   node: Node;
+  /** Where the probe's state changes are logged. */
   logger: Logger;
+  /** Environment (registry secret and bearer variables), read per poll, in memory only. */
   env: (name: string) => string | undefined;
+  /** Fetch for probe requests. */
   fetch: typeof fetch;
+  /** Timer functions for the poll period. */
   timers: ProbeTimers;
+  /** Bounds on a probe request: until headers, and in all. */
   timeouts: ProbeTimeouts;
+  /** Named factories for `probe: custom` with `class:`. */
   factories?: ProbeFactories;
   /** Told of every poll started, so the owner can wait for them at close. */
   track?(poll: Promise<void>): void;

@@ -30,6 +30,7 @@ export function parseListen(value: string): { hostname: string; port: number } {
 
 /** A running server: its address and how to stop it. */
 export interface RunningServer {
+  /** The gateway being served; `stop` closes it. */
   gateway: Gateway;
   /** The address it listens on (the real port when 0 was asked). */
   addr: Deno.NetAddr;
@@ -41,7 +42,9 @@ export interface RunningServer {
 
 /** Options of `startServer`. */
 export interface StartServerOptions extends GatewayOptions {
+  /** Interface to listen on (e.g. `127.0.0.1`, `0.0.0.0`). */
   hostname: string;
+  /** Port to listen on; 0 asks the OS for a free one (read the real one from `addr`). */
   port: number;
 }
 

@@ -23,6 +23,7 @@ export type AdminKeySource =
 export interface AdminKeyResolution {
   /** The admin key; `''` = admin API off. */
   key: string;
+  /** Where the admin key came from (for logs; never the key itself). */
   source: AdminKeySource;
 }
 

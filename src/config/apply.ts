@@ -38,6 +38,7 @@ export function initialApplyState(): ApplyState {
 
 /** What an apply changed, for the log. */
 export interface ApplyResult {
+  /** What earlier configs declared, to pass to the next apply. */
   state: ApplyState;
   /** Human-readable changes (`nodes replaced (3)`, `pricing emptied`, ...). */
   changes: string[];

@@ -48,6 +48,7 @@ export function formatIssue(issue: ConfigIssue): string {
 
 /** A config that does not load; `issues` lists every error found, in source order. */
 export class ConfigLoadError extends Error {
+  /** `source` (usually the file path) heads the message; `issues` become one line each. */
   constructor(readonly issues: ConfigIssue[], readonly source?: string) {
     super(ConfigLoadError.describe(issues, source));
     this.name = "ConfigLoadError";

@@ -91,7 +91,12 @@ export interface LoadedConfig {
   nodeSpecs?: NodeSpec[];
   /** The same nodes, normalized. */
   nodes?: Node[];
+  /** The aliases to install, by alias name; absent when the config has no `aliases` section. */
   aliases?: Map<string, Alias>;
+  /**
+   * The pricing rules to install, by served model (`'*'` = fallback); absent when the config has no
+   * `pricing` section.
+   */
   pricing?: Map<string, PricingRule>;
   /** Present when any of policies, default_policy, names, keys is. */
   policySet?: PolicySet;
@@ -105,6 +110,7 @@ export interface LoadedConfig {
   manifest?: ManifestSettings;
   /** Customer key id → canonical JSON of its manifest. */
   manifests: Map<string, string>;
+  /** The usage store section (`usage_store`, or the older `usage_db_path`), when present. */
   usageStore?: UsageStoreSection;
   /** Not errors, but worth saying (skipped entries, duplicate ids, ignored keys). */
   warnings: ConfigIssue[];
@@ -112,6 +118,7 @@ export interface LoadedConfig {
 
 /** The config file is not there (a distinct case: `skeid check` exits 2, a reload keeps going). */
 export class ConfigFileMissingError extends Error {
+  /** `path` is the config file that was not found. */
   constructor(readonly path: string) {
     super(`config file not found: ${path}`);
     this.name = "ConfigFileMissingError";
@@ -120,7 +127,9 @@ export class ConfigFileMissingError extends Error {
 
 /** Parsed YAML config text, not yet validated: enough to tell whether it changed. */
 export interface ParsedConfig {
+  /** The document as plain data (`undefined` for an empty document). */
   value: unknown;
+  /** The source line of the deepest part of a config path that exists, for error messages. */
   lineOf: (path: readonly PathSegment[]) => number | undefined;
   /** See {@link configDigest}. */
   digest: string;

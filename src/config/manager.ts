@@ -58,8 +58,11 @@ export interface ConfigHooks {
 
 /** What identifies a version of the file without reading it. */
 export interface FileStamp {
+  /** Last modification time, epoch ms (0 when the file system gives none). */
   mtimeMs: number;
+  /** File size, bytes; a change with the same mtime still counts as a new version. */
   size?: number;
+  /** Inode, when known; a file replaced by rename (atomic write) gets a new one. */
   ino?: number | null;
 }
 
@@ -67,6 +70,7 @@ export interface FileStamp {
 export interface ConfigFileSystem {
   /** The file's mtime in ms (with size and inode when known), or null when it does not exist. */
   stat(path: string): Promise<FileStamp | null>;
+  /** Reads the whole file as UTF-8 text. */
   readTextFile(path: string): Promise<string>;
 }
 
@@ -86,14 +90,17 @@ export const denoFileSystem: ConfigFileSystem = {
 
 /** Construction options of a ConfigManager. */
 export interface ConfigManagerOptions {
+  /** The core the config is applied to. */
   skeid: Skeid;
   /** The YAML config file; without one the manager applies an empty config. */
   path?: string;
   /** Environment; default `Deno.env.get`. */
   env?: (name: string) => string | undefined;
+  /** Where reloads, failures and warnings are logged. */
   logger: Logger;
   /** `--admin-api-key`: outranks the config. */
   explicitAdminKey?: string;
+  /** Callbacks into parts outside the core (usage store, gateway). */
   hooks?: ConfigHooks;
   /** Epoch-ms clock (back-off); default the core's clock. */
   now?: () => number;
@@ -168,6 +175,7 @@ export class ConfigManager {
   #timer?: ReturnType<typeof setInterval>;
   #debounce?: ReturnType<typeof setTimeout>;
 
+  /** Takes the options; reads nothing yet (see `load` and `watch`). */
   constructor(opts: ConfigManagerOptions) {
     this.#skeid = opts.skeid;
     this.#path = opts.path;

@@ -48,7 +48,11 @@ export interface ManifestSettings {
   publicUrl: string;
   /** The origin of publicUrl (the manifest's `issuer`). */
   issuer: string;
+  /** The manifest's `provider_id` (default `skeid`). */
   providerId: string;
+  /**
+   * The faces the manifest publishes endpoints for, in the order given (default all), each once.
+   */
   faces: FaceName[];
   /** Declared claims per requested model name. */
   capabilities: Map<string, Record<string, boolean>>;
@@ -56,7 +60,9 @@ export interface ManifestSettings {
 
 /** A problem, located below `manifest` (or wherever `segments` says for grants). */
 export interface ManifestProblem {
+  /** Where the problem is: config path segments below `manifest`. */
   segments: PathSegment[];
+  /** What is wrong there. */
   message: string;
 }
 
@@ -176,7 +182,9 @@ export function manifestGrants(
 
 /** What a customer key could reach: the inventory and aliases that will be in force. */
 export interface Reach {
+  /** Nodes that will be in force (only their model and tags matter here). */
   nodes: readonly Pick<Node, "model" | "tags">[];
+  /** Aliases that will be in force, by alias name. */
   aliases: ReadonlyMap<string, Alias>;
 }
 

@@ -19,6 +19,10 @@ export class RegistrySettings {
   /** Bearer accepted on the snapshot route besides the admin key, from `read_key_env`. */
   declare readonly readKey?: string;
 
+  /**
+   * `secret` and `readKey` are stored non-enumerable, so no spread, JSON dump or log line carries
+   * them.
+   */
   constructor(
     secret: string,
     readKey: string | undefined,
@@ -52,12 +56,15 @@ export class RegistrySettings {
 
 /** A problem of the registry block, located below `registry`. */
 export interface RegistryProblem {
+  /** Where the problem is: config path segments below `registry`. */
   segments: PathSegment[];
+  /** What is wrong there. */
   message: string;
 }
 
 /** Inputs that are not in the block itself. */
 export interface RegistryContext {
+  /** Environment lookup for `secret_env` and `read_key_env`, read at apply time. */
   env: (name: string) => string | undefined;
   /** Whether an admin API key is in force (it may read the snapshot). */
   hasAdminKey: boolean;

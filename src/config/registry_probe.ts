@@ -25,7 +25,9 @@ export const REGISTRY_PROBE_KEYS: readonly string[] = [
 
 /** A problem in a capacity block, located relative to the block. */
 export interface ProbeProblem {
+  /** Where the problem is: config path segments relative to the capacity block. */
   segments: PathSegment[];
+  /** What is wrong there. */
   message: string;
 }
 

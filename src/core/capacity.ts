@@ -30,6 +30,10 @@ export class CapacityTable {
   readonly #maxAgeMs: number;
   readonly #readings = new Map<string, CapacityReading>();
 
+  /**
+   * `now` is the core's epoch-ms clock; `maxAgeMs` below 0 or not finite counts as 0 (no age
+   * limit).
+   */
   constructor(opts: CapacityTableOptions) {
     this.#now = opts.now;
     this.#maxAgeMs = Math.max(0, finite(opts.maxAgeMs) ?? 0);

@@ -19,6 +19,7 @@ import { errorMessage } from "../error_message.ts";
 
 /** A function call that cannot be carried out; `status` is the HTTP status the admin API uses. */
 export class FunctionError extends Error {
+  /** `status` defaults to 400 (bad arguments). */
   constructor(message: string, readonly status = 400) {
     super(message);
     this.name = "FunctionError";
@@ -160,6 +161,7 @@ export class FunctionTable {
   readonly #hooks: FunctionHooks;
   readonly #handlers: Map<string, (a: ArgReader) => unknown>;
 
+  /** Binds the table to one core; functions whose hook is absent answer 501. */
   constructor(skeid: Skeid, hooks: FunctionHooks = {}) {
     this.#skeid = skeid;
     this.#hooks = hooks;

@@ -52,7 +52,9 @@ export type NodeSpec = Record<string, unknown>;
 
 /** A node as `pickNode` returns it: a copy with inflight and the route key added. */
 export interface PickedNode extends Node {
+  /** Requests this process has admitted to the node and not yet finished, at pick time. */
   inflight: number;
+  /** The route key (`model|engine|tags|-denytags`) whose round-robin cursor picked the node. */
   route_key: string;
 }
 
@@ -72,6 +74,10 @@ export interface Tier {
 
 /** An alias: a client-facing model name as an ordered plan of tiers. */
 export interface Alias {
+  /**
+   * The tiers in the order they are tried; deny tags come from the customer key's policy, not the
+   * alias.
+   */
   tiers: Omit<Tier, "deny_tags">[];
 }
 
@@ -90,28 +96,45 @@ export type PlanRefusal = "" | "model_not_permitted" | "all_tiers_denied";
 
 /** The answer of `routePlan`. */
 export interface RoutePlan {
+  /** Tiers to try in order (denied ones dropped), each with the deny tags; empty when refused. */
   tiers: Tier[];
+  /** False when the request is a refusal (403); `reason` says why. */
   permitted: boolean;
+  /** Why the plan is refused; `''` when permitted. */
   reason: PlanRefusal;
 }
 
 /** A node selection: what `pickNode` and `routeState` take. */
 export interface Selection {
+  /** Served model the nodes must carry (a node with model `''` matches any). */
   model: string;
+  /** Engine id the nodes must declare; absent or `''` = any engine. */
   engine?: string;
+  /** Tags a node must all carry. */
   tags?: readonly string[];
+  /** Tags a node must carry none of (the customer key's deny tags). */
   deny_tags?: readonly string[];
 }
 
 /** The answer of `routeState`. */
 export interface RouteState {
+  /** The selection's served model. */
   model: string;
+  /** The selection's engine id, normalized; `''` = any. */
   engine: string;
+  /** The selection's required tags, normalized. */
   tags: string[];
+  /** The selection's deny tags, normalized. */
   deny_tags: string[];
+  /** Nodes that pass eligibility for the selection, admitted or not. */
   eligible_count: number;
+  /** Eligible nodes that admission would take one more request on now. */
   available_count: number;
+  /** Whether any node is eligible; false means 503, not 429. */
   has_eligible: boolean;
+  /**
+   * Whether any eligible node would admit now; eligible but none available means wait, then 429.
+   */
   has_available: boolean;
 }
 
@@ -137,54 +160,83 @@ export interface CapacityReading {
 
 /** What `setCapacityReading` takes. */
 export interface CapacityReadingInput {
+  /** Occupancy; absent or non-finite = not measured (`null`). */
   used?: number | null;
+  /** Ceiling; absent, `null` or 0 = does not constrain admission. */
   limit?: number | null;
   /** Relative backoff, ms from now. */
   retry_after_ms?: number;
   /** Absolute backoff, epoch ms (used when retry_after_ms is absent). */
   retry_after?: number;
+  /** Which probe wrote it; default `custom`. Tighter-reading-wins compares across sources. */
   source?: string;
+  /** Which provider quota (`requests`, `tokens`) the reading is about; reports only. */
   quota?: string;
   /** Epoch ms; default now. */
   at?: number;
   /** Epoch ms. */
   expires_at?: number;
+  /** How often this source reports, ms; ignored unless above 0. */
   interval_ms?: number;
 }
 
 /** How a request ended, for `finishRequest`. `aborted` wins over `ok`. */
 export interface FinishOutcome {
+  /** The upstream answered successfully; false or absent (and not aborted) counts as an error. */
   ok?: boolean;
+  /** The client went away before the end; counted as aborted, never as a failure. */
   aborted?: boolean;
+  /** Wall time of the request, ms; added to the node's duration total when finite and above 0. */
   duration_ms?: number;
 }
 
 /** Volatile per-process counters of one node (`nodeMetrics`). */
 export interface NodeMetrics {
+  /** The node's id. */
   node_id: string;
+  /** Requests this process has admitted to the node and not yet finished. */
   inflight: number;
+  /** Admissions (`startRequest` calls that returned true) since the node was added. */
   started: number;
+  /** Finishes with `ok` and not aborted. */
   ok: number;
+  /** Finishes neither ok nor aborted (failures). */
   error: number;
+  /** Finishes where the client went away; `aborted` wins over `ok`. */
   aborted: number;
+  /** Sum of reported request durations, ms. */
   duration_ms_total: number;
+  /** The capacity reading in force for the node, if one is current. */
   capacity?: CapacityReading;
 }
 
 /** A pricing rule, USD per million tokens. */
 export interface PricingRule {
+  /** USD per million input tokens (uncached input when a cache rate is set). */
   input_per_million: number;
+  /** USD per million output tokens. */
   output_per_million: number;
+  /**
+   * USD per million cache-read tokens; absent = input rate when `cache_write_per_million` is set.
+   */
   cached_input_per_million?: number;
+  /**
+   * USD per million cache-write tokens; absent = input rate when `cached_input_per_million` is set.
+   */
   cache_write_per_million?: number;
 }
 
 /** Token counts read off an upstream answer; `null` = not reported. */
 export interface Usage {
+  /** Prompt tokens, as the upstream counts them (see `input_includes_cache`). */
   input_tokens: number | null;
+  /** Completion tokens. */
   output_tokens: number | null;
+  /** Total as reported; pricing does not read it. */
   total_tokens: number | null;
+  /** Input tokens read from a prompt cache. */
   cached_tokens: number | null;
+  /** Input tokens written to a prompt cache. */
   cache_write_tokens: number | null;
   /** Whether input_tokens already includes the cache tokens (OpenAI) or not (Anthropic). */
   input_includes_cache: boolean;
@@ -192,27 +244,41 @@ export interface Usage {
 
 /** A priced cost (estimate_cost's answer). */
 export interface Cost {
+  /** USD for the input tokens (uncached ones when the rule has a cache rate). */
   input_cost_usd: number;
+  /** USD for the output tokens. */
   output_cost_usd: number;
+  /** USD for cache-read tokens; 0 when the rule has no cache rate. */
   cache_read_cost_usd: number;
+  /** USD for cache-write tokens; 0 when the rule has no cache rate. */
   cache_write_cost_usd: number;
+  /** Sum of the four costs, USD. */
   total_cost_usd: number;
+  /** Always `USD`. */
   currency: "USD";
 }
 
 /** What a usage event is built from (normalize_metrics' answer): its counts and costs. */
 export interface NormalizedMetrics extends TokenCounts, CostAmounts {
+  /** Who produced the event (the proxy writes `skeid`); `''` when not given. */
   provider: string;
+  /** Engine id of the node that served the request; `''` when not given. */
   engine: string;
+  /** The served model the counts were priced with. */
   model: string;
+  /** The endpoint the request went to; `''` when not given. */
   route: string;
+  /** Wall time of the request, ms; 0 when not given. */
   duration_ms: number;
+  /** Names of the tool calls in the answer, in order. */
   tool_names: string[];
+  /** Always `USD`. */
   currency: "USD";
 }
 
 /** A model a client can name (`listModels`). */
 export interface ListedModel {
+  /** The name a client puts in `model`: a node model or an alias. */
   model: string;
   /** First node's engine for a node model, `''` for an alias. */
   engine: string;
@@ -220,10 +286,13 @@ export interface ListedModel {
 
 /** The state of config reloads (`reloadStatus`). */
 export interface ReloadStatus {
+  /** False while the last reload failed; the previous config stays in force. */
   ok: boolean;
+  /** The last failure's message, else null. */
   error: string | null;
   /** ISO-8601 UTC of the last failure in the current run of failures, else null. */
   failed_at: string | null;
+  /** Failed reloads in a row; back to 0 after a successful one. */
   failures: number;
 }
 

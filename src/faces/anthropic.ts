@@ -63,6 +63,7 @@ export class AnthropicFace implements Face {
   readonly name = "anthropic" as const;
   readonly #now: () => number;
 
+  /** Uses `options.now` (epoch ms, default `Date.now`) for fallback message ids. */
   constructor(options: FaceOptions = {}) {
     this.#now = options.now ?? Date.now;
   }

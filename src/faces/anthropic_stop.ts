@@ -7,7 +7,12 @@ import type { JsonObject } from "./face.ts";
 
 /** The Anthropic stop fields. */
 export interface AnthropicStop {
+  /** `end_turn`, `max_tokens`, `stop_sequence`, `tool_use` or `refusal`. */
   stop_reason: string;
+  /**
+   * The request's stop sequence that ended the answer; null unless `stop_reason` is
+   * `stop_sequence`.
+   */
   stop_sequence: string | null;
 }
 

@@ -29,6 +29,13 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
   #started = false;
   #closed = false;
 
+  /**
+   * A translator that has sent nothing yet; `message_start` goes out with the first chunk.
+   *
+   * @param requestedModel the model named in `message_start` (the client's, not the served model)
+   * @param context the face's request context (`stop_sequences`) for the stop reason
+   * @param now epoch-ms clock for the message id when the upstream sends none
+   */
   constructor(
     readonly requestedModel: string,
     readonly context: JsonObject | undefined,

@@ -84,7 +84,12 @@ const KEY_LIKE = String.raw`\b(?:Bearer\s+\S+|(?:sk|gsk|pk|rk|xai)[-_][A-Za-z0-9
 
 /** What an upstream error answer says: its message (secrets cut) and its type, when it names them. */
 export interface UpstreamErrorInfo {
+  /**
+   * The upstream's error message with key-shaped words replaced by `[redacted]`, or `Upstream
+   * error: <reason phrase>`.
+   */
   message: string;
+  /** The upstream's error type, when its body named one. */
   type?: string;
 }
 

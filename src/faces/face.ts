@@ -15,6 +15,13 @@ export type JsonObject = Record<string, unknown>;
 
 /** A request the face refuses before routing (bad shape, unsupported content). */
 export class FaceError extends Error {
+  /**
+   * A refusal of the client's body, answered in the face's error shape.
+   *
+   * @param status the HTTP status the client gets (400, 413, ...)
+   * @param message what was wrong with the body, naming the field
+   * @param type the error type in the face's error body
+   */
   constructor(readonly status: number, message: string, readonly type = "invalid_request_error") {
     super(message);
     this.name = "FaceError";
@@ -74,6 +81,7 @@ export interface StreamTranslator {
 
 /** A client API format. */
 export interface Face {
+  /** Which client API format this is (the usage event's `api_format`). */
   readonly name: FaceName;
   /** Client body → upstream request. Throws FaceError for a body the face cannot carry. */
   toUpstream(endpoint: string, body: JsonObject): UpstreamRequest;

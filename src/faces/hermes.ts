@@ -10,13 +10,17 @@ import { argumentsObject, parseJsonObject, str } from "./json.ts";
 
 /** One tool call found in text. */
 export interface HermesCall {
+  /** The tool's name (required: a segment without one is left as text). */
   name: string;
+  /** The call's arguments (`arguments`, or `parameters`), as an object. */
   arguments: JsonObject;
 }
 
 /** The text with its tool-call segments removed (trimmed), and the calls in order. */
 export interface HermesExtraction {
+  /** The answer text without its `<tool_call>` segments, trimmed. */
   text: string;
+  /** The tool calls found, in the order they appear. */
   calls: HermesCall[];
 }
 

@@ -43,6 +43,7 @@ export class OllamaFace implements Face {
   readonly name = "ollama" as const;
   readonly #now: () => number;
 
+  /** Uses `options.now` (epoch ms, default `Date.now`) for `created_at` stamps. */
   constructor(options: FaceOptions = {}) {
     this.#now = options.now ?? Date.now;
   }

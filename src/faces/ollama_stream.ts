@@ -25,6 +25,14 @@ export class OllamaStreamTranslator extends StreamAccounting implements StreamTr
   #toolsSent = false;
   #closed = false;
 
+  /**
+   * A translator that has sent nothing yet.
+   *
+   * @param requestedModel the model named in the lines until the upstream names its own
+   * @param generate true for `/api/generate` lines (`response`), false for `/api/chat` ones
+   * (`message`)
+   * @param now epoch-ms clock for each line's `created_at`
+   */
   constructor(
     requestedModel: string,
     readonly generate: boolean,

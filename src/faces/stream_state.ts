@@ -17,7 +17,9 @@ export interface ToolCallState {
   readonly position: number;
   /** The upstream's `tool_calls[].index`. */
   readonly index: number;
+  /** The upstream's call id, or `<idPrefix><n>` when it sent none. */
   id: string;
+  /** The function name; '' until a fragment names it. */
   name: string;
   /** Argument JSON text so far (fragments concatenated verbatim). */
   arguments: string;
@@ -25,6 +27,7 @@ export interface ToolCallState {
 
 /** One tool-call piece of a chunk. */
 export interface ToolDelta {
+  /** The call this piece belongs to. */
   call: ToolCallState;
   /** This chunk is the call's first sighting. */
   opened: boolean;
@@ -36,6 +39,7 @@ export interface ToolDelta {
 export interface ChunkParts {
   /** `delta.content` (chat) or `text` (completions); '' when none. */
   text: string;
+  /** Tool-call pieces of the chunk, in the order they came. */
   tools: ToolDelta[];
   /** `finish_reason` when this chunk carries one. */
   finishReason?: string;
@@ -43,17 +47,28 @@ export interface ChunkParts {
 
 /** Accumulates an upstream stream; `idPrefix` names tool calls the upstream sent without id. */
 export class StreamState {
+  /** UTF-8 bytes of content text and tool-call argument fragments so far. */
   contentBytes = 0;
+  /** The last `usage` object a chunk carried (usually only the final one). */
   usage: JsonObject | undefined;
+  /** The last `finish_reason` seen. */
   finishReason: string | undefined;
   /** The stop string the upstream says matched (vLLM `stop_reason`, SGLang `matched_stop`). */
   matchedStop: string | undefined;
   /** The first non-empty upstream `id` and the last non-empty `model`. */
   upstreamId: string | undefined;
+  /** The last non-empty upstream `model` (the model as the node names it). */
   upstreamModel: string | undefined;
+  /** Tool calls in order of first appearance. */
   readonly calls: ToolCallState[] = [];
   readonly #byIndex = new Map<number, ToolCallState>();
 
+  /**
+   * An empty state, fed one parsed chunk at a time by `read`.
+   *
+   * @param idPrefix prefix of the ids made for tool calls the upstream sent without one
+   * (`toolu_skeid_`, `call_skeid_`)
+   */
   constructor(readonly idPrefix: string) {}
 
   /** Reads one chunk: remembers what it reports and returns its parts. */

@@ -39,9 +39,13 @@ export function readChatTokens(usage: unknown): ChatTokens {
 
 /** Anthropic's split: `input_tokens` excludes cache reads and writes, which are reported beside. */
 export interface AnthropicUsage {
+  /** Prompt tokens that were neither read from nor written to the cache. */
   input_tokens: number;
+  /** Completion tokens. */
   output_tokens: number;
+  /** Prompt tokens written to the cache; present only when the upstream reported them. */
   cache_creation_input_tokens?: number;
+  /** Prompt tokens read from the cache; present only when the upstream reported them. */
   cache_read_input_tokens?: number;
 }
 

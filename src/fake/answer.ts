@@ -78,6 +78,11 @@ export interface AnswerPlan {
 
 /** A request the fake model refuses (its `fake_*` fields are malformed). */
 export class FakeRequestError extends Error {
+  /**
+   * A refusal of a request's `fake_*` fields.
+   *
+   * @param message which `fake_*` field was malformed, and how
+   */
   constructor(message: string) {
     super(message);
     this.name = "FakeRequestError";

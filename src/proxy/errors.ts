@@ -32,6 +32,14 @@ export function errorResponse(
 
 /** A request the gateway refuses before routing or forwarding. */
 export class Refusal extends Error {
+  /**
+   * A refusal the client gets as the face's error body; `counted` avoids counting it twice.
+   *
+   * @param status the HTTP status the client gets
+   * @param type the error type in the face's error body (`invalid_request_error`,
+   * `permission_error`, ...)
+   * @param message what was wrong, shown to the client (never a secret)
+   */
   constructor(
     readonly status: number,
     readonly type: string,

@@ -42,23 +42,37 @@ import type { WaiterQueue } from "./wait.ts";
 
 /** The counters the proxy feeds (the admin plane's GatewayMetrics satisfies it). */
 export interface ProxyMetrics {
+  /** A request refused before forwarding with `status` (no usage event is written for it). */
   refusal(model: string, status: number, reason: string): void;
+  /** 503: no eligible node for the requested model at all. */
   noNode(model: string): void;
+  /** 429: eligible nodes existed but none was admitted within the waits. */
   saturation(model: string): void;
+  /** One upstream attempt on a node failed for `reason` (failed over, or ending the request). */
   attemptFailed(nodeId: string, reason: string): void;
+  /**
+   * A forwarded request ended on a node with `status` after `durationMs` (capacity wait included).
+   */
   requestDone(nodeId: string, status: number, durationMs: number): void;
 }
 
 /** Everything a request needs from the gateway that runs it. */
 export interface ProxyContext {
+  /** The core: routing, admission, inflight, pricing and the injected clock. */
   readonly skeid: Skeid;
+  /** Where the usage event of every forwarded request goes (the ledger). */
   readonly recorder: UsageRecorder;
+  /** The gateway's volatile counters (refusals, failed attempts, durations). */
   readonly metrics: ProxyMetrics;
+  /** The gateway's logger; never given a customer key or an upstream key. */
   readonly logger: Logger;
   /** Whether one debug line per request is wanted (checked before building it). */
   readonly logRequests: boolean;
+  /** The gateway's FIFO of requests waiting for a tier's capacity. */
   readonly waiters: WaiterQueue;
+  /** Customer key → customer key id, so the SHA-1 is not redone on every request. */
   readonly keyIds: KeyIdCache;
+  /** The one shared deadline watch over upstream header waits, body inactivity and keepalives. */
   readonly idle: IdleWatch;
   /** Bound on an upstream attempt's wait for headers, and on body inactivity, ms. */
   readonly upstreamTimeoutMs: number;
@@ -82,6 +96,7 @@ export interface ProxyContext {
   createdAt(ms: number): string;
   /** In-flight bookkeeping for a graceful drain. */
   exchangeStarted(ex: Exchange): void;
+  /** Pairs `exchangeStarted`: called exactly once, when the response (or its stream) has ended. */
   exchangeEnded(ex: Exchange): void;
 }
 
@@ -117,13 +132,24 @@ export class Exchange implements RelayOwner, Linked<Exchange> {
   linkPrev?: Exchange;
   linkNext?: Exchange;
   linkList?: object;
+  /** The gateway context this request runs in. */
   readonly ctx: ProxyContext;
+  /** The client API format the request came in; its answer goes out in the same one. */
   readonly face: Face;
+  /** The client-facing endpoint path the request was made on (the usage event's `endpoint`). */
   readonly endpoint: string;
+  /** The client's request. */
   readonly req: Request;
+  /** Epoch ms the request arrived (the core's clock); durations and ttft count from here. */
   readonly startedAt: number;
+  /**
+   * The client's `x-request-id` (1–200 chars) or a generated `req_<ms>_<n>`; sent back in the
+   * answer.
+   */
   readonly requestId: string;
+  /** The customer key id of the request, or `anonymous` when it presented no customer key. */
   apiKeyId = ANONYMOUS;
+  /** The requested model (the client's `model`); empty until the body was read. */
   requestedModel = "";
   #upstream: UpstreamRequest | undefined;
   #rawBody: Uint8Array<ArrayBuffer> | undefined;
@@ -132,6 +158,7 @@ export class Exchange implements RelayOwner, Linked<Exchange> {
   #bodyBytes: BodyInit | undefined;
   #stripUsage = false;
   #hops = 1;
+  /** Upstream attempts actually sent (a node skipped for a missing upstream key is not counted). */
   attempts = 0;
   #node: PickedNode | undefined;
   #servedModel = "";
@@ -139,6 +166,7 @@ export class Exchange implements RelayOwner, Linked<Exchange> {
   #controller: Abortable | undefined;
   #ended = false;
 
+  /** Stamps the start time and the request id; nothing else happens until `run()`. */
   constructor(ctx: ProxyContext, face: Face, endpoint: string, req: Request) {
     this.ctx = ctx;
     this.face = face;

@@ -309,6 +309,14 @@ export class BodySource implements UnderlyingDefaultSource<Uint8Array> {
   readonly #length: number;
   readonly #close: boolean;
 
+  /**
+   * A body source over the connection the head was read from; nothing is read until pulled.
+   *
+   * @param client the client the connection goes back to (or is discarded by) at the body's end
+   * @param c the connection the body is read from
+   * @param head the parsed response head: its framing (chunked, Content-Length, close)
+   * @param release called once when the body ended, broke or was cancelled
+   */
   constructor(
     readonly client: Http1Client,
     readonly c: Conn,
@@ -465,6 +473,7 @@ export class BodySource implements UnderlyingDefaultSource<Uint8Array> {
 
 /** An upstream answer as received: status, header lines, and the body. */
 export class Http1Answer {
+  /** Wraps a parsed response; the body is not read here. */
   constructor(
     /** The status code. */
     readonly status: number,
@@ -496,6 +505,10 @@ export class Http1Client {
   readonly #now: () => number;
   #closed = false;
 
+  /**
+   * Pool limits: `maxIdlePerHost` idle connections per origin (default 100), each kept at most
+   * `maxIdleMs` (default 30000 ms).
+   */
   constructor(opts: Http1ClientOptions = {}) {
     this.#maxIdle = Math.max(0, opts.maxIdlePerHost ?? 100);
     this.#maxIdleMs = opts.maxIdleMs ?? 30_000;

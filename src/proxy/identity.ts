@@ -57,6 +57,7 @@ export class KeyIdCache {
   /** The most recently used key: already last in the LRU order, so not moved again. */
   #last: string | undefined;
 
+  /** An empty cache deriving ids with `opts.derive`, holding at most `opts.capacity` keys. */
   constructor(opts: KeyIdCacheOptions) {
     this.#derive = opts.derive;
     this.#capacity = Math.max(1, opts.capacity ?? 4096);

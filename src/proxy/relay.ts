@@ -49,6 +49,7 @@ export interface RelayOutcome {
 
 /** Told once when the relay ends. */
 export interface RelayOwner {
+  /** Called exactly once, with how the stream ended, so the owner can record the usage event. */
   relayEnded(outcome: RelayOutcome): void;
 }
 
@@ -61,6 +62,10 @@ interface Accounting {
 
 /** Options of a StreamRelay. */
 export interface StreamRelayOptions {
+  /**
+   * `raw` passes bytes through, `strip` drops the usage-only frame the client did not ask for,
+   * `translate` rewrites to the face's format.
+   */
   mode: RelayMode;
   /** The upstream body: a stream, or the HTTP/1.1 client's body source read directly. */
   body: ReadableStream<Uint8Array> | ChunkSource;
@@ -70,9 +75,11 @@ export interface StreamRelayOptions {
   translator?: StreamTranslator;
   /** `raw` / `strip`: the accounting state chunks are read into. */
   state?: StreamState;
+  /** Told once when the relay ends (the Exchange). */
   owner: RelayOwner;
   /** Epoch-ms clock and the routing start, for ttft and timings. */
   now: () => number;
+  /** Epoch ms the request arrived; ttft counts from here. */
   startedAt: number;
   /** Body inactivity watch (SKEID_UPSTREAM_TIMEOUT); its sweep also drives the keepalive. */
   idle?: IdleWatch;
@@ -104,6 +111,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   #lastKeepalive = 0;
   #controller: ReadableStreamDefaultController<Uint8Array> | undefined;
 
+  /** Throws when `translate` has no translator, or `raw`/`strip` no stream state. */
   constructor(opts: StreamRelayOptions) {
     this.#opts = opts;
     this.#reader = opts.body instanceof ReadableStream ? streamSource(opts.body) : opts.body;

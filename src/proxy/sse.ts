@@ -70,6 +70,8 @@ export class SseParser {
   #frames = 0;
 
   /**
+   * An empty parser; text is pushed to it as it arrives.
+   *
    * @param sink called once per complete frame, in order
    * @param keepRaw whether frames carry their raw text (needed only to re-frame a stream)
    */

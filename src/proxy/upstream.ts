@@ -166,7 +166,9 @@ export function iteratedPairs(raw: readonly (readonly [string, string])[]): [str
 
 /** A source of body pieces: the next one (never empty), null at the end; throws when broken. */
 export interface ChunkSource {
+  /** The next piece of the body (never empty), or null at its end; throws when the body broke. */
   read(): Promise<Uint8Array | null>;
+  /** Stops reading and lets go of the body (client gone, idle timeout). */
   cancel(): void;
 }
 
@@ -190,6 +192,7 @@ export function streamSource(stream: ReadableStream<Uint8Array>): ChunkSource {
 
 /** Something that stops an upstream call (an AbortController, an Http1Abort). */
 export interface Abortable {
+  /** Stops the call (client gone, idle timeout or shutdown). */
   abort(): void;
 }
 
@@ -203,6 +206,7 @@ function hasCapacityHeader(pairs: readonly (readonly [string, string])[]): boole
 
 /** An upstream answer as the proxy reads it, whichever client fetched it. */
 export interface UpstreamAnswer {
+  /** The upstream's HTTP status code. */
   readonly status: number;
   /** A header's value as `Headers.get` answers it. */
   header(name: string): string | null;
@@ -372,10 +376,13 @@ export function answerOfResponse(res: Response): UpstreamAnswer {
 
 /** Options of `sendUpstream`. */
 export interface SendUpstreamOptions {
+  /** The HTTP/1.1 client (connection pool) that sends the call. */
   client: Http1Client;
   /** An `http:` URL. */
   url: string;
+  /** Request header pairs as sent upstream (the upstream key already in place). */
   headers: Iterable<readonly [string, string]>;
+  /** The upstream request's JSON body, encoded. */
   body: Uint8Array;
   /** Stops the call (shutdown) and, after the head, its body. */
   abort: Http1Abort;
@@ -436,6 +443,12 @@ export type TransportFailure = "connect" | "timeout" | "aborted" | "key_unavaila
 
 /** An attempt that got no HTTP answer. */
 export class UpstreamTransportError extends Error {
+  /**
+   * A failed attempt, for the proxy to fail over on.
+   *
+   * @param kind why the attempt got no HTTP answer
+   * @param message what went wrong, naming no secret
+   */
   constructor(readonly kind: TransportFailure, message: string) {
     super(message);
     this.name = "UpstreamTransportError";
@@ -444,14 +457,19 @@ export class UpstreamTransportError extends Error {
 
 /** One upstream fetch in flight: the response once headers arrived, and a way to stop it. */
 export interface UpstreamCall {
+  /** The upstream's response; its headers have arrived, its body may still be streaming. */
   response: Response;
+  /** Aborts the call, body included (client gone, idle timeout, shutdown). */
   controller: AbortController;
 }
 
 /** Options of `fetchUpstream`. */
 export interface FetchUpstreamOptions {
+  /** The upstream URL (the node's base `url` plus the path). */
   url: string;
+  /** Request headers as sent upstream (the upstream key already in place). */
   headers: HeadersInit;
+  /** The upstream request's JSON body. */
   body: BodyInit;
   /** Aborts the call (client gone, shutdown). */
   signal?: AbortSignal;
@@ -577,6 +595,13 @@ export class IdleWatch {
   readonly #watched = new LinkedList<Watched>();
   #timer: ReturnType<typeof setInterval> | undefined;
 
+  /**
+   * An empty watch; its sweep timer runs only while something is watched.
+   *
+   * @param timeoutMs how long a watched wait may stay silent before it is stopped, ms
+   * @param now the epoch-ms clock
+   * @param opts the shortest keepalive interval, which may shorten the sweep period
+   */
   constructor(timeoutMs: number, now: () => number = Date.now, opts: IdleWatchOptions = {}) {
     this.#timeoutMs = timeoutMs;
     this.#now = now;

@@ -36,10 +36,13 @@ export interface UsageOutcome {
   usage?: unknown;
   /** Tool calls of the answer (OpenAI `{function:{name}}` entries). */
   toolCalls?: unknown[];
+  /** Error type of a failed request (`error_type`); empty when it succeeded. */
   errorType?: string;
+  /** What went wrong (`error_message`), naming no secret; empty when it succeeded. */
   errorMessage?: string;
   /** Streams only. */
   contentBytes?: number;
+  /** Streams only: routing start → first content byte handed to the client, ms. */
   ttftMs?: number;
 }
 
@@ -47,17 +50,32 @@ export interface UsageOutcome {
 export interface UsageFacts extends UsageOutcome {
   /** `created_at`, UTC `YYYY-MM-DDTHH:MM:SSZ` (default: now). */
   createdAt?: string;
+  /** The request id (the client's `x-request-id` or a generated one). */
   requestId: string;
+  /** The face the client spoke: `openai`, `anthropic` or `ollama`. */
   apiFormat: string;
+  /** The client-facing endpoint path. */
   endpoint: string;
+  /** The customer key id, or `anonymous`. */
   apiKeyId: string;
   /** The node that served the last attempt. */
   node: Pick<Node, "id" | "url" | "engine">;
+  /** The served model (the tier's `model`, else the requested model): it is what gets priced. */
   servedModel: string;
+  /** The requested model (the client's `model`: an alias or a node model). */
   requestedModel: string;
+  /**
+   * The status recorded: the answer's, or 499 (client gone) / 502 (broken) for a stream that did
+   * not end.
+   */
   status: number;
+  /**
+   * Whether the request succeeded: status below 400 and, for a stream, neither aborted nor broken.
+   */
   ok: boolean;
+  /** Request arrival → end of the answer, ms (capacity wait included). */
   durationMs: number;
+  /** Upstream attempts sent (failovers included). */
   attempts: number;
 }
 

@@ -19,7 +19,9 @@ export interface Waiter {
 
 /** Timer functions (tests inject a manual clock). */
 export interface Timers {
+  /** Calls `fn` once after `ms` ms; returns a handle for `clear`. */
   set(fn: () => void, ms: number): unknown;
+  /** Cancels a timer `set` returned (no-op when it already ran). */
   clear(handle: unknown): void;
 }
 
@@ -70,6 +72,7 @@ export class WaiterQueue {
   #lastPoll = 0;
   #closed = false;
 
+  /** Subscribes to the core's capacity changes at once; `close()` unsubscribes. */
   constructor(opts: WaiterQueueOptions) {
     this.#opts = opts;
     this.#timers = opts.timers ?? defaultTimers;

@@ -14,31 +14,46 @@ import type { Waiter, WaiterQueue } from "./wait.ts";
 
 /** What the walk needs from the core (a `Skeid` satisfies it). */
 export interface WalkCore {
+  /** Whether any node is eligible for a selection, and whether any would be admitted now. */
   routeState(sel: Selection): RouteState;
+  /** The next node admission would take now, by weighted round-robin; does not admit. */
   pickNode(sel: Selection): PickedNode | undefined;
+  /** Admits one request on the node; false when another request took the slot in between. */
   startRequest(id: string): boolean;
+  /** The core's clock, epoch ms. */
   now(): number;
 }
 
 /** A node was admitted: the caller owns its slot and must finish it. */
 export interface WalkAdmitted {
+  /** `admitted`: a node took the request. */
   kind: "admitted";
+  /** The admitted node (its slot is taken: `finishRequest` must follow). */
   node: PickedNode;
+  /** The tier that admitted it; its `model` is the served model. */
   tier: Tier;
 }
 
 /** No node: the refusal the client gets (when no attempt was made before). */
 export interface WalkRefused {
+  /** `refused`: no node; the client gets `status`. */
   kind: "refused";
+  /**
+   * 403: only nodes the customer key's deny tags forbid would be eligible; 429: eligible but never
+   * admitted within the waits; 503: no eligible node.
+   */
   status: 403 | 429 | 503;
+  /** The error type in the face's error body. */
   type: "permission_error" | "rate_limit_error" | "model_not_found";
   /** Short reason for metrics and logs. */
   reason: "denied_by_tags" | "saturated" | "no_node";
+  /** What the client is told. */
   message: string;
 }
 
 /** The client went away while waiting: nothing was taken. */
 export interface WalkAborted {
+  /** `aborted`: the client's signal fired while waiting. */
   kind: "aborted";
 }
 
@@ -65,6 +80,14 @@ export class RouteWalk implements Waiter {
   #waitedMs = 0;
   #admitted: PickedNode | undefined;
 
+  /**
+   * A walk starting at the first tier; nothing is asked until `next()`.
+   *
+   * @param core the core the walk asks for route states, picks and admissions
+   * @param queue where the walk waits for a tier's capacity
+   * @param tiers the route plan's tiers, in order
+   * @param requestedModel the client's model, for refusal messages
+   */
   constructor(core: WalkCore, queue: WaiterQueue, tiers: readonly Tier[], requestedModel: string) {
     this.#core = core;
     this.#queue = queue;

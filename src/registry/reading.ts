@@ -12,7 +12,13 @@ import { normalizeTags } from "../core/tags.ts";
 
 /** The reading a snapshot maps to; both null = no ceiling (does not narrow admission). */
 export interface SnapshotReading {
+  /**
+   * Requests the selected downstream nodes are busy with: `limit` minus their summed free slots.
+   */
   used: number | null;
+  /**
+   * Requests the selected downstream nodes may take in all (summed max_conns or reading limits).
+   */
   limit: number | null;
 }
 

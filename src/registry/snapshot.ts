@@ -14,8 +14,11 @@ import { SCHEMA_VERSION, sign } from "./sign.ts";
 
 /** A node's current capacity reading as published. */
 export interface SnapshotCapacity {
+  /** Occupancy the node's current capacity reading reported; null when not measured. */
   used: number | null;
+  /** The reading's ceiling; null when it does not constrain admission. */
   limit: number | null;
+  /** Where the reading came from (`ratelimit`, `prometheus`, `registry`, `custom`, ...). */
   source: string;
   /** Absolute backoff end, epoch seconds; only when the reading carries one. */
   retry_after?: number;
@@ -23,8 +26,11 @@ export interface SnapshotCapacity {
 
 /** One node of a snapshot. */
 export interface SnapshotNode {
+  /** The node id, as the publishing Skeid names it. */
   id: string;
+  /** The node's tags (a fronting tier selects by them). */
   tags: string[];
+  /** Operator health state (`healthy`), never derived from errors. */
   healthy: boolean;
   /** This process's inflight. */
   inflight: number;
@@ -40,7 +46,9 @@ export interface SnapshotNode {
 
 /** A registry snapshot, schema version 1. */
 export interface RegistrySnapshot {
+  /** Schema version: always 1 (`SCHEMA_VERSION`) for what this code writes. */
   version: number;
+  /** The publishing Skeid's instance id (`SnapshotSettings.instanceId`). */
   instance: string;
   /** Epoch seconds, fractional. */
   generated_at: number;
@@ -96,7 +104,9 @@ export function buildSnapshot(skeid: Skeid, settings: SnapshotSettings): Registr
 
 /** A snapshot encoded and signed: the exact body bytes and their signature header value. */
 export interface SignedSnapshot {
+  /** The exact JSON body bytes that were signed and must be sent unchanged. */
   body: Uint8Array<ArrayBuffer>;
+  /** `sha256=<hex HMAC-SHA256>` of `body`, for the `X-Skeid-Registry-Signature` header. */
   signature: string;
 }
 

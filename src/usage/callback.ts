@@ -11,7 +11,11 @@ import { UsageWriteError } from "./write_error.ts";
 
 /** The custom sink: `store` takes each event; `report` answers usage reports. */
 export interface UsageCallbacks {
+  /**
+   * Takes one event; `{ok:false}` or a throw is a failed write, retried or spilled by the ledger.
+   */
   store?: (event: UsageEvent) => Promise<StoreResult> | StoreResult;
+  /** Answers a usage report for already-normalized filters; bypasses the store. */
   report?: (filters: ReportFilters) => Promise<UsageReport> | UsageReport;
 }
 

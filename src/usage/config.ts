@@ -22,9 +22,14 @@ interface CommonStoreConfig {
 
 /** A jsonlog store: one `.json` file per event (dir) or JSON lines in one file (file). */
 export interface JsonlogStoreConfig extends CommonStoreConfig {
+  /** Always `jsonlog`. */
   backend: "jsonlog";
   /** The directory (dir mode, no trailing `/`) or the file (file mode). */
   path: string;
+  /**
+   * `dir` (one file per event) or `file` (JSON lines); default `dir` when `path` ends in `/` or is
+   * a directory.
+   */
   mode: "dir" | "file";
   /** fsync every write. */
   fsync: boolean;
@@ -32,26 +37,37 @@ export interface JsonlogStoreConfig extends CommonStoreConfig {
 
 /** A SQLite store. */
 export interface SqliteStoreConfig extends CommonStoreConfig {
+  /** Always `sqlite`. */
   backend: "sqlite";
+  /** The SQLite database file. */
   path: string;
   /** SQL run instead of the shipped schema when auto-migrating. */
   schema_file?: string;
+  /** Create the table and add missing columns and indexes on prepare (default true). */
   auto_migrate: boolean;
 }
 
 /** A PostgreSQL store. The password never prints (see `SecretValue`). */
 export interface PostgresStoreConfig extends CommonStoreConfig {
+  /** Always `postgresql`. */
   backend: "postgresql";
   /** A `postgres://` URL without its password (that moved to `password`). */
   dsn?: string;
+  /** Server host (default `127.0.0.1`). */
   host: string;
+  /** Server port (default 5432). */
   port: number;
+  /** Database name (default `skeid`). */
   dbname: string;
+  /** Role to connect as; absent = the driver's default. */
   user?: string;
+  /** The database password, wrapped so it never prints. */
   password?: SecretValue;
   /** The variable the password was read from (kept for display and change detection). */
   password_env?: string;
+  /** SQL run instead of the shipped schema when auto-migrating. */
   schema_file?: string;
+  /** Create the table and add missing columns and indexes on prepare (default true). */
   auto_migrate: boolean;
   /** Connections in this process's pool. */
   pool_size: number;

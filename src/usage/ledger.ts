@@ -32,6 +32,7 @@ import { UsageWriteError } from "./write_error.ts";
 
 /** Options of a ledger. */
 export interface UsageLedgerOptions {
+  /** Where the ledger logs (`usage_lost`, store failures); never given a secret. */
   logger: Logger;
   /**
    * The spill file. Default: the store config's `spill_path` (next to a sqlite/jsonlog store,

@@ -7,8 +7,11 @@
 
 /** One column of `usage_events`. */
 export interface UsageColumn {
+  /** Column name. */
   name: string;
+  /** SQLite column type and constraints. */
   sqlite: string;
+  /** PostgreSQL column type and constraints. */
   postgresql: string;
 }
 

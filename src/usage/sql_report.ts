@@ -39,6 +39,7 @@ export type SqlQuery = (
 
 /** Which store a report comes from, as the report names it. */
 export interface ReportSource {
+  /** Which backend the report names. */
   backend: "sqlite" | "postgresql";
   /** The SQLite file; '' for PostgreSQL. */
   db_path: string;

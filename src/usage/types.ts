@@ -7,22 +7,31 @@
 
 /** The token counts a usage event bills; 0 where the upstream reported nothing. */
 export interface TokenCounts {
+  /** Prompt tokens as the upstream reported them. */
   input_tokens: number;
+  /** Completion tokens. */
   output_tokens: number;
+  /** The reported total, else input + output. */
   total_tokens: number;
   /** Prompt tokens read from a cache. */
   cached_tokens: number;
   /** Prompt tokens written to a cache. */
   cache_write_tokens: number;
+  /** Tool calls in the answer. */
   tool_calls: number;
 }
 
 /** What a usage event costs (USD, the served model's rule); the parts sum to the total. */
 export interface CostAmounts {
+  /** USD for the input tokens (the uncached ones when the rule has a cache rate). */
   cost_input_usd: number;
+  /** USD for the output tokens. */
   cost_output_usd: number;
+  /** USD for cache-read tokens. */
   cost_cache_read_usd: number;
+  /** USD for cache-write tokens. */
   cost_cache_write_usd: number;
+  /** USD, the sum of the four parts. */
   cost_total_usd: number;
 }
 
@@ -40,19 +49,27 @@ export interface UsageEvent extends TokenCounts, CostAmounts {
   endpoint: string;
   /** Customer key id (`k_<40 hex>`), `anonymous` without a key. */
   api_key_id: string;
+  /** Who recorded the event (`skeid` for the proxy). */
   provider: string;
+  /** Engine id of the node that served the last attempt. */
   engine: string;
   /** Served model: what the node was asked for. */
   model: string;
   /** What the client asked for (an alias, or the same as model). */
   requested_model: string;
+  /** Id of the node that served the last attempt. */
   node_id: string;
+  /** Base URL of that node (`…/v1`); never carries an upstream key. */
   route_url: string;
+  /** HTTP status the client got. */
   status_code: number;
+  /** Whether the request succeeded; a usage event is written either way. */
   ok: boolean;
   /** Milliseconds since routing started (capacity wait included). */
   duration_ms: number;
+  /** Short machine-readable failure kind (e.g. `upstream_error`, `aborted`); `''` when ok. */
   error_type: string;
+  /** Human-readable failure detail; `''` when ok. Never carries a secret. */
   error_message: string;
   /** Streams only: UTF-8 bytes of content relayed or translated. Never used for billing. */
   content_bytes?: number;
@@ -64,8 +81,11 @@ export interface UsageEvent extends TokenCounts, CostAmounts {
 
 /** Filters of a usage report; empty ones are dropped. */
 export interface ReportFilters {
+  /** Only events with `created_at` at or after this (an ISO-8601 UTC prefix such as `2026-09`). */
   since?: string;
+  /** Only this customer key id's events. */
   api_key_id?: string;
+  /** Only events of this served model. */
   model?: string;
   /** Default 20, capped at 500. */
   limit?: number;
@@ -73,36 +93,55 @@ export interface ReportFilters {
 
 /** Aggregates of a usage report: the token counts summed, with requests and cost. */
 export interface ReportTotals extends TokenCounts {
+  /** Usage events that matched the filters. */
   requests: number;
+  /** Summed `cost_total_usd`, USD. */
   total_cost_usd: number;
 }
 
 /** One row of by_key / by_model. */
 export interface ReportGroup {
+  /** Usage events in the group. */
   requests: number;
+  /** Summed `total_tokens` of the group. */
   total_tokens: number;
+  /** Summed `cost_total_usd` of the group, USD. */
   total_cost_usd: number;
+  /** The customer key id of a by_key group. */
   api_key_id?: string;
+  /** The served model of a by_model group. */
   model?: string;
 }
 
 /** The usage report, same shape on every backend. */
 export interface UsageReport {
+  /** False when the report could not be made (see `error`). */
   ok: boolean;
+  /** False when no usage store or report callback is configured. */
   enabled: boolean;
+  /** Which backend answered (`jsonlog`, `sqlite`, `postgresql`, `callback`). */
   backend?: string;
+  /** SQLite only: the database file. */
   db_path?: string;
+  /** The `since` filter applied; `''` when none. */
   since?: string;
+  /** Why the report failed; never carries a secret. */
   error?: string;
+  /** Sums over every matching event. */
   totals?: ReportTotals;
+  /** Per customer key id, by cost then requests, descending. */
   by_key?: ReportGroup[];
+  /** Per served model, by cost then requests, descending. */
   by_model?: ReportGroup[];
+  /** The last `limit` matching events, newest first, with the fixed columns of `RECENT_FIELDS`. */
   recent?: Record<string, unknown>[];
 }
 
 /** A store's answer to a write. Never thrown: failures come back as `{ok:false, error}`. */
 export interface StoreResult {
+  /** Whether the write succeeded (or was queued). */
   ok: boolean;
+  /** Why it failed; never carries a secret. */
   error?: string;
   /** Write-behind: the event was queued, not yet written. */
   queued?: boolean;
@@ -122,6 +161,7 @@ export type UsageBackend = "jsonlog" | "sqlite" | "postgresql" | "callback";
  * Every write is idempotent on `event_id`, so a replayed batch never duplicates a row.
  */
 export interface UsageStore {
+  /** Which kind of store this is. */
   readonly backend: UsageBackend;
   /** For logs: backend and path or host, never a password. */
   readonly description: string;
