@@ -160,9 +160,8 @@ export class ConfigManager {
   #stamp?: string;
   /** The failing version and when to try it again. */
   #failed?: { textDigest: string; attempt: number; retryAt: number };
-  /** Whether the empty-file warning was logged (once until the file has content again). */
-  #emptyWarned = false;
-  #missingWarned = false;
+  /** The file trouble last warned about (once until it clears): missing, or empty mid-rewrite. */
+  #fileWarned: "missing" | "empty" | undefined;
   /** Digest and origin of the usage store running (from a config, or SKEID_USAGE_DB). */
   #store?: { digest: string; origin: "config" | "env" };
   #storeRemovedWarned = false;
@@ -411,17 +410,14 @@ export class ConfigManager {
     });
     if (st === null) {
       if (force) throw this.#fail(new ConfigFileMissingError(path), undefined);
-      if (!this.#missingWarned) {
-        this.#missingWarned = true;
-        this.#logger.warn("config_file_missing", {
-          path,
-          message: "config file disappeared; the config in force stays until it is back",
-        });
-      }
+      this.#warnFile(
+        "missing",
+        "config file disappeared; the config in force stays until it is back",
+      );
       return false;
     }
-    if (this.#missingWarned) {
-      this.#missingWarned = false;
+    if (this.#fileWarned === "missing") {
+      this.#fileWarned = undefined;
       this.#logger.info("config_file_back", { path });
     }
     const stamp = `${st.mtimeMs}:${st.size ?? ""}:${st.ino ?? ""}`;
@@ -453,16 +449,13 @@ export class ConfigManager {
           textDigest,
         );
       }
-      if (!this.#emptyWarned) {
-        this.#emptyWarned = true;
-        this.#logger.warn("config_file_empty", {
-          path,
-          message: "config file is empty; the config in force stays until it has content",
-        });
-      }
+      this.#warnFile(
+        "empty",
+        "config file is empty; the config in force stays until it has content",
+      );
       return false;
     }
-    this.#emptyWarned = false;
+    if (this.#fileWarned === "empty") this.#fileWarned = undefined;
     let loaded: LoadedConfig;
     try {
       const parsed = parseConfigText(text, path);
@@ -546,6 +539,13 @@ export class ConfigManager {
     } catch (e) {
       this.#logger.error("config_on_applied_failed", { error: errorMessage(e) });
     }
+  }
+
+  /** Warns `config_file_<kind>` once, until that trouble clears; the config in force stays. */
+  #warnFile(kind: "missing" | "empty", message: string): void {
+    if (this.#fileWarned === kind) return;
+    this.#fileWarned = kind;
+    this.#logger.warn(`config_file_${kind}`, { path: this.#path ?? null, message });
   }
 
   #succeeded(): void {
