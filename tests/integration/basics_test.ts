@@ -1,6 +1,6 @@
 import { deepStrictEqual, match, ok, strictEqual } from "node:assert/strict";
 import { startFakeModel } from "../../src/fake/model.ts";
-import { assertIdle, chat, post, startGateway } from "./helpers.ts";
+import { assertIdle, assertNothingForwarded, chat, post, startGateway } from "./helpers.ts";
 
 function oneNode(url: string, extra: Record<string, unknown> = {}) {
   return {
@@ -95,10 +95,7 @@ Deno.test("gateway: requests refused before forwarding — 400, 413, model missi
     });
     strictEqual(chunked.status, 413);
     await chunked.body?.cancel();
-    strictEqual(fake.requests.length, 0, "nothing reached the upstream");
-    await t.gw.ledger.flush();
-    strictEqual(t.sink.events.length, 0);
-    assertIdle(t.gw);
+    await assertNothingForwarded(t, fake);
   } finally {
     await t.stop();
     await fake.close();

@@ -133,6 +133,20 @@ export async function post(
   return { status: res.status, headers: res.headers, json, text };
 }
 
+/**
+ * Nothing was forwarded: the node saw no request, no usage event was written (refusals write
+ * none), and every slot is free again.
+ */
+export async function assertNothingForwarded(
+  t: TestGateway,
+  node: { requests: readonly unknown[] },
+): Promise<void> {
+  strictEqual(node.requests.length, 0, "nothing reached the upstream");
+  await t.gw.ledger.flush();
+  strictEqual(t.sink.events.length, 0, "no usage event");
+  assertIdle(t.gw);
+}
+
 /** A chat body. */
 export function chat(model: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { model, messages: [{ role: "user", content: "hello there" }], ...extra };

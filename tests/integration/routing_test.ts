@@ -1,7 +1,15 @@
 import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { type FakeModel, startFakeModel } from "../../src/fake/model.ts";
-import { assertIdle, chat, post, startGateway, type TestGateway, until } from "./helpers.ts";
+import {
+  assertIdle,
+  assertNothingForwarded,
+  chat,
+  post,
+  startGateway,
+  type TestGateway,
+  until,
+} from "./helpers.ts";
 
 const keyId = (key: string) => "k_" + createHash("sha1").update(key).digest("hex");
 
@@ -176,10 +184,7 @@ Deno.test("routing: 503 no node, 429 saturated after the wait — no events", as
     strictEqual((full.json.error as Record<string, string>).type, "rate_limit_error");
     ok(Date.now() - started >= 100, "answered after the wait");
     t.gw.skeid.finishRequest("n1", { ok: true });
-    strictEqual(fake.requests.length, 0);
-    await t.gw.ledger.flush();
-    strictEqual(t.sink.events.length, 0);
-    assertIdle(t.gw);
+    await assertNothingForwarded(t, fake);
   } finally {
     await t.stop();
     await fake.close();
@@ -206,10 +211,7 @@ Deno.test("routing: a client that disconnects while waiting is dropped, takes no
     await until(() => t.gw.waiters.size === 0, 3000, "the waiter to leave");
     t.gw.skeid.finishRequest("n1", { ok: true });
     await until(() => t.gw.inflight === 0, 3000, "the request to end");
-    strictEqual(fake.requests.length, 0);
-    await t.gw.ledger.flush();
-    strictEqual(t.sink.events.length, 0);
-    assertIdle(t.gw);
+    await assertNothingForwarded(t, fake);
   } finally {
     await t.stop();
     await fake.close();
