@@ -10,6 +10,13 @@ import { Gateway, type GatewayOptions } from "../gateway.ts";
 import { buildApp } from "../server.ts";
 import { formatIssue } from "../config/errors.ts";
 import { errorMessage } from "../error_message.ts";
+import {
+  type ClientListener,
+  type ConnectionLimits,
+  connectionLimits,
+  listen,
+  openFileLimit,
+} from "../edge/listener.ts";
 
 /** Default listen address. */
 export const DEFAULT_LISTEN = "127.0.0.1:8090";
@@ -38,6 +45,8 @@ export interface RunningServer {
   stop(graceMs?: number): Promise<void>;
   /** Resolves once the server stopped. */
   finished: Promise<void>;
+  /** The client listener (connection counters). */
+  listener: ClientListener;
 }
 
 /** Options of `startServer`. */
@@ -46,27 +55,30 @@ export interface StartServerOptions extends GatewayOptions {
   hostname: string;
   /** Port to listen on; 0 asks the OS for a free one (read the real one from `addr`). */
   port: number;
+  /** Client connection limits; default from the environment and the file-descriptor limit. */
+  limits?: ConnectionLimits;
 }
 
 /** Opens a gateway and serves it (used by `serve`, `demo` and the integration tests). */
 export async function startServer(opts: StartServerOptions): Promise<RunningServer> {
   const gateway = await Gateway.open(opts);
   const app = buildApp(gateway);
-  const ac = new AbortController();
-  let server: Deno.HttpServer<Deno.NetAddr>;
+  let server: ClientListener;
   try {
-    server = Deno.serve({
+    const limits = opts.limits ?? connectionLimits((n) => Deno.env.get(n), await openFileLimit());
+    server = listen({
       hostname: opts.hostname,
       port: opts.port,
-      signal: ac.signal,
-      onListen: () => {},
+      limits,
+      handler: app.fetch,
       onError: (err) => {
         gateway.logger.error("http_error", {
           error: errorMessage(err),
         });
         return new Response("Internal Server Error", { status: 500 });
       },
-    }, app.fetch);
+      onEvent: (event, fields) => gateway.logger.warn(event, fields),
+    });
   } catch (err) {
     await gateway.close();
     throw err;
@@ -84,7 +96,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     })();
     return stopping;
   };
-  return { gateway, addr: server.addr, stop, finished: server.finished };
+  return { gateway, addr: server.addr, stop, finished: server.finished, listener: server };
 }
 
 /** Runs the subcommand; answers the exit code. */

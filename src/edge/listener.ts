@@ -1,0 +1,381 @@
+/**
+ * The client listener: Skeid's own accept loop in front of Deno's HTTP server, so that client
+ * connections are bounded and timed (ADR 0020). `Deno.serve` has no header timeout, no idle
+ * timeout and no connection cap, and its accept loop ends the process when `accept()` fails with
+ * `EMFILE`; here each accepted connection is handed to Deno's HTTP server on its own, and this
+ * module keeps the table of open client connections:
+ *
+ * - a connection that sends no complete request head within the **header timeout** after it was
+ *   accepted is closed;
+ * - a connection idle between requests past the **idle timeout** is closed;
+ * - at most `maxConnections` are open: a new one closes the oldest idle one, or is refused when
+ *   none is idle;
+ * - an `accept()` that fails (file descriptors exhausted) is logged, the oldest idle connection
+ *   is closed, and accepting resumes once a connection ended or after a short pause — never an
+ *   uncaught error.
+ *
+ * @module
+ */
+import { errorMessage } from "../error_message.ts";
+
+/** What the listener hands each request to (Deno.serve's handler shape). */
+export type ServeHandler = (
+  req: Request,
+  info: Deno.ServeHandlerInfo<Deno.NetAddr>,
+) => Response | Promise<Response>;
+
+/** Limits and timeouts of client connections. */
+export interface ConnectionLimits {
+  /** A new connection must complete its first request head within this, ms. */
+  headerTimeoutMs: number;
+  /** A connection with no request in flight is closed after this long, ms. */
+  idleTimeoutMs: number;
+  /** Open client connections at most. */
+  maxConnections: number;
+}
+
+/** Options of `listen`. */
+export interface ListenerOptions {
+  hostname: string;
+  port: number;
+  handler: ServeHandler;
+  /** A handler that threw: the answer (Deno.serve's `onError`). */
+  onError: (err: unknown) => Response | Promise<Response>;
+  limits: ConnectionLimits;
+  /** Notes a limit that acted (`connection_refused`, `accept_failed`, …); never throws. */
+  onEvent?: (event: string, fields: Record<string, unknown>) => void;
+  /** Clock, epoch ms (tests inject one). */
+  now?: () => number;
+}
+
+/** Counters of the listener, for `/skeid/metrics`. */
+export interface ListenerStats {
+  /** Client connections open now. */
+  open: number;
+  /** Of those, with no request in flight. */
+  idle: number;
+  /** Connections accepted since start. */
+  accepted: number;
+  /** Closed for the header timeout. */
+  headerTimeouts: number;
+  /** Closed for the idle timeout. */
+  idleTimeouts: number;
+  /** Idle connections closed to make room for a new one. */
+  evicted: number;
+  /** New connections refused at the cap with none idle. */
+  refused: number;
+  /** `accept()` failures (file descriptors exhausted, …). */
+  acceptErrors: number;
+}
+
+/** A running listener. */
+export interface ClientListener {
+  readonly addr: Deno.NetAddr;
+  /** Resolves when the listener stopped and every connection ended. */
+  readonly finished: Promise<void>;
+  /** Stops accepting; idle connections close now, busy ones once their requests are answered. */
+  shutdown(): Promise<void>;
+  stats(): ListenerStats;
+}
+
+/** Deno's per-connection HTTP server (internal API of Deno 2: see ADR 0020). */
+type ServeOnConnection = (
+  conn: Deno.Conn,
+  signal: AbortSignal,
+  handler: ServeHandler,
+  onError: (err: unknown) => Response | Promise<Response>,
+  onListen: () => void,
+) => { finished: Promise<void> };
+
+/** Deno's internal `serveHttpOnConnection`, or undefined on a runtime without it. */
+export function serveOnConnection(): ServeOnConnection | undefined {
+  const d = Deno as unknown as Record<symbol, Record<string, unknown> | undefined>;
+  const sym = (Deno as unknown as { internal?: symbol }).internal;
+  const fn = sym === undefined ? undefined : d[sym]?.serveHttpOnConnection;
+  return typeof fn === "function" ? fn as ServeOnConnection : undefined;
+}
+
+/** One accepted client connection. */
+class ClientConn {
+  readonly closer = new AbortController();
+  /** Requests in flight on it. */
+  inflight = 0;
+  /** Whether it has answered a request (idle timeout) or not yet (header timeout). */
+  served = false;
+  /** Epoch ms it was accepted or last became idle. */
+  since: number;
+  prev?: ClientConn;
+  next?: ClientConn;
+  list?: ConnList;
+  constructor(now: number) {
+    this.since = now;
+  }
+}
+
+/** An insertion-ordered list of connections (oldest first), O(1) add and remove. */
+class ConnList {
+  head?: ClientConn;
+  tail?: ClientConn;
+  size = 0;
+  push(c: ClientConn): void {
+    c.list = this;
+    c.prev = this.tail;
+    c.next = undefined;
+    if (this.tail) this.tail.next = c;
+    else this.head = c;
+    this.tail = c;
+    this.size++;
+  }
+  remove(c: ClientConn): void {
+    if (c.list !== this) return;
+    if (c.prev) c.prev.next = c.next;
+    else this.head = c.next;
+    if (c.next) c.next.prev = c.prev;
+    else this.tail = c.prev;
+    c.prev = c.next = c.list = undefined;
+    this.size--;
+  }
+}
+
+/** Starts accepting client connections on `hostname:port`. */
+export function listen(opts: ListenerOptions): ClientListener {
+  const serveOn = serveOnConnection();
+  if (serveOn === undefined) {
+    throw new Error("this Deno has no per-connection HTTP server (serveHttpOnConnection)");
+  }
+  const now = opts.now ?? Date.now;
+  const limits = opts.limits;
+  const note = opts.onEvent ?? (() => {});
+  const listener = Deno.listen({ hostname: opts.hostname, port: opts.port, transport: "tcp" });
+  /** Connections never served yet, in accept order (header timeout). */
+  const fresh = new ConnList();
+  /** Served connections with nothing in flight, in the order they became idle (idle timeout). */
+  const idle = new ConnList();
+  const open = new Set<ClientConn>();
+  const stats: ListenerStats = {
+    open: 0,
+    idle: 0,
+    accepted: 0,
+    headerTimeouts: 0,
+    idleTimeouts: 0,
+    evicted: 0,
+    refused: 0,
+    acceptErrors: 0,
+  };
+  let stopping = false;
+  /** Wakes a paused accept loop when a connection ends. */
+  let connEnded: (() => void) | undefined;
+
+  const close = (c: ClientConn): void => {
+    fresh.remove(c);
+    idle.remove(c);
+    // Only ever called on a connection with nothing in flight: aborting its server closes the
+    // socket (an abort while a response streams would cut it).
+    c.closer.abort();
+  };
+
+  const oldestIdle = (): ClientConn | undefined => {
+    const a = idle.head;
+    const b = fresh.head;
+    if (a === undefined) return b;
+    if (b === undefined) return a;
+    return a.since <= b.since ? a : b;
+  };
+
+  const sweep = (): void => {
+    const t = now();
+    while (fresh.head !== undefined && t - fresh.head.since >= limits.headerTimeoutMs) {
+      stats.headerTimeouts++;
+      close(fresh.head);
+    }
+    while (idle.head !== undefined && t - idle.head.since >= limits.idleTimeoutMs) {
+      stats.idleTimeouts++;
+      close(idle.head);
+    }
+  };
+  const sweepEveryMs = Math.max(
+    50,
+    Math.min(1000, Math.floor(Math.min(limits.headerTimeoutMs, limits.idleTimeoutMs) / 4)),
+  );
+  const sweeper = setInterval(sweep, sweepEveryMs);
+
+  const serveConn = (conn: Deno.Conn): void => {
+    const c = new ClientConn(now());
+    open.add(c);
+    fresh.push(c);
+    stats.accepted++;
+    const handler: ServeHandler = (req, info) => {
+      if (c.inflight++ === 0) {
+        fresh.remove(c);
+        idle.remove(c);
+      }
+      // `completed` settles once the response (stream included) was sent or the client left.
+      info.completed.then(done, done);
+      return opts.handler(req, info);
+    };
+    const done = (): void => {
+      c.served = true;
+      if (--c.inflight !== 0 || c.closer.signal.aborted) return;
+      if (stopping) {
+        // Draining: a connection closes once its last request was answered.
+        c.closer.abort();
+        return;
+      }
+      c.since = now();
+      idle.push(c);
+    };
+    let server: { finished: Promise<void> };
+    try {
+      server = serveOn(conn, c.closer.signal, handler, opts.onError, () => {});
+    } catch (err) {
+      open.delete(c);
+      fresh.remove(c);
+      note("connection_failed", { error: errorMessage(err) });
+      try {
+        conn.close();
+      } catch {
+        // already closed
+      }
+      return;
+    }
+    const ended = (): void => {
+      open.delete(c);
+      fresh.remove(c);
+      idle.remove(c);
+      const wake = connEnded;
+      connEnded = undefined;
+      wake?.();
+    };
+    server.finished.then(ended, ended);
+  };
+
+  const admit = (conn: Deno.Conn): void => {
+    if (open.size >= limits.maxConnections) {
+      const victim = oldestIdle();
+      if (victim === undefined) {
+        stats.refused++;
+        note("connection_refused", { open: open.size, max_connections: limits.maxConnections });
+        try {
+          conn.close();
+        } catch {
+          // already closed
+        }
+        return;
+      }
+      stats.evicted++;
+      close(victim);
+    }
+    serveConn(conn);
+  };
+
+  const pause = (ms: number): Promise<void> =>
+    new Promise((resolve) => {
+      const t = setTimeout(() => {
+        connEnded = undefined;
+        resolve();
+      }, ms);
+      connEnded = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+
+  const acceptLoop = async (): Promise<void> => {
+    while (!stopping) {
+      let conn: Deno.Conn;
+      try {
+        conn = await listener.accept();
+      } catch (err) {
+        if (stopping || err instanceof Deno.errors.BadResource) break;
+        // EMFILE and friends: make room, then try again once something closed.
+        stats.acceptErrors++;
+        note("accept_failed", { error: errorMessage(err), open: open.size });
+        const victim = oldestIdle();
+        if (victim !== undefined) {
+          stats.evicted++;
+          close(victim);
+        }
+        await pause(100);
+        continue;
+      }
+      admit(conn);
+    }
+  };
+
+  const loop = acceptLoop();
+  const finished = (async () => {
+    await loop;
+    clearInterval(sweeper);
+    // Every connection's server finishes once its requests are answered.
+    while (open.size > 0) await pause(1000);
+  })();
+
+  return {
+    addr: listener.addr as Deno.NetAddr,
+    finished,
+    shutdown(): Promise<void> {
+      if (!stopping) {
+        stopping = true;
+        try {
+          listener.close();
+        } catch {
+          // already closed
+        }
+        // Busy connections close when their last request is answered (`done`).
+        for (const c of open) if (c.inflight === 0) close(c);
+      }
+      return finished;
+    },
+    stats(): ListenerStats {
+      return { ...stats, open: open.size, idle: idle.size + fresh.size };
+    },
+  };
+}
+
+/** The soft limit of open file descriptors of this process, or undefined where unknown. */
+export async function openFileLimit(): Promise<number | undefined> {
+  try {
+    const text = await Deno.readTextFile("/proc/self/limits");
+    const m = /^Max open files\s+(\d+|unlimited)/m.exec(text);
+    if (!m || m[1] === "unlimited") return undefined;
+    return Number(m[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Default header timeout, ms: generous for any real client, short for a slowloris. */
+export const DEFAULT_HEADER_TIMEOUT_MS = 15_000;
+/** Default idle timeout, ms: above the 60 s idle timeout of common load balancers in front. */
+export const DEFAULT_IDLE_TIMEOUT_MS = 75_000;
+/** Connections cap when the file-descriptor limit is unknown. */
+export const DEFAULT_MAX_CONNECTIONS = 10_000;
+
+/**
+ * The connection limits from the environment (`SKEID_HEADER_TIMEOUT_MS`,
+ * `SKEID_IDLE_TIMEOUT_MS`, `SKEID_MAX_CONNECTIONS`), the cap kept below the file-descriptor
+ * limit: a quarter of it (at least 64) stays for upstream connections, the ledger and config.
+ */
+export function connectionLimits(
+  env: (name: string) => string | undefined,
+  fdLimit: number | undefined,
+): ConnectionLimits {
+  const num = (name: string, dflt: number): number => {
+    const raw = env(name);
+    if (raw === undefined || raw.trim() === "") return dflt;
+    const n = Number(raw);
+    if (!Number.isFinite(n) || n <= 0) {
+      throw new Error(`${name} must be a positive number, got '${raw}'`);
+    }
+    return Math.floor(n);
+  };
+  const room = fdLimit === undefined
+    ? DEFAULT_MAX_CONNECTIONS
+    : Math.max(1, fdLimit - Math.max(64, Math.floor(fdLimit / 4)));
+  const asked = num("SKEID_MAX_CONNECTIONS", Math.min(DEFAULT_MAX_CONNECTIONS, room));
+  return {
+    headerTimeoutMs: num("SKEID_HEADER_TIMEOUT_MS", DEFAULT_HEADER_TIMEOUT_MS),
+    idleTimeoutMs: num("SKEID_IDLE_TIMEOUT_MS", DEFAULT_IDLE_TIMEOUT_MS),
+    maxConnections: Math.min(asked, room),
+  };
+}
