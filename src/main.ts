@@ -1,5 +1,5 @@
 /**
- * The `skeid` command line: serve | demo | keyid | usage | check | fake-model | version.
+ * The `skeid` command line: serve | demo | keyid | usage | check | health | fake-model | version.
  *
  * @module
  */
@@ -22,6 +22,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
   check: {
     summary: "validate a config file",
     load: async () => (await import("./cli/check.ts")).run,
+  },
+  health: {
+    summary: "ask a running gateway's /health (exit 0 when ok)",
+    load: async () => (await import("./cli/health.ts")).run,
   },
   "fake-model": {
     summary: "a deterministic OpenAI-compatible fake model server",
