@@ -6,7 +6,7 @@
  * the end. Unreachable PostgreSQL: ignored with the reason, unless SKEID_REQUIRE_PG=1.
  */
 import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
-import { startFakeModel } from "../../src/fake/model.ts";
+import { startFakeModel } from "../../../src/fake/model.ts";
 import {
   assertNoUncaught,
   catchingUncaught,

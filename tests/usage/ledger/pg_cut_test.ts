@@ -7,12 +7,12 @@
  * sides the moment the client sends its INSERT into usage_events (once).
  */
 import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
-import { memoryLogger } from "../../src/log.ts";
-import { normalizeUsageStoreConfig } from "../../src/usage/config.ts";
-import { UsageLedger } from "../../src/usage/ledger.ts";
-import { PostgresStore } from "../../src/usage/postgres.ts";
-import { UsageWriteError } from "../../src/usage/write_error.ts";
-import { event } from "../usage/helpers.ts";
+import { memoryLogger } from "../../../src/log.ts";
+import { normalizeUsageStoreConfig } from "../../../src/usage/config.ts";
+import { UsageLedger } from "../../../src/usage/ledger.ts";
+import { PostgresStore } from "../../../src/usage/postgres.ts";
+import { UsageWriteError } from "../../../src/usage/write_error.ts";
+import { event } from "../helpers.ts";
 import {
   assertNoUncaught,
   catchingUncaught,

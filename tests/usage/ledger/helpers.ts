@@ -11,15 +11,15 @@ import { deepStrictEqual } from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import { type RunningServer, startServer } from "../../src/cli/serve.ts";
-import type { Gateway } from "../../src/gateway.ts";
-import { memoryLogger } from "../../src/log.ts";
-import { run as usageCli } from "../../src/cli/usage.ts";
-import { pgAdminDsn, pgUnavailable } from "../_helpers/pg.ts";
-import { until } from "../_helpers/poll.ts";
-import { runCli } from "../_helpers/cli.ts";
+import { type RunningServer, startServer } from "../../../src/cli/serve.ts";
+import type { Gateway } from "../../../src/gateway.ts";
+import { memoryLogger } from "../../../src/log.ts";
+import { run as usageCli } from "../../../src/cli/usage.ts";
+import { pgAdminDsn, pgUnavailable } from "../../_helpers/pg.ts";
+import { until } from "../../_helpers/poll.ts";
+import { runCli } from "../../_helpers/cli.ts";
 
-export { freshPgDatabase } from "../_helpers/pg.ts";
+export { freshPgDatabase } from "../../_helpers/pg.ts";
 
 /** The in-memory logger a test gateway writes to. */
 export type MemoryLogger = ReturnType<typeof memoryLogger>;
@@ -443,7 +443,7 @@ export async function spawnServe(
   env: Record<string, string> = {},
   timeoutMs = 30_000,
 ): Promise<ServeProcess> {
-  const launcher = new URL("../../scripts/skeid", import.meta.url).pathname;
+  const launcher = new URL("../../../scripts/skeid", import.meta.url).pathname;
   const child = new Deno.Command(launcher, {
     args: ["serve", "--config", config, "--listen", "127.0.0.1:0"],
     cwd,

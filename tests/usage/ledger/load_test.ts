@@ -8,7 +8,7 @@
 import { deepStrictEqual, match, ok, strictEqual } from "node:assert/strict";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startFakeModel } from "../../src/fake/model.ts";
+import { startFakeModel } from "../../../src/fake/model.ts";
 import {
   compareIds,
   freshPgDatabase,
@@ -170,7 +170,7 @@ Deno.test({
       const load = await runLoad({ base: t.base, count: 100, concurrency: 16, prefix: "cli" });
       deepStrictEqual(load.failures, []);
       await t.stop();
-      const launcher = fileURLToPath(new URL("../../scripts/skeid", import.meta.url));
+      const launcher = fileURLToPath(new URL("../../../scripts/skeid", import.meta.url));
       const out = await new Deno.Command(launcher, {
         args: ["usage", "--config", t.configPath, "--json"],
         stdout: "piped",

@@ -1,6 +1,6 @@
-import { assert, assertEquals } from "../_assert.ts";
-import { withFakeModel } from "../_helpers/fake.ts";
-import { type LoadOptions, runLoad } from "../../scripts/bench/client.ts";
+import { assert, assertEquals } from "../../tests/_assert.ts";
+import { withFakeModel } from "../../tests/_helpers/fake.ts";
+import { type LoadOptions, runLoad } from "./client.ts";
 
 const MESSAGES = [{ role: "user", content: "hi" }];
 

@@ -10,7 +10,7 @@
  * twice in `failures` — a config-manager quirk this test does not pin.
  */
 import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
-import { startFakeModel } from "../../src/fake/model.ts";
+import { startFakeModel } from "../../../src/fake/model.ts";
 import {
   compareIds,
   pollUntil,

@@ -7,7 +7,7 @@
 import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import { startFakeModel } from "../../src/fake/model.ts";
+import { startFakeModel } from "../../../src/fake/model.ts";
 import {
   compareIds,
   freshPgDatabase,
