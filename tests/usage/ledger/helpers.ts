@@ -7,7 +7,7 @@
  * @module
  */
 import postgres from "postgres";
-import { deepStrictEqual } from "node:assert/strict";
+import { assertEquals } from "../../_assert.ts";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
 import { stringify } from "yaml";
@@ -190,7 +190,7 @@ export function pollUntil(
 
 /** Fails naming every error that escaped to the top level (with its stack). */
 export function assertNoUncaught(uncaught: readonly unknown[]): void {
-  deepStrictEqual(
+  assertEquals(
     uncaught.map((e) => e instanceof Error ? e.stack ?? e.message : String(e)),
     [],
     "no error escaped to the top level (it would end the gateway)",
