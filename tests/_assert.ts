@@ -85,3 +85,8 @@ export async function assertRejects<E extends Error = Error>(
     message: msg ?? `expected ${type?.name ?? "an error"} to be rejected`,
   });
 }
+
+/** Fails if `actual` deep-equals `expected` (strict, as `assertEquals` compares). */
+export function assertNotEquals(actual: unknown, expected: unknown, msg?: string): void {
+  nodeAssert.notDeepStrictEqual(actual, expected, msg);
+}

@@ -1,6 +1,6 @@
 /**
  * Custom probes (`probe: custom`): Skeid fronts whatever an operator runs, so "any way of finding
- * out how busy a node is" is part of the contract (ADR 0009). A config names a probe factory
+ * out how busy a node is" is part of the contract (ADR 0019). A config names a probe factory
  * registered in code (`class: Acme::QueueDepth`); code is never loaded from a path a config
  * gives. An in-process node spec may instead carry the poll function itself (`code`).
  *

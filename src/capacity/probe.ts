@@ -1,5 +1,5 @@
 /**
- * The capacity probe contract (ADR 0009): something on a timer that reads what a node itself
+ * The capacity probe contract (ADR 0019): something on a timer that reads what a node itself
  * says about its occupancy and reports it as a capacity reading — or forgets, because reporting
  * nothing beats reporting last hour. Two rules are not negotiable: never on the request path
  * (polling is a timer), and a poll that cannot tell forgets rather than keeping an old reading.

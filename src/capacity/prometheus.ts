@@ -1,7 +1,7 @@
 /**
  * The Prometheus probe (`probe: prometheus`): vLLM, SGLang and TGI publish how many requests
  * they run and how many wait — including traffic this Skeid never sent, which is what inflight
- * cannot see (ADR 0009). `used` is running + waiting: a queued request occupies the node as
+ * cannot see (ADR 0019). `used` is running + waiting: a queued request occupies the node as
  * surely as a running one.
  *
  * Block keys: `url` (full URL) or `path` (default `/metrics`, beside the node's API); `running`

@@ -1,8 +1,8 @@
 /**
- * The registry probe (`probe: registry`, seed 001): when the node is another Skeid, what is in
+ * The registry probe (`probe: registry`): when the node is another Skeid, what is in
  * flight there and what that process may admit already exists in its memory. This probe reads
  * the downstream's signed snapshot (`GET /skeid/registry/snapshot`) and turns it into the node's
- * capacity reading (ADR 0017).
+ * capacity reading (ADR 0019).
  *
  * A snapshot is believed only when the answer is 2xx, its signature verifies over the exact body
  * with the secret from `secret_env`, its schema version is 1, it is not older than its own ttl,

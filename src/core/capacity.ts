@@ -1,7 +1,7 @@
 /**
- * Capacity readings: storage, expiry, tighter-reading-wins across sources (ADR 0017), and what
+ * Capacity readings: storage, expiry, tighter-reading-wins across sources (ADR 0019), and what
  * admission may conclude from them. One reading shape for every probe, so admission never learns
- * where a number came from (ADR 0009). Pure and synchronous; time comes from the injected clock.
+ * where a number came from (ADR 0019). Pure and synchronous; time comes from the injected clock.
  *
  * A reading is *current* while it is younger than `maxAgeMs` (0 = no age limit) and before its
  * `expires_at`; a pending backoff (`now < retry_after`) keeps it current past both, because a
@@ -45,7 +45,7 @@ export class CapacityTable {
   }
 
   /**
-   * Records a reading (tighter wins across sources, ADR 0017); returns the reading in force
+   * Records a reading (tighter wins across sources, ADR 0019); returns the reading in force
    * afterwards, or undefined when the one stored is already not current (e.g. an old `at`).
    */
   set(id: string, input: CapacityReadingInput): CapacityReading | undefined {

@@ -1,5 +1,5 @@
 /**
- * Customer key ids: `k_` + the full SHA-1 hex of the presented customer key (ADR 0016), via Web
+ * Customer key ids: `k_` + the full SHA-1 hex of the presented customer key (ADR 0018), via Web
  * Crypto. The id identifies a customer, it does not authenticate one: what authenticates is
  * that the caller presented the customer key it was derived from. So a config may name ids,
  * never customer keys.

@@ -38,7 +38,7 @@ export interface PolicySet {
   defaultPolicy: Policy | null;
   /** Full customer key id → policy. */
   keyPolicies: Map<string, Policy>;
-  /** Short (12-hex, pre-ADR 0016) id → policy; matched by prefix with a one-time warning. */
+  /** Short (12-hex, pre-ADR 0018) id → policy; matched by prefix with a one-time warning. */
   shortKeyPolicies: Map<string, Policy>;
   /** Readable name → customer key id. */
   keyNames: Map<string, string>;
@@ -63,7 +63,7 @@ export function emptyPolicySet(): PolicySet {
 
 const FULL_KEY_ID = /^k_[0-9a-f]{40}$/;
 const SHORT_KEY_ID = /^k_[0-9a-f]{12}$/;
-/** `k_` + 12 hex: the length of a pre-ADR 0016 customer key id. */
+/** `k_` + 12 hex: the length of a pre-ADR 0018 customer key id. */
 const SHORT_KEY_ID_LENGTH = 14;
 
 /** Whether an id is a full customer key id (`k_` + 40 hex). */
@@ -71,7 +71,7 @@ export function isFullKeyId(id: string): boolean {
   return id.length === 42 && FULL_KEY_ID.test(id);
 }
 
-/** Whether an id is a short, pre-ADR 0016 customer key id (`k_` + 12 hex). */
+/** Whether an id is a short, pre-ADR 0018 customer key id (`k_` + 12 hex). */
 export function isShortKeyId(id: string): boolean {
   return id.length === SHORT_KEY_ID_LENGTH && SHORT_KEY_ID.test(id);
 }
@@ -83,7 +83,7 @@ export function shortKeyIdOf(fullId: string): string {
 
 /** The deprecation warning of a short id (one text per id, so it can be logged once). */
 export function shortKeyIdWarning(shortId: string): string {
-  return `customer key id '${shortId}' is a short key id from before ADR 0016; it still ` +
+  return `customer key id '${shortId}' is a short key id from before ADR 0018; it still ` +
     "matches the customer key whose full id starts with it, but is deprecated: replace it with " +
     "the full id `skeid keyid` prints";
 }

@@ -1,5 +1,5 @@
 /**
- * The passive probe: rate-limit headers and Retry-After off every upstream response (ADR 0009).
+ * The passive probe: rate-limit headers and Retry-After off every upstream response (ADR 0019).
  * Costs no extra request: commercial providers put their quota state on every answer Skeid
  * already receives. Providers meter requests and tokens separately; the quota closest to
  * exhausted decides, compared as a fraction since the two are not the same unit.

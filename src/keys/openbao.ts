@@ -207,8 +207,8 @@ export class OpenBao implements KeyResolver {
     if (!ok(r.status)) throw new Error(`OpenBao AppRole login failed: HTTP ${r.status}`);
     const { token, ttlSecs } = authOf(r.json);
     if (token === "") throw new Error("OpenBao AppRole login returned no token");
-    // The secret id is single-use in the reference stack and not needed again: a lost token
-    // means a restart, never a silent re-login (ADR 0003).
+    // The secret id is single-use in the reference stack and not needed again, so it is not
+    // kept: a lost token means a restart, never a silent re-login.
     this.#secretId = undefined;
     this.#renewToken = token;
     this.#apiToken = undefined;

@@ -1,10 +1,10 @@
 /**
  * A verified snapshot → the one capacity reading admission consumes for the node that stands for
- * that downstream Skeid (seed 002 `reading_from_snapshot`). Written down once, beside the
+ * that downstream Skeid (ADR 0019). Written down once, beside the
  * encoder, so both halves of the registry agree on what the numbers mean.
  *
  * `used` is the downstream's own number. It is never added to this process's inflight: the
- * requests this process sent are already in it (ADR 0017).
+ * requests this process sent are already in it (ADR 0019).
  *
  * @module
  */

@@ -1,5 +1,5 @@
 /**
- * `GET /skeid/registry/snapshot` (seed "registry_enabled", ADR 0017): the signed snapshot for a
+ * `GET /skeid/registry/snapshot` (ADR 0019): the signed snapshot for a
  * fronting tier. It takes the admin key or the registry read key as a bearer token; the read key
  * opens this route and nothing else, so a fronting tier holding it cannot add nodes or flip
  * health.

@@ -1,5 +1,5 @@
 /**
- * Signing and verifying registry snapshots (seed 002): `sha256=` plus the hex HMAC-SHA256 of the
+ * Signing and verifying registry snapshots (ADR 0019): `sha256=` plus the hex HMAC-SHA256 of the
  * exact response body, through Web Crypto. `generated_at` and `ttl` sit inside the signed body,
  * so a snapshot's age cannot be changed without breaking its signature.
  *

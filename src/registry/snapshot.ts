@@ -1,5 +1,5 @@
 /**
- * What this Skeid publishes to a fronting tier (seed "registry_snapshot", ADR 0017): schema
+ * What this Skeid publishes to a fronting tier (ADR 0019): schema
  * version 1, who and when, and per node what is in flight and what this process may admit.
  *
  * Built from a whitelist, so it cannot carry what it must not: no node URL, no key reference,

@@ -1,4 +1,4 @@
-import assert from "node:assert/strict";
+import { assertEquals, assertMatch } from "../_assert.ts";
 import { adminFixture, post } from "./helpers.ts";
 
 const NODE = { id: "gpu-1", url: "http://127.0.0.1:9/v1", model: "qwen3", max_conns: 4 };
@@ -7,53 +7,53 @@ Deno.test("GET /skeid/nodes answers the nodes payload", async () => {
   const f = adminFixture();
   f.skeid.addNode(NODE);
   const res = await f.req("/skeid/nodes");
-  assert.equal(res.status, 200);
+  assertEquals(res.status, 200);
   const body = await res.json();
-  assert.deepEqual(body.nodes.map((n: { id: string }) => n.id), ["gpu-1"]);
-  assert.equal(body.nodes[0].healthy, true);
+  assertEquals(body.nodes.map((n: { id: string }) => n.id), ["gpu-1"]);
+  assertEquals(body.nodes[0].healthy, true);
 });
 
 Deno.test("POST /skeid/nodes adds a node with defaults; routing sees it at once", async () => {
   const f = adminFixture();
   const res = await f.req("/skeid/nodes", post({ ...NODE, tags: "Local, GB10" }));
-  assert.equal(res.status, 200);
+  assertEquals(res.status, 200);
   const body = await res.json();
-  assert.equal(body.ok, true);
-  assert.equal(body.node.id, "gpu-1");
-  assert.equal(body.node.engine, "openaibase");
-  assert.deepEqual(body.node.tags, ["local", "gb10"]);
-  assert.equal(f.skeid.pickNode({ model: "qwen3" })?.id, "gpu-1");
+  assertEquals(body.ok, true);
+  assertEquals(body.node.id, "gpu-1");
+  assertEquals(body.node.engine, "openaibase");
+  assertEquals(body.node.tags, ["local", "gb10"]);
+  assertEquals(f.skeid.pickNode({ model: "qwen3" })?.id, "gpu-1");
 });
 
 Deno.test("POST /skeid/nodes with a bad spec → 400 OpenAI error naming the field", async () => {
   const f = adminFixture();
   const res = await f.req("/skeid/nodes", post({ ...NODE, engine: "openai-compatible" }));
-  assert.equal(res.status, 400);
+  assertEquals(res.status, 400);
   const body = await res.json();
-  assert.equal(body.error.type, "invalid_request_error");
-  assert.match(body.error.message, /engine/);
-  assert.match(body.error.message, /openai-compatible/);
-  assert.equal(f.skeid.getNode("gpu-1"), undefined, "nothing was added");
+  assertEquals(body.error.type, "invalid_request_error");
+  assertMatch(body.error.message, /engine/);
+  assertMatch(body.error.message, /openai-compatible/);
+  assertEquals(f.skeid.getNode("gpu-1"), undefined, "nothing was added");
 });
 
 Deno.test("POST /skeid/nodes without an id or url → 400 naming the missing field", async () => {
   const f = adminFixture();
   const noId = await f.req("/skeid/nodes", post({ url: "http://127.0.0.1:9" }));
-  assert.equal(noId.status, 400);
-  assert.match((await noId.json()).error.message, /\bid\b/);
+  assertEquals(noId.status, 400);
+  assertMatch((await noId.json()).error.message, /\bid\b/);
   const noUrl = await f.req("/skeid/nodes", post({ id: "x" }));
-  assert.equal(noUrl.status, 400);
-  assert.match((await noUrl.json()).error.message, /\burl\b/);
-  assert.equal(f.skeid.listNodes().length, 0);
+  assertEquals(noUrl.status, 400);
+  assertMatch((await noUrl.json()).error.message, /\burl\b/);
+  assertEquals(f.skeid.listNodes().length, 0);
 });
 
 Deno.test("POST /skeid/nodes with a body that is not a JSON object → 400", async () => {
   const f = adminFixture();
   for (const body of ["{not json", "[1,2]", '"gpu-1"', ""]) {
     const res = await f.req("/skeid/nodes", post(body));
-    assert.equal(res.status, 400, body);
+    assertEquals(res.status, 400, body);
     const json = await res.json();
-    assert.equal(json.error.type, "invalid_request_error");
+    assertEquals(json.error.type, "invalid_request_error");
   }
 });
 
@@ -61,39 +61,39 @@ Deno.test("DELETE /skeid/nodes/:id removes; unknown → 404 {ok:false,error}", a
   const f = adminFixture();
   f.skeid.addNode(NODE);
   const res = await f.req("/skeid/nodes/gpu-1", { method: "DELETE" });
-  assert.equal(res.status, 200);
-  assert.deepEqual(await res.json(), { ok: true });
-  assert.equal(f.skeid.getNode("gpu-1"), undefined);
+  assertEquals(res.status, 200);
+  assertEquals(await res.json(), { ok: true });
+  assertEquals(f.skeid.getNode("gpu-1"), undefined);
   const again = await f.req("/skeid/nodes/gpu-1", { method: "DELETE" });
-  assert.equal(again.status, 404);
+  assertEquals(again.status, 404);
   const body = await again.json();
-  assert.equal(body.ok, false);
-  assert.match(body.error, /gpu-1/);
+  assertEquals(body.ok, false);
+  assertMatch(body.error, /gpu-1/);
 });
 
 Deno.test("POST /skeid/nodes/:id/health drains and restores; the pick follows", async () => {
   const f = adminFixture();
   f.skeid.addNode(NODE);
   const off = await f.req("/skeid/nodes/gpu-1/health", post({ healthy: false }));
-  assert.equal(off.status, 200);
-  assert.deepEqual(await off.json(), { ok: true, id: "gpu-1", healthy: false });
-  assert.equal(f.skeid.getNode("gpu-1")?.healthy, false);
-  assert.equal(f.skeid.pickNode({ model: "qwen3" }), undefined);
+  assertEquals(off.status, 200);
+  assertEquals(await off.json(), { ok: true, id: "gpu-1", healthy: false });
+  assertEquals(f.skeid.getNode("gpu-1")?.healthy, false);
+  assertEquals(f.skeid.pickNode({ model: "qwen3" }), undefined);
   const on = await f.req("/skeid/nodes/gpu-1/health", post({ healthy: true }));
-  assert.equal(on.status, 200);
+  assertEquals(on.status, 200);
   await on.body?.cancel();
-  assert.equal(f.skeid.getNode("gpu-1")?.healthy, true);
+  assertEquals(f.skeid.getNode("gpu-1")?.healthy, true);
 });
 
 Deno.test("POST /skeid/nodes/:id/health on an unknown node → 404, creates nothing", async () => {
   const f = adminFixture();
   const res = await f.req("/skeid/nodes/ghost/health", post({ healthy: true }));
-  assert.equal(res.status, 404);
+  assertEquals(res.status, 404);
   const body = await res.json();
-  assert.equal(body.ok, false);
-  assert.match(body.error, /ghost/);
-  assert.equal(f.skeid.getNode("ghost"), undefined);
-  assert.equal(f.skeid.listNodes().length, 0);
+  assertEquals(body.ok, false);
+  assertMatch(body.error, /ghost/);
+  assertEquals(f.skeid.getNode("ghost"), undefined);
+  assertEquals(f.skeid.listNodes().length, 0);
 });
 
 Deno.test("POST /skeid/nodes/:id/health with a non-boolean → 400, health unchanged", async () => {
@@ -101,10 +101,10 @@ Deno.test("POST /skeid/nodes/:id/health with a non-boolean → 400, health uncha
   f.skeid.addNode(NODE);
   for (const body of [{ healthy: 0 }, { healthy: "false" }, {}, [true], "nope"]) {
     const res = await f.req("/skeid/nodes/gpu-1/health", post(body));
-    assert.equal(res.status, 400, JSON.stringify(body));
+    assertEquals(res.status, 400, JSON.stringify(body));
     const json = await res.json();
-    assert.equal(json.ok, false);
-    assert.equal(typeof json.error, "string");
+    assertEquals(json.ok, false);
+    assertEquals(typeof json.error, "string");
   }
-  assert.equal(f.skeid.getNode("gpu-1")?.healthy, true);
+  assertEquals(f.skeid.getNode("gpu-1")?.healthy, true);
 });

@@ -1,13 +1,13 @@
-import assert from "node:assert/strict";
+import { assert, assertEquals, assertMatch } from "../_assert.ts";
 import { Hono } from "hono";
 import { adminFixture, post } from "./helpers.ts";
 
 Deno.test("GET /skeid/usage passes the filters, default limit 50; 200 when ok", async () => {
   const f = adminFixture();
   const res = await f.req("/skeid/usage?since=2026-01-01T00:00:00Z&api_key_id=k_1&model=m");
-  assert.equal(res.status, 200);
-  assert.deepEqual(await res.json(), f.state.report);
-  assert.deepEqual(f.state.reportFilters, [
+  assertEquals(res.status, 200);
+  assertEquals(await res.json(), f.state.report);
+  assertEquals(f.state.reportFilters, [
     { since: "2026-01-01T00:00:00Z", api_key_id: "k_1", model: "m", limit: 50 },
   ]);
 });
@@ -16,15 +16,15 @@ Deno.test("GET /skeid/usage: explicit limit, empty filters dropped, bad limit �
   const f = adminFixture();
   await (await f.req("/skeid/usage?limit=7&model=&since=")).body?.cancel();
   await (await f.req("/skeid/usage?limit=lots")).body?.cancel();
-  assert.deepEqual(f.state.reportFilters, [{ limit: 7 }, { limit: 50 }]);
+  assertEquals(f.state.reportFilters, [{ limit: 7 }, { limit: 50 }]);
 });
 
 Deno.test("GET /skeid/usage answers 400 when the report is not ok (no store)", async () => {
   const f = adminFixture();
   f.state.report = { ok: false, enabled: false, error: "usage_store not configured" };
   const res = await f.req("/skeid/usage");
-  assert.equal(res.status, 400);
-  assert.deepEqual(await res.json(), {
+  assertEquals(res.status, 400);
+  assertEquals(await res.json(), {
     ok: false,
     enabled: false,
     error: "usage_store not configured",
@@ -40,57 +40,57 @@ Deno.test("GET /skeid/config shows the reload status with its message", async ()
     failures: 3,
   };
   const res = await f.req("/skeid/config");
-  assert.equal(res.status, 200);
-  assert.deepEqual(await res.json(), f.state.reloadStatus);
+  assertEquals(res.status, 200);
+  assertEquals(await res.json(), f.state.reloadStatus);
 });
 
 Deno.test("POST /skeid/config/reload: ok → 200; a failure → 500 with the message", async () => {
   const f = adminFixture();
   const ok = await f.req("/skeid/config/reload", { method: "POST" });
-  assert.equal(ok.status, 200);
+  assertEquals(ok.status, 200);
   const body = await ok.json();
-  assert.equal(body.ok, true);
-  assert.equal(f.state.reloads, 1);
+  assertEquals(body.ok, true);
+  assertEquals(f.state.reloads, 1);
   f.state.reloadError = "nodes[0].url: missing";
   const bad = await f.req("/skeid/config/reload", { method: "POST" });
-  assert.equal(bad.status, 500);
+  assertEquals(bad.status, 500);
   const badBody = await bad.json();
-  assert.equal(badBody.ok, false);
-  assert.equal(badBody.error, "nodes[0].url: missing");
-  assert.equal(f.state.reloads, 2);
+  assertEquals(badBody.ok, false);
+  assertEquals(badBody.error, "nodes[0].url: missing");
+  assertEquals(f.state.reloads, 2);
 });
 
 Deno.test("POST /skeid/call/:function: JSON args in, JSON result out", async () => {
   const f = adminFixture();
   const res = await f.req("/skeid/call/engines.list", post({}));
-  assert.equal(res.status, 200);
+  assertEquals(res.status, 200);
   const body = await res.json();
-  assert.ok(body.engines.includes("openaibase"));
+  assert(body.engines.includes("openaibase"));
   const empty = await f.req("/skeid/call/engines.list", { method: "POST" });
-  assert.equal(empty.status, 200, "an empty body is no args");
+  assertEquals(empty.status, 200, "an empty body is no args");
   await empty.body?.cancel();
 });
 
 Deno.test("POST /skeid/call/:function: errors carry their status and {ok:false,error}", async () => {
   const f = adminFixture();
   const unknown = await f.req("/skeid/call/nodes.explode", post({}));
-  assert.equal(unknown.status, 404);
-  assert.deepEqual(await unknown.json(), { ok: false, error: "unknown function 'nodes.explode'" });
+  assertEquals(unknown.status, 404);
+  assertEquals(await unknown.json(), { ok: false, error: "unknown function 'nodes.explode'" });
   const missing = await f.req("/skeid/call/route.plan", post({}));
-  assert.equal(missing.status, 400);
-  assert.deepEqual(await missing.json(), {
+  assertEquals(missing.status, 400);
+  assertEquals(await missing.json(), {
     ok: false,
     error: "route.plan: missing required argument 'model'",
   });
   const notObject = await f.req("/skeid/call/route.plan", post([1]));
-  assert.equal(notObject.status, 400);
-  assert.match((await notObject.json()).error, /args must be a JSON object/);
+  assertEquals(notObject.status, 400);
+  assertMatch((await notObject.json()).error, /args must be a JSON object/);
   const badJson = await f.req("/skeid/call/route.plan", post("{oops"));
-  assert.equal(badJson.status, 400);
-  assert.match((await badJson.json()).error, /not valid JSON/);
+  assertEquals(badJson.status, 400);
+  assertMatch((await badJson.json()).error, /not valid JSON/);
   const noHook = await f.req("/skeid/call/usage.report", post({}));
-  assert.equal(noHook.status, 501);
-  assert.deepEqual(await noHook.json(), { ok: false, error: "usage.report: no usage store" });
+  assertEquals(noHook.status, 501);
+  assertEquals(await noHook.json(), { ok: false, error: "usage.report: no usage store" });
 });
 
 Deno.test("POST /skeid/call/:function round trip through the core: capacity.set → capacity.get", async () => {
@@ -100,10 +100,10 @@ Deno.test("POST /skeid/call/:function round trip through the core: capacity.set 
     "/skeid/call/capacity.set",
     post({ id: "gpu-1", used: 2, limit: 4, source: "custom" }),
   );
-  assert.equal(set.status, 200);
+  assertEquals(set.status, 200);
   await set.body?.cancel();
   const get = await f.req("/skeid/call/capacity.get", post({ id: "gpu-1" }));
-  assert.deepEqual(await get.json(), {
+  assertEquals(await get.json(), {
     capacity: { source: "custom", used: 2, limit: 4, at: 1_700_000_000 },
   });
 });
@@ -115,17 +115,17 @@ Deno.test("mounted under a parent app: admin routes work, the parent's registry 
   parent.route("/", f.app);
   parent.get("/health", (c) => c.json({ status: "ok" }));
   const snap = await parent.request("/skeid/registry/snapshot");
-  assert.equal(snap.status, 200, "no admin bearer needed for the registry route");
-  assert.deepEqual(await snap.json(), { version: 1 });
+  assertEquals(snap.status, 200, "no admin bearer needed for the registry route");
+  assertEquals(await snap.json(), { version: 1 });
   const health = await parent.request("/health");
-  assert.equal(health.status, 200);
+  assertEquals(health.status, 200);
   await health.body?.cancel();
   const noBearer = await parent.request("/skeid/config");
-  assert.equal(noBearer.status, 401);
+  assertEquals(noBearer.status, 401);
   await noBearer.body?.cancel();
   const ok = await parent.request("/skeid/config", {
     headers: { authorization: `Bearer ${f.state.adminKey}` },
   });
-  assert.equal(ok.status, 200);
+  assertEquals(ok.status, 200);
   await ok.body?.cancel();
 });

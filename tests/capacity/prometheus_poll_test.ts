@@ -195,7 +195,8 @@ Deno.test("prometheus: stop (close, node removal) forgets the probe's reading", 
       }
       f.probes.refresh();
       await f.probes.settled();
-      assert(f.skeid.capacityReading("gpu-1") && f.skeid.capacityReading("gpu-2"));
+      assert(f.skeid.capacityReading("gpu-1"), "gpu-1 has a reading before the removal");
+      assert(f.skeid.capacityReading("gpu-2"), "gpu-2 has a reading before the removal");
       f.skeid.removeNode("gpu-2");
       f.probes.refresh();
       assertEquals(f.probes.status().map((s) => s.node_id), ["gpu-1"]);

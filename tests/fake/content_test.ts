@@ -59,7 +59,8 @@ Deno.test("embedding vectors are deterministic and bounded", () => {
   const v = embeddingVector("hello");
   assertEquals(v, embeddingVector("hello"));
   assertEquals(v.length, 8);
-  assert(v.every((x) => x >= -1 && x <= 1));
+  assert(v.every((x) => x >= -1), `every component is at least -1: ${v}`);
+  assert(v.every((x) => x <= 1), `every component is at most 1: ${v}`);
   assert(JSON.stringify(v) !== JSON.stringify(embeddingVector("hellp")));
 });
 

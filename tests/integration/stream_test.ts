@@ -189,7 +189,7 @@ Deno.test("stream: an upstream cut after bytes went out → event 502 with what 
     })).text();
     ok(text.startsWith("event: message_start"));
     ok(text.includes('"text":"Hel"') && text.includes('"text":"lo"'));
-    ok(text.includes("event: error"), "DESIGN decision 4: ends with an error event");
+    ok(text.includes("event: error"), "ADR 0015: ends with an error event");
     ok(!text.includes("message_stop"));
     const [e] = await t.sink.waitFor(1);
     strictEqual(e.status_code, 502);

@@ -1,4 +1,4 @@
-import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
+import { assert, assertEquals, assertMatch } from "../_assert.ts";
 import {
   CachingKeyBroker,
   type KeyAnswer,
@@ -41,25 +41,25 @@ Deno.test("broker: five concurrent misses are one resolution, fanned out to all 
   const got: KeyAnswer[] = [];
   const waits = Array.from({ length: 5 }, () => broker.keyFor("ref/a").then((a) => got.push(a)));
   await settle();
-  strictEqual(resolver.calls, 1, "one resolution for five callers");
-  strictEqual(got.length, 0, "nobody answered before the resolution came back");
-  strictEqual(resolver.release({ key: "gsk_counted" }), 1);
+  assertEquals(resolver.calls, 1, "one resolution for five callers");
+  assertEquals(got.length, 0, "nobody answered before the resolution came back");
+  assertEquals(resolver.release({ key: "gsk_counted" }), 1);
   await Promise.all(waits);
-  deepStrictEqual(got, Array(5).fill({ key: "gsk_counted" }));
+  assertEquals(got, Array(5).fill({ key: "gsk_counted" }));
 
-  deepStrictEqual(await broker.keyFor("ref/a"), { key: "gsk_counted" }, "served from cache");
-  strictEqual(resolver.calls, 1, "without a round-trip");
-  deepStrictEqual(broker.cached("ref/a"), { key: "gsk_counted" });
+  assertEquals(await broker.keyFor("ref/a"), { key: "gsk_counted" }, "served from cache");
+  assertEquals(resolver.calls, 1, "without a round-trip");
+  assertEquals(broker.cached("ref/a"), { key: "gsk_counted" });
 
   broker.forget("ref/a");
-  strictEqual(broker.cached("ref/a"), undefined, "forget drops the entry");
+  assertEquals(broker.cached("ref/a"), undefined, "forget drops the entry");
   const rotated = broker.keyFor("ref/a");
   await settle();
-  strictEqual(resolver.calls, 2, "forget sends the next caller back to the resolver");
+  assertEquals(resolver.calls, 2, "forget sends the next caller back to the resolver");
   resolver.release({ key: "gsk_rotated" });
-  deepStrictEqual(await rotated, { key: "gsk_rotated" });
-  deepStrictEqual(await broker.keyFor("ref/a"), { key: "gsk_rotated" }, "the new key is cached");
-  strictEqual(resolver.calls, 2);
+  assertEquals(await rotated, { key: "gsk_rotated" });
+  assertEquals(await broker.keyFor("ref/a"), { key: "gsk_rotated" }, "the new key is cached");
+  assertEquals(resolver.calls, 2);
   await broker.close();
 });
 
@@ -67,10 +67,11 @@ Deno.test("broker: forget() without a reference drops every cached answer", asyn
   const broker = new CachingKeyBroker({ resolveKey: (ref) => `key-for-${ref}` });
   await broker.keyFor("a");
   await broker.keyFor("b");
-  ok(broker.cached("a") && broker.cached("b"));
+  assert(broker.cached("a"), "'a' is cached before forget()");
+  assert(broker.cached("b"), "'b' is cached before forget()");
   broker.forget();
-  strictEqual(broker.cached("a"), undefined);
-  strictEqual(broker.cached("b"), undefined);
+  assertEquals(broker.cached("a"), undefined);
+  assertEquals(broker.cached("b"), undefined);
   await broker.close();
 });
 
@@ -81,20 +82,20 @@ Deno.test("broker: a failure is cached with its reason; an unknown reference is 
   const first = broker.keyFor("ref/bad");
   await settle();
   resolver.release({ error: "vault said no" });
-  deepStrictEqual(await first, { error: "vault said no" });
+  assertEquals(await first, { error: "vault said no" });
 
-  deepStrictEqual(await broker.keyFor("ref/bad"), { error: "vault said no" }, "reason kept");
-  strictEqual(resolver.calls, 1, "the vault is not asked again at once");
-  strictEqual(broker.cached("ref/never-asked"), undefined, "an unknown reference is not cached");
-  deepStrictEqual(broker.cached("ref/bad"), { error: "vault said no" }, "distinguishable");
+  assertEquals(await broker.keyFor("ref/bad"), { error: "vault said no" }, "reason kept");
+  assertEquals(resolver.calls, 1, "the vault is not asked again at once");
+  assertEquals(broker.cached("ref/never-asked"), undefined, "an unknown reference is not cached");
+  assertEquals(broker.cached("ref/bad"), { error: "vault said no" }, "distinguishable");
 
   clock.advance(60_000);
-  strictEqual(broker.cached("ref/bad"), undefined, "the failure expires");
+  assertEquals(broker.cached("ref/bad"), undefined, "the failure expires");
   const again = broker.keyFor("ref/bad");
   await settle();
-  strictEqual(resolver.calls, 2, "and the next caller asks again");
+  assertEquals(resolver.calls, 2, "and the next caller asks again");
   resolver.release({ key: "fixed" });
-  deepStrictEqual(await again, { key: "fixed" });
+  assertEquals(await again, { key: "fixed" });
   await broker.close();
 });
 
@@ -110,17 +111,17 @@ Deno.test("broker: default lifetimes are 300 s for a key and 5 s for a failure",
   }, { now: clock.now });
   await broker.keyFor("ok");
   clock.advance(299_999);
-  deepStrictEqual(broker.cached("ok"), { key: "k1" }, "still cached just before 300 s");
+  assertEquals(broker.cached("ok"), { key: "k1" }, "still cached just before 300 s");
   clock.advance(1);
-  strictEqual(broker.cached("ok"), undefined, "gone at 300 s");
+  assertEquals(broker.cached("ok"), undefined, "gone at 300 s");
 
   answer = undefined;
   await broker.keyFor("bad");
-  strictEqual(calls, 2);
+  assertEquals(calls, 2);
   clock.advance(4_999);
-  deepStrictEqual(broker.cached("bad"), { error: "no key resolved" });
+  assertEquals(broker.cached("bad"), { error: "no key resolved" });
   clock.advance(1);
-  strictEqual(broker.cached("bad"), undefined, "a failure is gone at 5 s");
+  assertEquals(broker.cached("bad"), undefined, "a failure is gone at 5 s");
   await broker.close();
 });
 
@@ -135,12 +136,12 @@ Deno.test("broker: cache_ttl 0 disables the cache, negative 0 disables failure c
   }, { cacheTtlMs: 0, negativeCacheTtlMs: 0 });
   await broker.keyFor("ref/a");
   await broker.keyFor("ref/a");
-  strictEqual(calls, 2, "every call resolves");
-  strictEqual(broker.cached("ref/a"), undefined);
+  assertEquals(calls, 2, "every call resolves");
+  assertEquals(broker.cached("ref/a"), undefined);
   answer = undefined;
   await broker.keyFor("ref/a");
   await broker.keyFor("ref/a");
-  strictEqual(calls, 4, "failures too");
+  assertEquals(calls, 4, "failures too");
   await broker.close();
 });
 
@@ -155,14 +156,14 @@ Deno.test("broker: a resolver with only a blocking-style resolveKey works", asyn
     },
   };
   const broker = new CachingKeyBroker(resolver);
-  deepStrictEqual(await broker.keyFor("provider/groq"), { key: "gsk_test123" });
-  deepStrictEqual(
+  assertEquals(await broker.keyFor("provider/groq"), { key: "gsk_test123" });
+  assertEquals(
     await broker.keyFor("missing"),
     { error: "no key for missing" },
     "throw → reason",
   );
-  deepStrictEqual(await broker.keyFor("nothing"), { error: "no key resolved" });
-  deepStrictEqual(await broker.keyFor("empty"), { error: "no key resolved" }, "empty key fails");
+  assertEquals(await broker.keyFor("nothing"), { error: "no key resolved" });
+  assertEquals(await broker.keyFor("empty"), { error: "no key resolved" }, "empty key fails");
   await broker.close();
 });
 
@@ -174,12 +175,13 @@ Deno.test("broker: keyFor never rejects and an empty reference asks nobody", asy
       return Promise.reject(new Error("royal down"));
     },
   });
-  deepStrictEqual(await broker.keyFor(""), { error: "no key reference" });
-  strictEqual(calls, 0);
-  deepStrictEqual(await broker.keyFor("ref/x"), { error: "royal down" });
+  assertEquals(await broker.keyFor(""), { error: "no key reference" });
+  assertEquals(calls, 0);
+  assertEquals(await broker.keyFor("ref/x"), { error: "royal down" });
   const neither = new CachingKeyBroker({});
   const answer = await neither.keyFor("ref/x");
-  ok("error" in answer && /neither resolveKey nor resolveKeyAsync/.test(answer.error));
+  assert("error" in answer, "a broker without a resolver answers an error, not a key");
+  assertMatch(answer.error, /neither resolveKey nor resolveKeyAsync/);
   await broker.close();
   await neither.close();
 });
@@ -187,12 +189,12 @@ Deno.test("broker: keyFor never rejects and an empty reference asks nobody", asy
 Deno.test("broker: a resolution that never answers times out instead of hanging", async () => {
   const resolver = countingResolver();
   const broker = new CachingKeyBroker(resolver, { resolveTimeoutMs: 20 });
-  deepStrictEqual(await broker.keyFor("ref/slow"), {
+  assertEquals(await broker.keyFor("ref/slow"), {
     error: "key resolution timed out after 20 ms",
   });
   resolver.release({ key: "late" });
   await settle();
-  deepStrictEqual(broker.cached("ref/slow"), { error: "key resolution timed out after 20 ms" });
+  assertEquals(broker.cached("ref/slow"), { error: "key resolution timed out after 20 ms" });
   await broker.close();
 });
 
@@ -203,8 +205,8 @@ Deno.test("broker: an answer that predates a forget() is not cached", async () =
   await settle();
   broker.forget("ref/a");
   resolver.release({ key: "old-key" });
-  deepStrictEqual(await before, { key: "old-key" }, "the waiting caller still gets an answer");
-  strictEqual(broker.cached("ref/a"), undefined, "but the rotated-away key is not cached");
+  assertEquals(await before, { key: "old-key" }, "the waiting caller still gets an answer");
+  assertEquals(broker.cached("ref/a"), undefined, "but the rotated-away key is not cached");
   await broker.close();
 });
 
@@ -217,10 +219,10 @@ Deno.test("broker: a cold reference does not hold up a warm one", async () => {
   await warm;
   const cold = broker.keyFor("ref/cold");
   await settle();
-  strictEqual(resolver.calls, 2, "the cold resolution is in flight");
-  deepStrictEqual(await broker.keyFor("ref/warm"), { key: "warm-key" }, "the warm one answers");
+  assertEquals(resolver.calls, 2, "the cold resolution is in flight");
+  assertEquals(await broker.keyFor("ref/warm"), { key: "warm-key" }, "the warm one answers");
   resolver.release({ key: "cold-key" });
-  deepStrictEqual(await cold, { key: "cold-key" });
+  assertEquals(await cold, { key: "cold-key" });
   await broker.close();
 });
 
@@ -233,10 +235,10 @@ Deno.test("broker: close drops the cache, closes the resolver and refuses later 
   await p;
   await broker.close();
   await broker.close();
-  strictEqual(resolver.closed, 1, "resolver closed once");
-  strictEqual(broker.cached("ref/a"), undefined, "nothing left in memory");
-  deepStrictEqual(await broker.keyFor("ref/a"), { error: "key broker closed" });
-  strictEqual(resolver.calls, 1);
+  assertEquals(resolver.closed, 1, "resolver closed once");
+  assertEquals(broker.cached("ref/a"), undefined, "nothing left in memory");
+  assertEquals(await broker.keyFor("ref/a"), { error: "key broker closed" });
+  assertEquals(resolver.calls, 1);
 });
 
 Deno.test("broker: a failed resolution is warned once with its reference, never the key", async () => {
@@ -249,15 +251,15 @@ Deno.test("broker: a failed resolution is warned once with its reference, never 
   await Promise.all(waits);
   await broker.keyFor("ref/x"); // cached failure: not warned again
   const warned = logger.lines.filter((l) => l.event === "key_resolve_failed");
-  strictEqual(warned.length, 1);
-  strictEqual(warned[0].api_key_ref, "ref/x");
-  strictEqual(warned[0].message, "KeyBroker resolve failed for 'ref/x': royal down");
+  assertEquals(warned.length, 1);
+  assertEquals(warned[0].api_key_ref, "ref/x");
+  assertEquals(warned[0].message, "KeyBroker resolve failed for 'ref/x': royal down");
 
   const ok2 = broker.keyFor("ref/good");
   await settle();
   resolver.release({ key: "sk-upstream-secret-1" });
   await ok2;
-  ok(!JSON.stringify(logger.lines).includes("sk-upstream-secret-1"), "no key in any log line");
+  assert(!JSON.stringify(logger.lines).includes("sk-upstream-secret-1"), "no key in any log line");
   await broker.close();
 });
 
@@ -269,17 +271,17 @@ Deno.test("brokerKeyFor: synchronous on a hit, a promise on a miss, nothing with
       return ref === "ref/good" ? "gsk-good" : undefined;
     },
   });
-  strictEqual(brokerKeyFor({}, broker), undefined, "a node without api_key_ref");
-  strictEqual(brokerKeyFor({ api_key_ref: "ref/good" }, undefined), undefined, "no broker");
+  assertEquals(brokerKeyFor({}, broker), undefined, "a node without api_key_ref");
+  assertEquals(brokerKeyFor({ api_key_ref: "ref/good" }, undefined), undefined, "no broker");
 
   const miss = brokerKeyFor({ api_key_ref: "ref/good" }, broker);
-  ok(miss instanceof Promise, "a miss is a promise");
-  strictEqual(await miss, "gsk-good");
-  strictEqual(brokerKeyFor({ api_key_ref: "ref/good" }, broker), "gsk-good", "a hit is not");
+  assert(miss instanceof Promise, "a miss is a promise");
+  assertEquals(await miss, "gsk-good");
+  assertEquals(brokerKeyFor({ api_key_ref: "ref/good" }, broker), "gsk-good", "a hit is not");
 
-  strictEqual(await brokerKeyFor({ api_key_ref: "ref/bad" }, broker), undefined, "failure");
-  strictEqual(brokerKeyFor({ api_key_ref: "ref/bad" }, broker), undefined, "cached failure");
-  strictEqual(calls, 2);
+  assertEquals(await brokerKeyFor({ api_key_ref: "ref/bad" }, broker), undefined, "failure");
+  assertEquals(brokerKeyFor({ api_key_ref: "ref/bad" }, broker), undefined, "cached failure");
+  assertEquals(calls, 2);
   await broker.close();
 });
 
@@ -288,11 +290,11 @@ Deno.test("warmKeys: resolves each distinct reference once, ahead of the first r
   const broker = new CachingKeyBroker(resolver);
   warmKeys([{ api_key_ref: "r/a" }, { api_key_ref: "r/a" }, { api_key_ref: "r/b" }, {}], broker);
   await settle();
-  strictEqual(resolver.calls, 2);
+  assertEquals(resolver.calls, 2);
   resolver.release({ key: "k" });
   await settle();
-  deepStrictEqual(broker.cached("r/a"), { key: "k" });
-  deepStrictEqual(broker.cached("r/b"), { key: "k" });
+  assertEquals(broker.cached("r/a"), { key: "k" });
+  assertEquals(broker.cached("r/b"), { key: "k" });
   warmKeys([{ api_key_ref: "r/a" }], undefined);
   await broker.close();
 });

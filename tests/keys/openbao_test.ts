@@ -1,4 +1,4 @@
-import { deepStrictEqual, match, ok, strictEqual } from "node:assert/strict";
+import { assert, assertEquals, assertMatch } from "../_assert.ts";
 import { createKeyBroker, type KeyBrokerOptions } from "../../src/keys/create.ts";
 import { openBaoSettingsFromEnv, verifySslFromEnv } from "../../src/keys/env.ts";
 import { encodedApiPath, keyFromPayload, kvPath, OpenBao } from "../../src/keys/openbao.ts";
@@ -38,7 +38,7 @@ async function setup(opts: KeyBrokerOptions = {}) {
     schedule: timer.schedule,
     ...opts,
   });
-  ok(broker, "the broker was built");
+  assert(broker, "the broker was built");
   return {
     fake,
     logger,
@@ -56,45 +56,45 @@ async function setup(opts: KeyBrokerOptions = {}) {
 function assertNoSecrets(logger: { lines: unknown[] }, fake: FakeOpenBao, keys: string[]) {
   const text = JSON.stringify(logger.lines);
   for (const s of [...keys, ROLE_ID, SECRET_ID, fake.failureBody]) {
-    ok(!text.includes(s), `a log line carries '${s}'`);
+    assert(!text.includes(s), `a log line carries '${s}'`);
   }
-  ok(!/s\.(login|api)-\d/.test(text), "a log line carries a vault token");
+  assert(!/s\.(login|api)-\d/.test(text), "a log line carries a vault token");
 }
 
 Deno.test("kvPath: the secret mount reads through secret/data/, other mounts as given", () => {
-  strictEqual(kvPath("secret/skeid/remote/groq"), "secret/data/skeid/remote/groq");
-  strictEqual(kvPath("/secret/skeid/remote/groq"), "secret/data/skeid/remote/groq");
-  strictEqual(kvPath("kv/skeid/groq"), "kv/skeid/groq");
-  strictEqual(kvPath("secrets/x"), "secrets/x");
-  strictEqual(encodedApiPath("secret/data/a b/c?d"), "secret/data/a%20b/c%3Fd");
-  strictEqual(encodedApiPath("secret/data/../sys/x"), undefined);
-  strictEqual(encodedApiPath("secret/data//x"), undefined);
-  strictEqual(encodedApiPath(kvPath("secret")), undefined);
-  strictEqual(encodedApiPath("secret/metadata/skeid/", true), "secret/metadata/skeid");
+  assertEquals(kvPath("secret/skeid/remote/groq"), "secret/data/skeid/remote/groq");
+  assertEquals(kvPath("/secret/skeid/remote/groq"), "secret/data/skeid/remote/groq");
+  assertEquals(kvPath("kv/skeid/groq"), "kv/skeid/groq");
+  assertEquals(kvPath("secrets/x"), "secrets/x");
+  assertEquals(encodedApiPath("secret/data/a b/c?d"), "secret/data/a%20b/c%3Fd");
+  assertEquals(encodedApiPath("secret/data/../sys/x"), undefined);
+  assertEquals(encodedApiPath("secret/data//x"), undefined);
+  assertEquals(encodedApiPath(kvPath("secret")), undefined);
+  assertEquals(encodedApiPath("secret/metadata/skeid/", true), "secret/metadata/skeid");
 });
 
 Deno.test("keyFromPayload: data.data.api_key (KV v2), else data.api_key (KV v1)", () => {
-  strictEqual(keyFromPayload(kv2("k2")), "k2");
-  strictEqual(keyFromPayload(kv1("k1")), "k1");
-  strictEqual(keyFromPayload({ data: { data: { other: 1 }, api_key: "k1" } }), "k1");
-  strictEqual(keyFromPayload({ data: { data: { api_key: 42 } } }), undefined);
-  strictEqual(keyFromPayload({ data: {} }), undefined);
-  strictEqual(keyFromPayload("nope"), undefined);
+  assertEquals(keyFromPayload(kv2("k2")), "k2");
+  assertEquals(keyFromPayload(kv1("k1")), "k1");
+  assertEquals(keyFromPayload({ data: { data: { other: 1 }, api_key: "k1" } }), "k1");
+  assertEquals(keyFromPayload({ data: { data: { api_key: 42 } } }), undefined);
+  assertEquals(keyFromPayload({ data: {} }), undefined);
+  assertEquals(keyFromPayload("nope"), undefined);
 });
 
 Deno.test("env: OPENBAO_* settings; no role id or secret id means no broker", () => {
-  strictEqual(openBaoSettingsFromEnv(envOf({ OPENBAO_ROLE_ID: "r" })), undefined);
-  strictEqual(
+  assertEquals(openBaoSettingsFromEnv(envOf({ OPENBAO_ROLE_ID: "r" })), undefined);
+  assertEquals(
     openBaoSettingsFromEnv(envOf({ OPENBAO_ROLE_ID: "r", OPENBAO_SECRET_ID: " " })),
     undefined,
   );
-  deepStrictEqual(openBaoSettingsFromEnv(envOf({ OPENBAO_ROLE_ID: "r", OPENBAO_SECRET_ID: "s" })), {
+  assertEquals(openBaoSettingsFromEnv(envOf({ OPENBAO_ROLE_ID: "r", OPENBAO_SECRET_ID: "s" })), {
     addr: "http://127.0.0.1:8200",
     roleId: "r",
     secretId: "s",
     verifySsl: true,
   });
-  deepStrictEqual(
+  assertEquals(
     openBaoSettingsFromEnv(envOf({
       OPENBAO_ROLE_ID: "r",
       OPENBAO_SECRET_ID: "s",
@@ -110,20 +110,20 @@ Deno.test("env: OPENBAO_* settings; no role id or secret id means no broker", ()
       caCertFile: "/etc/ca.pem",
     },
   );
-  for (const off of ["0", "false", "NO", " off "]) strictEqual(verifySslFromEnv(off), false, off);
-  for (const on of [undefined, "1", "yes", "true", ""]) strictEqual(verifySslFromEnv(on), true);
+  for (const off of ["0", "false", "NO", " off "]) assertEquals(verifySslFromEnv(off), false, off);
+  for (const on of [undefined, "1", "yes", "true", ""]) assertEquals(verifySslFromEnv(on), true);
 });
 
 Deno.test("createKeyBroker: no credentials → no broker and no call to OpenBao", async () => {
   const fake = startFakeOpenBao();
   const logger = memoryLogger();
-  strictEqual(await createKeyBroker(envOf({ OPENBAO_ADDR: fake.addr }), logger), undefined);
-  strictEqual(
+  assertEquals(await createKeyBroker(envOf({ OPENBAO_ADDR: fake.addr }), logger), undefined);
+  assertEquals(
     await createKeyBroker(envOf({ OPENBAO_ADDR: fake.addr, OPENBAO_ROLE_ID: ROLE_ID }), logger),
     undefined,
   );
-  strictEqual(fake.calls.login, 0);
-  deepStrictEqual(logger.lines, []);
+  assertEquals(fake.calls.login, 0);
+  assertEquals(logger.lines, []);
   await fake.close();
 });
 
@@ -135,15 +135,15 @@ Deno.test("createKeyBroker: a failed login warns and gives no broker, naming the
     OPENBAO_ROLE_ID: ROLE_ID,
     OPENBAO_SECRET_ID: "wrong",
   });
-  strictEqual(await createKeyBroker(env, logger), undefined);
-  strictEqual(fake.calls.login, 1);
+  assertEquals(await createKeyBroker(env, logger), undefined);
+  assertEquals(fake.calls.login, 1);
   const warned = logger.lines.find((l) => l.event === "key_broker_init_failed");
-  strictEqual(
+  assertEquals(
     warned?.message,
     "Failed to initialize OpenBao KeyBroker: OpenBao AppRole login failed: HTTP 400",
   );
-  strictEqual(warned?.level, "warn");
-  ok(!JSON.stringify(logger.lines).includes("wrong"), "not the secret id");
+  assertEquals(warned?.level, "warn");
+  assert(!JSON.stringify(logger.lines).includes("wrong"), "not the secret id");
   assertNoSecrets(logger, fake, []);
   await fake.close();
 });
@@ -154,7 +154,7 @@ Deno.test("createKeyBroker: a login answer without a token is a failed start", a
   // Undefined TTL and a 200 without auth: simulate by pointing at the renew endpoint's shape.
   fake.loginStatus = 200;
   const broker = await createKeyBroker(baoEnv(fake), logger);
-  ok(broker, "control: a good login builds a broker");
+  assert(broker, "control: a good login builds a broker");
   await broker.close();
   await fake.close();
 
@@ -168,8 +168,8 @@ Deno.test("createKeyBroker: a login answer without a token is a failed start", a
     OPENBAO_ROLE_ID: ROLE_ID,
     OPENBAO_SECRET_ID: SECRET_ID,
   });
-  strictEqual(await createKeyBroker(env, logger2), undefined);
-  strictEqual(
+  assertEquals(await createKeyBroker(env, logger2), undefined);
+  assertEquals(
     logger2.lines[0]?.message,
     "Failed to initialize OpenBao KeyBroker: OpenBao AppRole login returned no token",
   );
@@ -186,8 +186,8 @@ Deno.test("createKeyBroker: an unreachable OpenBao is a failed start, said plain
     OPENBAO_ROLE_ID: ROLE_ID,
     OPENBAO_SECRET_ID: SECRET_ID,
   });
-  strictEqual(await createKeyBroker(env, logger), undefined);
-  match(
+  assertEquals(await createKeyBroker(env, logger), undefined);
+  assertMatch(
     String(logger.lines[0]?.message),
     /^Failed to initialize OpenBao KeyBroker: OpenBao AppRole login failed: no response \(connection refused\)$/,
   );
@@ -197,12 +197,12 @@ Deno.test("createKeyBroker: an unreadable OPENBAO_CACERT is a failed start namin
   const fake = startFakeOpenBao();
   const logger = memoryLogger();
   const env = baoEnv(fake, { OPENBAO_CACERT: "/nonexistent/skeid-ca.pem" });
-  strictEqual(await createKeyBroker(env, logger), undefined);
-  match(
+  assertEquals(await createKeyBroker(env, logger), undefined);
+  assertMatch(
     String(logger.lines[0]?.message),
     /OPENBAO_CACERT '\/nonexistent\/skeid-ca\.pem' could not be read \(NotFound\)/,
   );
-  strictEqual(fake.calls.login, 0);
+  assertEquals(fake.calls.login, 0);
   await fake.close();
 });
 
@@ -217,26 +217,26 @@ Deno.test("createKeyBroker: OPENBAO_VERIFY_SSL off on https is warned as unsuppo
     OPENBAO_SECRET_ID: SECRET_ID,
     OPENBAO_VERIFY_SSL: "0",
   });
-  strictEqual(await createKeyBroker(env, logger), undefined);
+  assertEquals(await createKeyBroker(env, logger), undefined);
   const warned = logger.lines.find((l) => l.event === "openbao_verify_ssl_unsupported");
-  match(String(warned?.message), /OPENBAO_CACERT/);
+  assertMatch(String(warned?.message), /OPENBAO_CACERT/);
 });
 
 Deno.test("openbao: login, then the first read renews and reads with the renewed token", async () => {
   await using t = await setup();
   t.fake.secrets.set("secret/data/skeid/remote/groq", kv2("gsk-live-groq-1"));
-  strictEqual(t.fake.calls.login, 1);
-  strictEqual(t.fake.calls.renew, 0, "nothing renewed before it is needed");
-  deepStrictEqual(await t.broker.keyFor("secret/skeid/remote/groq"), { key: "gsk-live-groq-1" });
-  deepStrictEqual(t.fake.calls, { login: 1, renew: 1, read: 1, list: 0 });
-  deepStrictEqual(t.fake.renewTokens, ["s.login-1"], "renewed with the login token");
-  deepStrictEqual(t.fake.readTokens, ["s.api-2"], "read with the renewed token");
+  assertEquals(t.fake.calls.login, 1);
+  assertEquals(t.fake.calls.renew, 0, "nothing renewed before it is needed");
+  assertEquals(await t.broker.keyFor("secret/skeid/remote/groq"), { key: "gsk-live-groq-1" });
+  assertEquals(t.fake.calls, { login: 1, renew: 1, read: 1, list: 0 });
+  assertEquals(t.fake.renewTokens, ["s.login-1"], "renewed with the login token");
+  assertEquals(t.fake.readTokens, ["s.api-2"], "read with the renewed token");
 
-  deepStrictEqual(await t.broker.keyFor("secret/skeid/remote/groq"), { key: "gsk-live-groq-1" });
-  strictEqual(t.fake.calls.read, 1, "cached: no second read");
+  assertEquals(await t.broker.keyFor("secret/skeid/remote/groq"), { key: "gsk-live-groq-1" });
+  assertEquals(t.fake.calls.read, 1, "cached: no second read");
   t.broker.forget("secret/skeid/remote/groq");
   await t.broker.keyFor("secret/skeid/remote/groq");
-  deepStrictEqual(t.fake.calls, { login: 1, renew: 1, read: 2, list: 0 }, "token still good");
+  assertEquals(t.fake.calls, { login: 1, renew: 1, read: 2, list: 0 }, "token still good");
   assertNoSecrets(t.logger, t.fake, ["gsk-live-groq-1"]);
 });
 
@@ -248,41 +248,41 @@ Deno.test("openbao: five concurrent misses are one read; different refs share on
   const others = [t.broker.keyFor("secret/r/b"), t.broker.keyFor("secret/r/c")];
   await t.fake.readsArrived(3);
   release();
-  deepStrictEqual(await Promise.all(same), Array(5).fill({ key: "key-a" }));
-  deepStrictEqual(await Promise.all(others), [{ key: "key-b" }, { key: "key-c" }]);
-  strictEqual(t.fake.calls.renew, 1, "one renewal for three references");
-  strictEqual(t.fake.calls.read, 3, "one read per reference");
+  assertEquals(await Promise.all(same), Array(5).fill({ key: "key-a" }));
+  assertEquals(await Promise.all(others), [{ key: "key-b" }, { key: "key-c" }]);
+  assertEquals(t.fake.calls.renew, 1, "one renewal for three references");
+  assertEquals(t.fake.calls.read, 3, "one read per reference");
 });
 
 Deno.test("openbao: the KV v1 shape is read too; a secret without api_key is a failure", async () => {
   await using t = await setup();
   t.fake.secrets.set("kv1/skeid/groq", kv1("gsk-v1-key"));
   t.fake.secrets.set("secret/data/skeid/empty", { data: { data: { token: "x" } } });
-  deepStrictEqual(await t.broker.keyFor("kv1/skeid/groq"), { key: "gsk-v1-key" });
-  deepStrictEqual(await t.broker.keyFor("secret/skeid/empty"), {
+  assertEquals(await t.broker.keyFor("kv1/skeid/groq"), { key: "gsk-v1-key" });
+  assertEquals(await t.broker.keyFor("secret/skeid/empty"), {
     error: "OpenBao returned no api_key for 'secret/skeid/empty'",
   });
 });
 
 Deno.test("openbao: a failed read names the ref and status, is cached 5 s, and leaks no body", async () => {
   await using t = await setup();
-  deepStrictEqual(await t.broker.keyFor("secret/skeid/missing"), {
+  assertEquals(await t.broker.keyFor("secret/skeid/missing"), {
     error: "OpenBao read failed for 'secret/skeid/missing': HTTP 404",
   });
   t.fake.readStatus = 503;
   t.fake.secrets.set("secret/data/skeid/groq", kv2("gsk-not-served"));
-  deepStrictEqual(await t.broker.keyFor("secret/skeid/groq"), {
+  assertEquals(await t.broker.keyFor("secret/skeid/groq"), {
     error: "OpenBao read failed for 'secret/skeid/groq': HTTP 503",
   });
-  strictEqual(t.fake.calls.read, 2);
+  assertEquals(t.fake.calls.read, 2);
   await t.broker.keyFor("secret/skeid/groq");
-  strictEqual(t.fake.calls.read, 2, "the failure is cached");
+  assertEquals(t.fake.calls.read, 2, "the failure is cached");
   t.clock.advance(5_000);
   t.fake.readStatus = 200;
-  deepStrictEqual(await t.broker.keyFor("secret/skeid/groq"), { key: "gsk-not-served" });
-  strictEqual(t.fake.calls.read, 3, "asked again after 5 s");
+  assertEquals(await t.broker.keyFor("secret/skeid/groq"), { key: "gsk-not-served" });
+  assertEquals(t.fake.calls.read, 3, "asked again after 5 s");
   const warned = t.logger.lines.filter((l) => l.event === "key_resolve_failed");
-  deepStrictEqual(warned.map((l) => l.api_key_ref), ["secret/skeid/missing", "secret/skeid/groq"]);
+  assertEquals(warned.map((l) => l.api_key_ref), ["secret/skeid/missing", "secret/skeid/groq"]);
   assertNoSecrets(t.logger, t.fake, ["gsk-not-served"]);
 });
 
@@ -290,47 +290,47 @@ Deno.test("openbao: a token about to expire is renewed before the read", async (
   await using t = await setup();
   t.fake.secrets.set("secret/data/x", kv2("k-x"));
   await t.broker.keyFor("secret/x");
-  strictEqual(t.fake.calls.renew, 1);
+  assertEquals(t.fake.calls.renew, 1);
   t.clock.advance(3600_000 - 60_000); // within the 60 s margin
   t.broker.forget();
-  deepStrictEqual(await t.broker.keyFor("secret/x"), { key: "k-x" });
-  strictEqual(t.fake.calls.renew, 2, "renewed first");
-  deepStrictEqual(t.fake.renewTokens, ["s.login-1", "s.api-2"], "with the current token");
-  deepStrictEqual(t.fake.readTokens, ["s.api-2", "s.api-3"]);
+  assertEquals(await t.broker.keyFor("secret/x"), { key: "k-x" });
+  assertEquals(t.fake.calls.renew, 2, "renewed first");
+  assertEquals(t.fake.renewTokens, ["s.login-1", "s.api-2"], "with the current token");
+  assertEquals(t.fake.readTokens, ["s.api-2", "s.api-3"]);
 });
 
 Deno.test("openbao: a renewal failing on the request path fails the resolution, not the process", async () => {
   let fatal = 0;
   await using t = await setup({ onFatal: () => fatal++ });
   t.fake.renewStatus = 500;
-  deepStrictEqual(await t.broker.keyFor("secret/x"), {
+  assertEquals(await t.broker.keyFor("secret/x"), {
     error: "OpenBao token renewal failed: HTTP 500",
   });
-  strictEqual(t.fake.calls.read, 0);
-  strictEqual(fatal, 0);
+  assertEquals(t.fake.calls.read, 0);
+  assertEquals(fatal, 0);
   assertNoSecrets(t.logger, t.fake, []);
 });
 
 Deno.test("openbao: the renewal timer runs every renew_secs and renews", async () => {
   await using t = await setup({ renewSecs: 120 });
-  strictEqual(t.timer.started, 1);
-  strictEqual(t.timer.everyMs, 120_000);
+  assertEquals(t.timer.started, 1);
+  assertEquals(t.timer.everyMs, 120_000);
   t.timer.tick();
   await until(() => t.fake.calls.renew === 1, "a timer renewal");
   t.fake.secrets.set("secret/data/x", kv2("k-x"));
   await t.broker.keyFor("secret/x");
-  strictEqual(t.fake.calls.renew, 1, "the request path found a fresh token");
+  assertEquals(t.fake.calls.renew, 1, "the request path found a fresh token");
   await t.broker.close();
-  strictEqual(t.timer.stopped, true, "close stops the timer");
+  assertEquals(t.timer.stopped, true, "close stops the timer");
 });
 
 Deno.test("openbao: renew_secs below 1 or missing falls back to 60 s, default 300 s", () => {
-  strictEqual(new OpenBao({ addr: "http://x", roleId: "r", secretId: "s" }).renewEveryMs, 300_000);
-  strictEqual(
+  assertEquals(new OpenBao({ addr: "http://x", roleId: "r", secretId: "s" }).renewEveryMs, 300_000);
+  assertEquals(
     new OpenBao({ addr: "http://x", roleId: "r", secretId: "s" }, { renewSecs: 0 }).renewEveryMs,
     60_000,
   );
-  strictEqual(
+  assertEquals(
     new OpenBao({ addr: "http://x", roleId: "r", secretId: "s" }, { renewSecs: Number.NaN })
       .renewEveryMs,
     60_000,
@@ -352,7 +352,7 @@ async function session(
   await bao.login();
   bao.startRenewal();
   bao.startRenewal();
-  strictEqual(timer.started, 1, "startRenewal twice starts one timer");
+  assertEquals(timer.started, 1, "startRenewal twice starts one timer");
   return { bao, timer };
 }
 
@@ -365,17 +365,17 @@ Deno.test("openbao: renewal failing while the token is valid warns and keeps goi
   fake.renewStatus = 403;
   clock.advance(3599_999);
   await bao.renewTick();
-  deepStrictEqual(fatal, []);
+  assertEquals(fatal, []);
   const warned = logger.lines.filter((l) => l.event === "openbao_renewal_failed");
-  strictEqual(warned.length, 1);
-  strictEqual(
+  assertEquals(warned.length, 1);
+  assertEquals(
     warned[0].message,
     "OpenBao token renewal failed (token still valid): OpenBao token renewal failed: HTTP 403",
   );
-  strictEqual(timer.stopped, false, "the timer keeps running");
+  assertEquals(timer.stopped, false, "the timer keeps running");
   fake.renewStatus = 200;
   await bao.renewTick();
-  strictEqual(bao.tokenExpiresAt, clock.now() + 3600_000, "a later tick renews");
+  assertEquals(bao.tokenExpiresAt, clock.now() + 3600_000, "a later tick renews");
   bao.close();
   await fake.close();
 });
@@ -390,17 +390,17 @@ Deno.test("openbao: renewal failing after expiry calls onFatal once and stops th
   clock.advance(3600_000);
   const ticks = [bao.renewTick(), bao.renewTick()];
   await Promise.all(ticks);
-  strictEqual(fake.calls.renew, 1, "concurrent ticks share one renewal");
+  assertEquals(fake.calls.renew, 1, "concurrent ticks share one renewal");
   await bao.renewTick();
-  strictEqual(fatal.length, 1, "onFatal once");
-  strictEqual(
+  assertEquals(fatal.length, 1, "onFatal once");
+  assertEquals(
     fatal[0].message,
     "OpenBao token renewal failed and the token has expired: OpenBao token renewal failed: HTTP 403",
   );
-  strictEqual(timer.stopped, true);
+  assertEquals(timer.stopped, true);
   const errors = logger.lines.filter((l) => l.level === "error");
-  strictEqual(errors.length, 1);
-  strictEqual(errors[0].event, "openbao_token_expired");
+  assertEquals(errors.length, 1);
+  assertEquals(errors[0].event, "openbao_token_expired");
   assertNoSecrets(logger, fake, []);
   bao.close();
   await fake.close();
@@ -411,11 +411,11 @@ Deno.test("openbao: concurrent renewals are one renew-self call", async () => {
   const logger = memoryLogger();
   const { bao } = await session(fake, logger, manualClock(), () => {});
   const answers = await Promise.all([bao.renew(), bao.renew(), bao.renew()]);
-  strictEqual(fake.calls.renew, 1);
-  deepStrictEqual(answers, Array(3).fill({ token: "s.api-2" }));
+  assertEquals(fake.calls.renew, 1);
+  assertEquals(answers, Array(3).fill({ token: "s.api-2" }));
   await bao.renew();
-  strictEqual(fake.calls.renew, 2, "a later renewal is a new call");
-  deepStrictEqual(fake.renewTokens, ["s.login-1", "s.api-2"]);
+  assertEquals(fake.calls.renew, 2, "a later renewal is a new call");
+  assertEquals(fake.renewTokens, ["s.login-1", "s.api-2"]);
   bao.close();
   await fake.close();
 });
@@ -423,11 +423,11 @@ Deno.test("openbao: concurrent renewals are one renew-self call", async () => {
 Deno.test("openbao: LIST helper returns the names, empty on failure", async () => {
   await using t = await setup();
   t.fake.listings.set("secret/metadata/skeid/remote", ["groq", "openai"]);
-  deepStrictEqual(await t.broker.listSecrets("secret/metadata/skeid/remote"), ["groq", "openai"]);
-  deepStrictEqual(await t.broker.listSecrets("/secret/metadata/skeid/remote/"), ["groq", "openai"]);
-  deepStrictEqual(await t.broker.listSecrets("secret/metadata/none"), []);
-  strictEqual(t.fake.calls.list, 3);
-  match(
+  assertEquals(await t.broker.listSecrets("secret/metadata/skeid/remote"), ["groq", "openai"]);
+  assertEquals(await t.broker.listSecrets("/secret/metadata/skeid/remote/"), ["groq", "openai"]);
+  assertEquals(await t.broker.listSecrets("secret/metadata/none"), []);
+  assertEquals(t.fake.calls.list, 3);
+  assertMatch(
     String(t.logger.lines.find((l) => l.event === "openbao_list_failed")?.message),
     /OpenBao list failed for 'secret\/metadata\/none': HTTP 404/,
   );
@@ -438,7 +438,7 @@ Deno.test("openbao: a read that takes too long fails with a timeout", async () =
   t.fake.secrets.set("secret/data/slow", kv2("k"));
   await t.broker.keyFor("secret/warm-up-renewal"); // renew now, so only the read is held
   const release = t.fake.holdReads();
-  deepStrictEqual(await t.broker.keyFor("secret/slow"), {
+  assertEquals(await t.broker.keyFor("secret/slow"), {
     error: "OpenBao read failed for 'secret/slow': no response (timed out after 50 ms)",
   });
   release();
@@ -453,18 +453,18 @@ Deno.test("openbao: close stops a read in flight and drops keys and tokens", asy
   const pending = t.broker.keyFor("secret/b");
   await t.fake.readsArrived(2);
   await t.broker.close();
-  deepStrictEqual(await pending, { error: "key broker closed" }, "the waiting caller is answered");
-  strictEqual(t.broker.cached("secret/a"), undefined);
-  deepStrictEqual(await t.broker.keyFor("secret/a"), { error: "key broker closed" });
+  assertEquals(await pending, { error: "key broker closed" }, "the waiting caller is answered");
+  assertEquals(t.broker.cached("secret/a"), undefined);
+  assertEquals(await t.broker.keyFor("secret/a"), { error: "key broker closed" });
   release();
 });
 
 Deno.test("openbao: an invalid reference is refused without a call", async () => {
   await using t = await setup();
-  deepStrictEqual(await t.broker.keyFor("secret/../sys/policy"), {
+  assertEquals(await t.broker.keyFor("secret/../sys/policy"), {
     error: "invalid key reference 'secret/../sys/policy'",
   });
-  strictEqual(t.fake.calls.read, 0);
+  assertEquals(t.fake.calls.read, 0);
 });
 
 Deno.test("openbao: an https vault with its own CA works through OPENBAO_CACERT", async () => {
@@ -477,13 +477,16 @@ Deno.test("openbao: an https vault with its own CA works through OPENBAO_CACERT"
   try {
     fake.secrets.set("secret/data/skeid/remote/groq", kv2("gsk-over-tls"));
     const untrusted = memoryLogger();
-    strictEqual(await createKeyBroker(baoEnv(fake), untrusted), undefined, "not trusted");
-    match(String(untrusted.lines[0]?.message), /login failed: no response \(TLS handshake failed/);
+    assertEquals(await createKeyBroker(baoEnv(fake), untrusted), undefined, "not trusted");
+    assertMatch(
+      String(untrusted.lines[0]?.message),
+      /login failed: no response \(TLS handshake failed/,
+    );
 
     const logger = memoryLogger();
     const broker = await createKeyBroker(baoEnv(fake, { OPENBAO_CACERT: pki.caFile }), logger);
-    ok(broker, "trusted through OPENBAO_CACERT");
-    deepStrictEqual(await broker.keyFor("secret/skeid/remote/groq"), { key: "gsk-over-tls" });
+    assert(broker, "trusted through OPENBAO_CACERT");
+    assertEquals(await broker.keyFor("secret/skeid/remote/groq"), { key: "gsk-over-tls" });
     await broker.close();
     assertNoSecrets(logger, fake, ["gsk-over-tls"]);
   } finally {

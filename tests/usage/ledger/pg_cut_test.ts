@@ -6,13 +6,13 @@
  * The cut is made deterministic by a TCP relay in front of the local server that closes both
  * sides the moment the client sends its INSERT into usage_events (once).
  */
-import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
-import { memoryLogger } from "../../src/log.ts";
-import { normalizeUsageStoreConfig } from "../../src/usage/config.ts";
-import { UsageLedger } from "../../src/usage/ledger.ts";
-import { PostgresStore } from "../../src/usage/postgres.ts";
-import { UsageWriteError } from "../../src/usage/write_error.ts";
-import { event } from "../usage/helpers.ts";
+import { assert, assertEquals } from "../../_assert.ts";
+import { memoryLogger } from "../../../src/log.ts";
+import { normalizeUsageStoreConfig } from "../../../src/usage/config.ts";
+import { UsageLedger } from "../../../src/usage/ledger.ts";
+import { PostgresStore } from "../../../src/usage/postgres.ts";
+import { UsageWriteError } from "../../../src/usage/write_error.ts";
+import { event } from "../helpers.ts";
 import {
   assertNoUncaught,
   catchingUncaught,
@@ -161,16 +161,16 @@ Deno.test({
         );
         assertNoUncaught(uncaught);
         await ledger.close();
-        strictEqual(relay.cuts, 1, "the connection was cut once, at the INSERT");
-        deepStrictEqual(
+        assertEquals(relay.cuts, 1, "the connection was cut once, at the INSERT");
+        assertEquals(
           compareIds(events.map((e) => e.request_id), await storedRequestIds(ref)),
           { missing: [], duplicated: [], unexpected: [] },
         );
-        ok(
+        assert(
           logger.lines.some((l) => l.event === "usage_store_failed"),
           "the failed write was logged",
         );
-        deepStrictEqual(logger.lines.filter((l) => l.event === "usage_lost"), []);
+        assertEquals(logger.lines.filter((l) => l.event === "usage_lost"), []);
       } finally {
         await ledger.close();
         await relay.close();
@@ -197,20 +197,20 @@ Deno.test({
       const cfg = normalizeUsageStoreConfig({ dsn: via.toString(), pool_size: 1 }, {
         env: () => undefined,
       });
-      ok(cfg.backend === "postgresql");
+      assert(cfg.backend === "postgresql");
       const store = new PostgresStore(cfg);
       try {
         await store.prepare();
         const events = Array.from({ length: 600 }, (_, i) => event({ request_id: `part-${i}` }));
         let thrown: unknown;
         await store.write(events).catch((err) => (thrown = err));
-        ok(thrown instanceof UsageWriteError, `a UsageWriteError, got ${thrown}`);
-        strictEqual(thrown.written, 500);
+        assert(thrown instanceof UsageWriteError, `a UsageWriteError, got ${thrown}`);
+        assertEquals(thrown.written, 500);
         const ref = { backend: "postgresql" as const, dsn: db.dsn };
-        strictEqual((await storedRequestIds(ref)).length, 500, "the first statement stands");
+        assertEquals((await storedRequestIds(ref)).length, 500, "the first statement stands");
         // The rest, as the ledger retries it: exactly 600, each once.
         await store.write(events.slice(thrown.written));
-        deepStrictEqual(
+        assertEquals(
           compareIds(events.map((e) => e.request_id), await storedRequestIds(ref)),
           { missing: [], duplicated: [], unexpected: [] },
         );
@@ -239,19 +239,19 @@ Deno.test({
       const cfg = normalizeUsageStoreConfig({ dsn: via.toString(), pool_size: 1 }, {
         env: () => undefined,
       });
-      ok(cfg.backend === "postgresql");
+      assert(cfg.backend === "postgresql");
       const first = new PostgresStore(cfg);
       const second = new PostgresStore(cfg);
       try {
         let thrown: unknown;
         await first.prepare().catch((err) => (thrown = err));
-        ok(thrown instanceof Error, "prepare failed");
-        ok(thrown.message.startsWith(`usage_store ${first.description}`), thrown.message);
-        strictEqual(relay.cuts, 1);
+        assert(thrown instanceof Error, "prepare failed");
+        assert(thrown.message.startsWith(`usage_store ${first.description}`), thrown.message);
+        assertEquals(relay.cuts, 1);
         await second.prepare();
         await second.write([event({ request_id: "after-cut" })]);
         const ref = { backend: "postgresql" as const, dsn: db.dsn };
-        deepStrictEqual(await storedRequestIds(ref), ["after-cut"]);
+        assertEquals(await storedRequestIds(ref), ["after-cut"]);
         assertNoUncaught(uncaught);
       } finally {
         await first.close();

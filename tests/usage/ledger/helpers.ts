@@ -7,19 +7,19 @@
  * @module
  */
 import postgres from "postgres";
-import { deepStrictEqual } from "node:assert/strict";
+import { assertEquals } from "../../_assert.ts";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import { type RunningServer, startServer } from "../../src/cli/serve.ts";
-import type { Gateway } from "../../src/gateway.ts";
-import { memoryLogger } from "../../src/log.ts";
-import { run as usageCli } from "../../src/cli/usage.ts";
-import { pgAdminDsn, pgUnavailable } from "../_helpers/pg.ts";
-import { until } from "../_helpers/poll.ts";
-import { runCli } from "../_helpers/cli.ts";
+import { type RunningServer, startServer } from "../../../src/cli/serve.ts";
+import type { Gateway } from "../../../src/gateway.ts";
+import { memoryLogger } from "../../../src/log.ts";
+import { run as usageCli } from "../../../src/cli/usage.ts";
+import { pgAdminDsn, pgUnavailable } from "../../_helpers/pg.ts";
+import { until } from "../../_helpers/poll.ts";
+import { runCli } from "../../_helpers/cli.ts";
 
-export { freshPgDatabase } from "../_helpers/pg.ts";
+export { freshPgDatabase } from "../../_helpers/pg.ts";
 
 /** The in-memory logger a test gateway writes to. */
 export type MemoryLogger = ReturnType<typeof memoryLogger>;
@@ -190,7 +190,7 @@ export function pollUntil(
 
 /** Fails naming every error that escaped to the top level (with its stack). */
 export function assertNoUncaught(uncaught: readonly unknown[]): void {
-  deepStrictEqual(
+  assertEquals(
     uncaught.map((e) => e instanceof Error ? e.stack ?? e.message : String(e)),
     [],
     "no error escaped to the top level (it would end the gateway)",
@@ -443,7 +443,7 @@ export async function spawnServe(
   env: Record<string, string> = {},
   timeoutMs = 30_000,
 ): Promise<ServeProcess> {
-  const launcher = new URL("../../scripts/skeid", import.meta.url).pathname;
+  const launcher = new URL("../../../scripts/skeid", import.meta.url).pathname;
   const child = new Deno.Command(launcher, {
     args: ["serve", "--config", config, "--listen", "127.0.0.1:0"],
     cwd,

@@ -5,8 +5,8 @@
  * The cluster is started again whatever happens (finally). Fresh database per run, dropped at
  * the end. Unreachable PostgreSQL: ignored with the reason, unless SKEID_REQUIRE_PG=1.
  */
-import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
-import { startFakeModel } from "../../src/fake/model.ts";
+import { assert, assertEquals } from "../../_assert.ts";
+import { startFakeModel } from "../../../src/fake/model.ts";
 import {
   assertNoUncaught,
   catchingUncaught,
@@ -104,12 +104,12 @@ async function restartRun(flush: number, uncaught: readonly unknown[]): Promise<
       stopping.resolve();
       await stop;
       completedAtStop = completed;
-      strictEqual(await cluster.answers(), false, "PostgreSQL is down");
+      assertEquals(await cluster.answers(), false, "PostgreSQL is down");
       down.resolve();
       // …and while it is down: their events must wait in the spill file.
       await pollUntil(() => completed >= BACK_FROM, 15_000, "requests during the outage", 5);
       await pollUntil(async () => await spillLines() > 0, 10_000, "events in the spill file");
-      ok(!gw.gw.ledger.healthy, "the ledger knows the store is down");
+      assert(!gw.gw.ledger.healthy, "the ledger knows the store is down");
       // …and while it starts again.
       completedAtStart = completed;
       const start = cluster.start();
@@ -124,10 +124,10 @@ async function restartRun(flush: number, uncaught: readonly unknown[]): Promise<
       starting.resolve();
     });
     const [result] = await Promise.all([load, control]);
-    deepStrictEqual(result.failures, [], "the gateway answered every request, store down or not");
+    assertEquals(result.failures, [], "the gateway answered every request, store down or not");
     assertNoUncaught(uncaught);
     const duringOutage = completedAtStart - completedAtStop;
-    ok(duringOutage >= BACK_FROM - OUTAGE_FROM, `requests during the outage: ${duringOutage}`);
+    assert(duringOutage >= BACK_FROM - OUTAGE_FROM, `requests during the outage: ${duringOutage}`);
 
     // The replay: poll the store (bounded) until every event is there.
     let stored: string[] = [];
@@ -143,18 +143,18 @@ async function restartRun(flush: number, uncaught: readonly unknown[]): Promise<
     await pollUntil(async () => await spillLines() === 0, 10_000, "the spill file replayed");
     await t.stop();
     stored = await storedRequestIds(ref);
-    deepStrictEqual(compareIds(result.ids, stored), {
+    assertEquals(compareIds(result.ids, stored), {
       missing: [],
       duplicated: [],
       unexpected: [],
     });
-    strictEqual(stored.length, REQUESTS);
+    assertEquals(stored.length, REQUESTS);
     assertNoUncaught(uncaught);
     const events = t.logger.lines.map((l) => String(l.event));
-    deepStrictEqual(events.filter((e) => e === "usage_lost"), [], "no event lost");
-    ok(events.includes("usage_store_failed"), "the outage was logged");
-    ok(events.includes("usage_spill"), "the spill was logged");
-    ok(events.includes("usage_store_recovered"), "the recovery was logged");
+    assertEquals(events.filter((e) => e === "usage_lost"), [], "no event lost");
+    assert(events.includes("usage_store_failed"), "the outage was logged");
+    assert(events.includes("usage_spill"), "the spill was logged");
+    assert(events.includes("usage_store_recovered"), "the recovery was logged");
     console.log(
       `  restart (flush ${flush}): ${completedAtStop - STOPPING_FROM} requests answered while ` +
         `it stopped, ${duringOutage} while down; ${REQUESTS} stored once each`,

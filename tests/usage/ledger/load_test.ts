@@ -5,10 +5,10 @@
  * write-behind. Then `skeid usage` reads the same store, from the config and from flags, as text
  * and as JSON, and its totals count exactly those requests.
  */
-import { deepStrictEqual, match, ok, strictEqual } from "node:assert/strict";
+import { assert, assertEquals, assertMatch } from "../../_assert.ts";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startFakeModel } from "../../src/fake/model.ts";
+import { startFakeModel } from "../../../src/fake/model.ts";
 import {
   compareIds,
   freshPgDatabase,
@@ -100,8 +100,8 @@ for (const c of CASES) {
           concurrency: CONCURRENCY,
           prefix,
         });
-        deepStrictEqual(load.failures, [], "every request answered 200 with its own request id");
-        strictEqual(load.streams, REQUESTS / 2);
+        assertEquals(load.failures, [], "every request answered 200 with its own request id");
+        assertEquals(load.streams, REQUESTS / 2);
         // While the gateway still runs: every event reaches the store on its own (no shutdown).
         let stored: string[] = [];
         await pollUntil(
@@ -117,34 +117,34 @@ for (const c of CASES) {
         await t.stop();
         // After the flush on stop, still exactly one per request: nothing late, nothing twice.
         stored = await storedRequestIds(ref);
-        deepStrictEqual(compareIds(load.ids, stored), {
+        assertEquals(compareIds(load.ids, stored), {
           missing: [],
           duplicated: [],
           unexpected: [],
         });
-        strictEqual(stored.length, REQUESTS);
+        assertEquals(stored.length, REQUESTS);
         const lost = t.logger.lines.filter((l) =>
           l.event === "usage_lost" || l.event === "usage_spill"
         );
-        deepStrictEqual(lost, [], "nothing spilled, nothing lost");
+        assertEquals(lost, [], "nothing spilled, nothing lost");
         console.log(`  ${c.name}: ${REQUESTS} requests stored in ${ms} ms`);
 
         // skeid usage, from the config and from flags, as JSON and as text.
         for (const source of [["--config", t.configPath], c.flags(dir, dsn)]) {
           const json = await usageCommand([...source, "--json"]);
-          strictEqual(json.code, 0, json.err);
+          assertEquals(json.code, 0, json.err);
           const report = JSON.parse(json.out);
-          strictEqual(report.ok, true);
-          strictEqual(report.totals.requests, REQUESTS, `${source.join(" ")}: totals.requests`);
-          strictEqual(
+          assertEquals(report.ok, true);
+          assertEquals(report.totals.requests, REQUESTS, `${source.join(" ")}: totals.requests`);
+          assertEquals(
             report.by_model.reduce((s: number, g: { requests: number }) => s + g.requests, 0),
             REQUESTS,
           );
-          ok(report.totals.total_tokens > 0, "tokens were counted");
+          assert(report.totals.total_tokens > 0, "tokens were counted");
           const text = await usageCommand(source);
-          strictEqual(text.code, 0, text.err);
-          match(text.out, new RegExp(`^\\s*requests\\s+${REQUESTS}$`, "m"));
-          match(text.out, new RegExp(`^\\s*anonymous\\s+${REQUESTS}\\s`, "m"));
+          assertEquals(text.code, 0, text.err);
+          assertMatch(text.out, new RegExp(`^\\s*requests\\s+${REQUESTS}$`, "m"));
+          assertMatch(text.out, new RegExp(`^\\s*anonymous\\s+${REQUESTS}\\s`, "m"));
         }
       } finally {
         await t?.cleanup();
@@ -168,24 +168,24 @@ Deno.test({
     }), { dir });
     try {
       const load = await runLoad({ base: t.base, count: 100, concurrency: 16, prefix: "cli" });
-      deepStrictEqual(load.failures, []);
+      assertEquals(load.failures, []);
       await t.stop();
-      const launcher = fileURLToPath(new URL("../../scripts/skeid", import.meta.url));
+      const launcher = fileURLToPath(new URL("../../../scripts/skeid", import.meta.url));
       const out = await new Deno.Command(launcher, {
         args: ["usage", "--config", t.configPath, "--json"],
         stdout: "piped",
         stderr: "piped",
       }).output();
       const dec = new TextDecoder();
-      strictEqual(out.code, 0, dec.decode(out.stderr));
-      strictEqual(JSON.parse(dec.decode(out.stdout)).totals.requests, 100);
+      assertEquals(out.code, 0, dec.decode(out.stderr));
+      assertEquals(JSON.parse(dec.decode(out.stdout)).totals.requests, 100);
       const text = await new Deno.Command(launcher, {
         args: ["usage", "--backend", "sqlite", "--db", db],
         stdout: "piped",
         stderr: "piped",
       }).output();
-      strictEqual(text.code, 0, dec.decode(text.stderr));
-      match(dec.decode(text.stdout), /^\s*requests\s+100$/m);
+      assertEquals(text.code, 0, dec.decode(text.stderr));
+      assertMatch(dec.decode(text.stdout), /^\s*requests\s+100$/m);
     } finally {
       await t.cleanup();
       await fake.close();

@@ -9,8 +9,8 @@
  * tick that reads a new version just before the watcher's read does counts one failing version
  * twice in `failures` — a config-manager quirk this test does not pin.
  */
-import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
-import { startFakeModel } from "../../src/fake/model.ts";
+import { assert, assertEquals } from "../../_assert.ts";
+import { startFakeModel } from "../../../src/fake/model.ts";
 import {
   compareIds,
   pollUntil,
@@ -49,13 +49,13 @@ Deno.test("ledger lifecycle: store swap, failed prepares, removal — through co
     const res = await fetch(`${gw.base}/skeid/config`, {
       headers: { authorization: `Bearer ${ADMIN}` },
     });
-    strictEqual(res.status, 200);
+    assertEquals(res.status, 200);
     return await res.json();
   };
   const sent: string[] = [];
   const load = async (prefix: string, count: number) => {
     const r = await runLoad({ base: gw.base, count, concurrency: 16, prefix });
-    deepStrictEqual(r.failures, []);
+    assertEquals(r.failures, []);
     sent.push(...r.ids);
     return r.ids;
   };
@@ -69,7 +69,7 @@ Deno.test("ledger lifecycle: store swap, failed prepares, removal — through co
   const restore = async () => {
     await gw.writeConfig(jsonlogConfig);
     await pollUntil(async () => (await health()).ok, 5000, "the config back in force");
-    deepStrictEqual(await health(), { ok: true, failed_at: null, failures: 0 });
+    assertEquals(await health(), { ok: true, failed_at: null, failures: 0 });
   };
 
   try {
@@ -79,7 +79,7 @@ Deno.test("ledger lifecycle: store swap, failed prepares, removal — through co
         // The startup writer run is over: from here on events wait for the interval.
         await gw.gw.ledger.flush();
         const before = await load("before", 200);
-        strictEqual((await storedRequestIds(sqlite)).length, 0, "write-behind: all still queued");
+        assertEquals((await storedRequestIds(sqlite)).length, 0, "write-behind: all still queued");
 
         // Requests keep flowing (bounded) while the config is edited and reloaded.
         let flowing = true;
@@ -101,10 +101,10 @@ Deno.test("ledger lifecycle: store swap, failed prepares, removal — through co
           flowing = false;
           await flow;
         }
-        ok(during.length > 0, "requests flowed during the swap");
+        assert(during.length > 0, "requests flowed during the swap");
         // The old store got everything recorded before the swap, at the swap (not at shutdown).
         const inSqlite = await storedRequestIds(sqlite);
-        deepStrictEqual(compareIds(before, inSqlite).missing, [], "old store flushed at the swap");
+        assertEquals(compareIds(before, inSqlite).missing, [], "old store flushed at the swap");
         const after = await load("after", 200);
         await pollUntil(
           async () => (await storedRequestIds(jsonlog)).length >= sent.length - inSqlite.length,
@@ -113,14 +113,14 @@ Deno.test("ledger lifecycle: store swap, failed prepares, removal — through co
         );
         const inJsonlog = await storedRequestIds(jsonlog);
         const inNew = new Set(inJsonlog);
-        deepStrictEqual(before.filter((id) => inNew.has(id)), [], "nothing of before in the new");
-        deepStrictEqual(compareIds(after, inJsonlog).missing, [], "later events in the new store");
-        deepStrictEqual(
+        assertEquals(before.filter((id) => inNew.has(id)), [], "nothing of before in the new");
+        assertEquals(compareIds(after, inJsonlog).missing, [], "later events in the new store");
+        assertEquals(
           compareIds(sent, [...inSqlite, ...inJsonlog]),
           { missing: [], duplicated: [], unexpected: [] },
           "each request once, in one store or the other",
         );
-        deepStrictEqual(await health(), { ok: true, failed_at: null, failures: 0 });
+        assertEquals(await health(), { ok: true, failed_at: null, failures: 0 });
         console.log(
           `  swap: ${before.length} before, ${during.length} during, ${after.length} after; ` +
             `${inSqlite.length} in sqlite, ${inJsonlog.length} in jsonlog`,
@@ -137,16 +137,16 @@ Deno.test("ledger lifecycle: store swap, failed prepares, removal — through co
           ...jsonlogConfig,
           usage_store: { backend: "sqlite", path: `${dir}/not-a-dir/usage.sqlite` },
         });
-        deepStrictEqual({ ok: h.ok, failures: h.failures }, { ok: false, failures: 1 });
-        strictEqual(typeof h.failed_at, "string");
-        strictEqual(Object.keys(h).sort().join(","), "failed_at,failures,ok");
+        assertEquals({ ok: h.ok, failures: h.failures }, { ok: false, failures: 1 });
+        assertEquals(typeof h.failed_at, "string");
+        assertEquals(Object.keys(h).sort().join(","), "failed_at,failures,ok");
         const status = await configStatus();
-        strictEqual(status.ok, false);
-        ok(
+        assertEquals(status.ok, false);
+        assert(
           String(status.error).includes(`usage_store sqlite ${dir}/not-a-dir/usage.sqlite`),
           `the error names the store: ${status.error}`,
         );
-        strictEqual(gw.gw.ledger.backend, "jsonlog");
+        assertEquals(gw.gw.ledger.backend, "jsonlog");
         const ids = await load("failed-sqlite", 50);
         await pollUntil(
           async () => compareIds(ids, await storedRequestIds(jsonlog)).missing.length === 0,
@@ -168,15 +168,15 @@ Deno.test("ledger lifecycle: store swap, failed prepares, removal — through co
           connect_timeout_s: 2,
         },
       });
-      deepStrictEqual({ ok: h.ok, failures: h.failures }, { ok: false, failures: 1 });
+      assertEquals({ ok: h.ok, failures: h.failures }, { ok: false, failures: 1 });
       const status = await configStatus();
-      ok(
+      assert(
         String(status.error).includes(`postgresql skeid@127.0.0.1:${port}/usage`),
         `the error names the store: ${status.error}`,
       );
-      ok(!JSON.stringify(status).includes("pw-must-not-show"), "no password in the status");
-      ok(!JSON.stringify(gw.logger.lines).includes("pw-must-not-show"), "no password logged");
-      strictEqual(gw.gw.ledger.backend, "jsonlog");
+      assert(!JSON.stringify(status).includes("pw-must-not-show"), "no password in the status");
+      assert(!JSON.stringify(gw.logger.lines).includes("pw-must-not-show"), "no password logged");
+      assertEquals(gw.gw.ledger.backend, "jsonlog");
       const ids = await load("failed-pg", 50);
       await pollUntil(
         async () => compareIds(ids, await storedRequestIds(jsonlog)).missing.length === 0,
@@ -188,11 +188,11 @@ Deno.test("ledger lifecycle: store swap, failed prepares, removal — through co
 
     await t.step("removing usage_store keeps the running store, with one warning", async () => {
       const warned = () => gw.logger.lines.filter((l) => l.event === "usage_store_removed").length;
-      strictEqual(warned(), 0);
+      assertEquals(warned(), 0);
       let appliedBefore = applied();
       await gw.writeConfig({ nodes, admin_api_key: ADMIN });
       await pollUntil(() => applied() > appliedBefore, 5000, "the reload without usage_store");
-      strictEqual(warned(), 1);
+      assertEquals(warned(), 1);
       const ids = await load("removed", 50);
       // Another edit, still without usage_store: no second warning.
       appliedBefore = applied();
@@ -201,9 +201,9 @@ Deno.test("ledger lifecycle: store swap, failed prepares, removal — through co
         admin_api_key: ADMIN,
       });
       await pollUntil(() => applied() > appliedBefore, 5000, "the second reload");
-      strictEqual(warned(), 1, "warned once");
+      assertEquals(warned(), 1, "warned once");
       const more = await load("removed-again", 50);
-      strictEqual(gw.gw.ledger.backend, "jsonlog");
+      assertEquals(gw.gw.ledger.backend, "jsonlog");
       await pollUntil(
         async () =>
           compareIds([...ids, ...more], await storedRequestIds(jsonlog)).missing.length === 0,
@@ -216,14 +216,14 @@ Deno.test("ledger lifecycle: store swap, failed prepares, removal — through co
       "at the end: every request of the run exactly once across the stores",
       async () => {
         await gw.stop();
-        deepStrictEqual(
+        assertEquals(
           compareIds(sent, [
             ...await storedRequestIds(sqlite),
             ...await storedRequestIds(jsonlog),
           ]),
           { missing: [], duplicated: [], unexpected: [] },
         );
-        deepStrictEqual(gw.logger.lines.filter((l) => l.event === "usage_lost"), []);
+        assertEquals(gw.logger.lines.filter((l) => l.event === "usage_lost"), []);
       },
     );
   } finally {

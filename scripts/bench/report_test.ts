@@ -1,8 +1,8 @@
-import { assert, assertEquals } from "../_assert.ts";
-import { percentile, summarize } from "../../scripts/bench/stats.ts";
-import { parseWrk, wrkMs } from "../../scripts/bench/wrk.ts";
-import { type BenchResults, goalRows, renderReport } from "../../scripts/bench/report.ts";
-import type { LoadResult } from "../../scripts/bench/client.ts";
+import { assert, assertEquals } from "../../tests/_assert.ts";
+import { percentile, summarize } from "./stats.ts";
+import { parseWrk, wrkMs } from "./wrk.ts";
+import { type BenchResults, goalRows, renderReport } from "./report.ts";
+import type { LoadResult } from "./client.ts";
 
 Deno.test("percentiles are nearest-rank", () => {
   const xs = Array.from({ length: 100 }, (_, i) => i + 1);

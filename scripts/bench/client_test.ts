@@ -1,6 +1,6 @@
-import { assert, assertEquals } from "../_assert.ts";
-import { withFakeModel } from "../_helpers/fake.ts";
-import { type LoadOptions, runLoad } from "../../scripts/bench/client.ts";
+import { assert, assertEquals } from "../../tests/_assert.ts";
+import { withFakeModel } from "../../tests/_helpers/fake.ts";
+import { type LoadOptions, runLoad } from "./client.ts";
 
 const MESSAGES = [{ role: "user", content: "hi" }];
 
@@ -26,7 +26,11 @@ for (const transport of ["raw", "fetch"] as const) {
       assertEquals(r.completed, 40);
       assertEquals(r.errors, 0);
       assertEquals(r.latency.n, 40);
-      assert(r.latency.p50 > 0 && r.latency.p99 >= r.latency.p50);
+      assert(r.latency.p50 > 0, `p50 ${r.latency.p50} is positive`);
+      assert(
+        r.latency.p99 >= r.latency.p50,
+        `p99 ${r.latency.p99} is at least p50 ${r.latency.p50}`,
+      );
       assertEquals(fake.stats.completed, 44, "40 measured + 4 warm-up");
     }, { record: 0 });
   });
@@ -52,7 +56,8 @@ for (const transport of ["raw", "fetch"] as const) {
       assertEquals([r.completed, r.errors, r.errorSamples], [8, 0, []]);
       assert(r.ttft!.p50 >= 28, `ttft ${r.ttft!.p50}`);
       assertEquals(r.gap!.n, 8 * 4, "four gaps per five-token stream");
-      assert(r.gap!.mean > 2 && r.gap!.mean < 30, `mean gap ${r.gap!.mean}`);
+      assert(r.gap!.mean > 2, `mean gap ${r.gap!.mean} is above 2 ms`);
+      assert(r.gap!.mean < 30, `mean gap ${r.gap!.mean} is below 30 ms`);
     }, { record: 0 });
   });
 }

@@ -5,17 +5,17 @@ import {
   assertMatch,
   assertRejects,
   assertStringIncludes,
-} from "../_assert.ts";
-import { memoryLogger } from "../../src/log.ts";
+} from "../../_assert.ts";
+import { memoryLogger } from "../../../src/log.ts";
 import {
   type NormalizedUsageStoreConfig,
   normalizeUsageStoreConfig,
-} from "../../src/usage/config.ts";
-import { UsageLedger } from "../../src/usage/ledger.ts";
-import { SqliteStore } from "../../src/usage/sqlite.ts";
-import type { ReportFilters, UsageEvent } from "../../src/usage/types.ts";
-import { event, FlakyStore, MemoryStore, recordConcurrently, Signal } from "./helpers.ts";
-import { exists, tempDir } from "../_helpers/temp.ts";
+} from "../../../src/usage/config.ts";
+import { UsageLedger } from "../../../src/usage/ledger.ts";
+import { SqliteStore } from "../../../src/usage/sqlite.ts";
+import type { ReportFilters, UsageEvent } from "../../../src/usage/types.ts";
+import { event, FlakyStore, MemoryStore, recordConcurrently, Signal } from "../helpers.ts";
+import { exists, tempDir } from "../../_helpers/temp.ts";
 
 const env = { env: () => undefined };
 

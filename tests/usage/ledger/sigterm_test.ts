@@ -4,10 +4,10 @@
  * store — written by the shutdown flush, not by the interval. One subprocess per backend, run
  * side by side.
  */
-import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
+import { assert, assertEquals } from "../../_assert.ts";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import { startFakeModel } from "../../src/fake/model.ts";
+import { startFakeModel } from "../../../src/fake/model.ts";
 import {
   compareIds,
   freshPgDatabase,
@@ -75,21 +75,21 @@ async function sigtermRun(b: Backend, fakeUrl: string): Promise<string> {
     const ref = b.ref(dir, dsn);
     const started = Date.now();
     const load = await runLoad({ base: proc.base, count: N, concurrency: 16, prefix: "term" });
-    deepStrictEqual(load.failures, [], `${b.name}: every request answered`);
+    assertEquals(load.failures, [], `${b.name}: every request answered`);
     const storedBefore = (await storedRequestIds(ref)).length;
     const elapsed = Date.now() - started;
     // Within the interval the events are still queued (the first few may have been caught by
     // the writer's startup run): the shutdown flush has work to do.
     if (elapsed < FLUSH_MS - 1000) {
-      ok(storedBefore < N, `${b.name}: ${storedBefore} of ${N} stored before SIGTERM`);
+      assert(storedBefore < N, `${b.name}: ${storedBefore} of ${N} stored before SIGTERM`);
     }
     proc.child.kill("SIGTERM");
     const status = await proc.child.status;
     const stderr = await proc.stderr;
-    strictEqual(status.code, 0, `${b.name}: exit code; stderr: ${stderr}`);
-    ok(!stderr.includes("usage_lost"), `${b.name}: nothing lost: ${stderr}`);
+    assertEquals(status.code, 0, `${b.name}: exit code; stderr: ${stderr}`);
+    assert(!stderr.includes("usage_lost"), `${b.name}: nothing lost: ${stderr}`);
     const stored = await storedRequestIds(ref);
-    deepStrictEqual(compareIds(load.ids, stored), {
+    assertEquals(compareIds(load.ids, stored), {
       missing: [],
       duplicated: [],
       unexpected: [],
