@@ -28,7 +28,10 @@ const TOOL_CHOICE = [
   "tool_choice_named",
 ];
 
-/** The faces in the order a manifest lists them. */
+/**
+ * The faces in the order a manifest lists them. The Responses face is not published yet: its
+ * format id has no manifest consumer (ADR 0028).
+ */
 export const FACE_NAMES: readonly FaceName[] = ["openai", "anthropic", "ollama"];
 
 /** Every face's manifest description: the one table config builds each manifest from. */
@@ -71,6 +74,22 @@ export const FACE_MANIFESTS: Readonly<Record<FaceName, FaceManifest>> = {
       "image_input",
       "response_format_json_object",
       "response_format_json_schema",
+    ],
+  },
+  responses: {
+    format: "openai-responses",
+    path: "/v1",
+    capabilities: [
+      ...CHAT_BASICS,
+      ...TOOL_CHOICE,
+      "parallel_tool_use",
+      "response_format_json_object",
+      "response_format_json_schema",
+      "reasoning_effort",
+      "temperature",
+      "response_size",
+      "prompt_cache_key",
+      "image_input",
     ],
   },
 };
