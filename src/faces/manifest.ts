@@ -28,9 +28,24 @@ const TOOL_CHOICE = [
   "tool_choice_named",
 ];
 
+/** What the OpenAI face carries; the Responses face carries all of it but `seed`. */
+const OPENAI_WIRE = [
+  ...CHAT_BASICS,
+  ...TOOL_CHOICE,
+  "parallel_tool_use",
+  "response_format_json_object",
+  "response_format_json_schema",
+  "reasoning_effort",
+  "temperature",
+  "seed",
+  "response_size",
+  "prompt_cache_key",
+  "image_input",
+];
+
 /**
- * The faces in the order a manifest lists them. The Responses face is not published yet: its
- * format id has no manifest consumer (ADR 0028).
+ * The faces in the order a manifest lists them. The Responses face is not listed yet: no manifest
+ * consumer reads its format id.
  */
 export const FACE_NAMES: readonly FaceName[] = ["openai", "anthropic", "ollama"];
 
@@ -39,19 +54,7 @@ export const FACE_MANIFESTS: Readonly<Record<FaceName, FaceManifest>> = {
   openai: {
     format: "openai-chat",
     path: "/v1",
-    capabilities: [
-      ...CHAT_BASICS,
-      ...TOOL_CHOICE,
-      "parallel_tool_use",
-      "response_format_json_object",
-      "response_format_json_schema",
-      "reasoning_effort",
-      "temperature",
-      "seed",
-      "response_size",
-      "prompt_cache_key",
-      "image_input",
-    ],
+    capabilities: OPENAI_WIRE,
   },
   anthropic: {
     format: "anthropic-compat",
@@ -79,18 +82,7 @@ export const FACE_MANIFESTS: Readonly<Record<FaceName, FaceManifest>> = {
   responses: {
     format: "openai-responses",
     path: "/v1",
-    capabilities: [
-      ...CHAT_BASICS,
-      ...TOOL_CHOICE,
-      "parallel_tool_use",
-      "response_format_json_object",
-      "response_format_json_schema",
-      "reasoning_effort",
-      "temperature",
-      "response_size",
-      "prompt_cache_key",
-      "image_input",
-    ],
+    capabilities: OPENAI_WIRE.filter((c) => c !== "seed"),
   },
 };
 

@@ -14,6 +14,7 @@
  */
 import { FaceError, type JsonObject } from "./face.ts";
 import { argumentsText, isJsonObject, num, obj, str } from "./json.ts";
+import { requireModel } from "./ollama_request.ts";
 
 /** Hosted tools a chat node cannot run: left out of the upstream call, never refused. */
 export const HOSTED_TOOLS: ReadonlySet<string> = new Set([
@@ -71,10 +72,7 @@ function mustBe(field: string, what: string): FaceError {
 
 /** Checks the fields the face reads before anything is built. */
 export function validateResponsesBody(body: JsonObject): void {
-  if (body.model === undefined || body.model === null) throw required("model");
-  if (typeof body.model !== "string" || body.model === "") {
-    throw mustBe("model", "a non-empty string");
-  }
+  requireModel(body);
   if (body.stream !== undefined && body.stream !== null && typeof body.stream !== "boolean") {
     throw mustBe("stream", "a JSON boolean (true or false)");
   }
