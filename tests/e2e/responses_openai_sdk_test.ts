@@ -174,3 +174,29 @@ Deno.test("responses (openai SDK): refusals in OpenAI's error shape", async () =
     assertEquals(e.fake.requests.length, 0, "nothing forwarded");
   });
 });
+
+Deno.test("responses (openai SDK): a broken upstream ends the stream with response.failed", async () => {
+  await withGateway(async (e) => {
+    const stream = await client(e).responses.create(
+      { model: CHAT_MODEL, input: "hello there gateway", stream: true },
+      { headers: fakeOptions({ fake_cut_after: 3 }) },
+    );
+    const types: string[] = [];
+    let failed: OpenAI.Responses.ResponseFailedEvent | undefined;
+    let text = "";
+    for await (const event of stream) {
+      types.push(event.type);
+      if (event.type === "response.output_text.delta") text += event.delta;
+      if (event.type === "response.failed") failed = event;
+    }
+    assertEquals(types.at(-1), "response.failed", "the stream does not just stop");
+    assertEquals(types.filter((t) => t === "response.output_text.delta").length, 3);
+    assertEquals(failed?.response.status, "failed");
+    assertEquals(failed?.response.error?.code, "server_error");
+    const ev = await nthEvent(e, 1);
+    assertEquals(ev.api_format, "responses");
+    assertEquals(ev.status_code, 502);
+    assertEquals(ev.ok, false);
+    assertEquals(ev.content_bytes, utf8Bytes(text), "billed for what the client got");
+  });
+});
