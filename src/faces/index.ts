@@ -33,7 +33,10 @@ export function faceFor(name: FaceName, options: FaceOptions = {}): Face {
   }
 }
 
-/** The face that serves a client route: `/v1/messages…` Anthropic, `/api/…` Ollama, `/v1/responses` Responses, else OpenAI. */
+/**
+ * The face that serves a client route: `/v1/messages…` Anthropic, `/api/…` Ollama,
+ * `/v1/responses` Responses, else OpenAI.
+ */
 export function faceNameFor(route: string): FaceName {
   if (route === "/v1/messages" || route.startsWith("/v1/messages/")) return "anthropic";
   if (route.startsWith("/api/")) return "ollama";
