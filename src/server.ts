@@ -19,17 +19,18 @@ import {
   tagsBody,
   versionBody,
 } from "./faces/index.ts";
-import type { JsonObject } from "./faces/face.ts";
+import type { FaceName, JsonObject } from "./faces/face.ts";
 import { handleProxy } from "./proxy/handler.ts";
 import { errorResponse, jsonResponse } from "./proxy/errors.ts";
 import { ANONYMOUS, requestKeyId } from "./proxy/identity.ts";
 
 /** The data-plane routes each face proxies. */
-const PROXIED: readonly { face: "openai" | "anthropic" | "ollama"; path: string }[] = [
+const PROXIED: readonly { face: FaceName; path: string }[] = [
   { face: "openai", path: "/v1/chat/completions" },
   { face: "openai", path: "/v1/completions" },
   { face: "openai", path: "/v1/embeddings" },
   { face: "anthropic", path: "/v1/messages" },
+  { face: "responses", path: "/v1/responses" },
   { face: "ollama", path: "/api/chat" },
   { face: "ollama", path: "/api/generate" },
   { face: "ollama", path: "/api/embed" },
@@ -66,6 +67,7 @@ export function buildApp(gw: Gateway): Hono {
     openai: faceFor("openai", { now: gw.skeid.now }),
     anthropic: faceFor("anthropic", { now: gw.skeid.now }),
     ollama: faceFor("ollama", { now: gw.skeid.now }),
+    responses: faceFor("responses", { now: gw.skeid.now }),
   };
 
   app.get("/health", () => healthResponse(gw));

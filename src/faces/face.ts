@@ -8,7 +8,7 @@
  */
 
 /** The client API formats. */
-export type FaceName = "openai" | "anthropic" | "ollama";
+export type FaceName = "openai" | "anthropic" | "ollama" | "responses";
 
 /** A JSON object. */
 export type JsonObject = Record<string, unknown>;

@@ -28,7 +28,25 @@ const TOOL_CHOICE = [
   "tool_choice_named",
 ];
 
-/** The faces in the order a manifest lists them. */
+/** What the OpenAI face carries; the Responses face carries all of it but `seed`. */
+const OPENAI_WIRE = [
+  ...CHAT_BASICS,
+  ...TOOL_CHOICE,
+  "parallel_tool_use",
+  "response_format_json_object",
+  "response_format_json_schema",
+  "reasoning_effort",
+  "temperature",
+  "seed",
+  "response_size",
+  "prompt_cache_key",
+  "image_input",
+];
+
+/**
+ * The faces in the order a manifest lists them. The Responses face is not listed yet: no manifest
+ * consumer reads its format id.
+ */
 export const FACE_NAMES: readonly FaceName[] = ["openai", "anthropic", "ollama"];
 
 /** Every face's manifest description: the one table config builds each manifest from. */
@@ -36,19 +54,7 @@ export const FACE_MANIFESTS: Readonly<Record<FaceName, FaceManifest>> = {
   openai: {
     format: "openai-chat",
     path: "/v1",
-    capabilities: [
-      ...CHAT_BASICS,
-      ...TOOL_CHOICE,
-      "parallel_tool_use",
-      "response_format_json_object",
-      "response_format_json_schema",
-      "reasoning_effort",
-      "temperature",
-      "seed",
-      "response_size",
-      "prompt_cache_key",
-      "image_input",
-    ],
+    capabilities: OPENAI_WIRE,
   },
   anthropic: {
     format: "anthropic-compat",
@@ -72,6 +78,11 @@ export const FACE_MANIFESTS: Readonly<Record<FaceName, FaceManifest>> = {
       "response_format_json_object",
       "response_format_json_schema",
     ],
+  },
+  responses: {
+    format: "openai-responses",
+    path: "/v1",
+    capabilities: OPENAI_WIRE.filter((c) => c !== "seed"),
   },
 };
 

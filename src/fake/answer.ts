@@ -102,6 +102,9 @@ export function numberField(body: Record<string, unknown>, name: string): number
 function toolCallsField(body: Record<string, unknown>): FakeToolCall[] {
   const v = body.fake_tool_calls;
   if (v === undefined || v === null) return [];
+  // `fake_tool_calls_once`: an agent (e.g. a CLI that sends one fixed header on every request)
+  // gets its calls until it sends a tool result, then the answer that ends its loop.
+  if (body.fake_tool_calls_once === true && lastIsToolResult(body.messages)) return [];
   if (!Array.isArray(v)) throw new FakeRequestError("fake_tool_calls must be an array");
   return v.map((call, i) => {
     if (!isObject(call) || typeof call.name !== "string") {
@@ -117,14 +120,18 @@ function toolCallsField(body: Record<string, unknown>): FakeToolCall[] {
   });
 }
 
+/** Whether the conversation's last message is a tool result. */
+function lastIsToolResult(messages: unknown): boolean {
+  return Array.isArray(messages) && isObject(messages.at(-1)) && messages.at(-1).role === "tool";
+}
+
 /** The answer text when no `fake_text` is given. */
 function defaultText(body: Record<string, unknown>, tokens: number): string {
   const messages = body.messages;
   if (Array.isArray(body.tools) && body.tools.length > 0 && Array.isArray(messages)) {
-    const last = messages[messages.length - 1];
     // Ends an agent loop: after a tool result, answer with it instead of calling again.
-    if (isObject(last) && last.role === "tool") {
-      return `The tool said: ${contentText(last.content)}`;
+    if (lastIsToolResult(messages)) {
+      return `The tool said: ${contentText(messages[messages.length - 1].content)}`;
     }
   }
   return generatedText(tokens);

@@ -1,0 +1,135 @@
+/**
+ * The Responses face: `POST /v1/responses` translated to one OpenAI chat call and back
+ * (streaming in `responses_stream.ts`; ADR 0028). Errors come in the OpenAI error shape.
+ *
+ * @module
+ */
+import type {
+  AnswerTimings,
+  Face,
+  FaceOptions,
+  JsonObject,
+  StreamTranslator,
+  UpstreamRequest,
+} from "./face.ts";
+import { FaceError } from "./face.ts";
+import { openaiErrorBody, readUpstreamError } from "./errors.ts";
+import { extractHermesToolCalls } from "./hermes.ts";
+import { argumentsText, messageText, obj, str } from "./json.ts";
+import { requestContext, toChatBody, validateResponsesBody } from "./responses_request.ts";
+import {
+  customTools,
+  messageItem,
+  newId,
+  reasoningItem,
+  responseObject,
+  responsesUsage,
+  statusFor,
+  toolCallItem,
+} from "./responses_answer.ts";
+import { ResponsesStreamTranslator } from "./responses_stream.ts";
+
+/** The route this face serves. */
+export const RESPONSES_ENDPOINT = "/v1/responses";
+
+/** The Responses face. */
+export class ResponsesFace implements Face {
+  /** The face's name. */
+  readonly name = "responses" as const;
+  readonly #now: () => number;
+
+  /** Uses `options.now` (epoch ms, default `Date.now`) for `created_at`. */
+  constructor(options: FaceOptions = {}) {
+    this.#now = options.now ?? Date.now;
+  }
+
+  /** A Responses body → the OpenAI chat request (path `/chat/completions`). */
+  toUpstream(endpoint: string, body: JsonObject): UpstreamRequest {
+    if (endpoint !== RESPONSES_ENDPOINT) {
+      throw new FaceError(
+        404,
+        `${endpoint} is not proxied by the responses face`,
+        "not_found_error",
+      );
+    }
+    validateResponsesBody(body);
+    const { chat, custom } = toChatBody(body);
+    return {
+      path: "/chat/completions",
+      body: chat,
+      stream: body.stream === true,
+      requestedModel: body.model as string,
+      context: requestContext(body, custom),
+    };
+  }
+
+  /** An OpenAI chat answer → a `response` object (model = the requested model). */
+  fromUpstream(
+    _endpoint: string,
+    answer: JsonObject,
+    requestedModel: string,
+    context?: JsonObject,
+    _timings?: AnswerTimings,
+  ): JsonObject {
+    const choices = Array.isArray(answer.choices) ? answer.choices : [];
+    const choice = obj(choices[0]) ?? {};
+    const message = obj(choice.message) ?? {};
+    const output: JsonObject[] = [];
+    const reasoning = str(message.reasoning_content) ?? str(message.reasoning) ?? "";
+    if (reasoning !== "") output.push(reasoningItem(newId("rs"), reasoning, "completed"));
+    let text = messageText(message.content);
+    const calls: { id: string; name: string; arguments: string }[] = [];
+    const raw = Array.isArray(message.tool_calls) ? message.tool_calls : [];
+    raw.forEach((r, i) => {
+      const tc = obj(r) ?? {};
+      const fn = obj(tc.function) ?? {};
+      calls.push({
+        id: str(tc.id) || `call_skeid_${i + 1}`,
+        name: str(fn.name) || "tool",
+        arguments: argumentsText(fn.arguments ?? "{}"),
+      });
+    });
+    if (calls.length === 0) {
+      const found = extractHermesToolCalls(text);
+      text = found.text;
+      found.calls.forEach((c, i) => {
+        calls.push({
+          id: `call_skeid_${i + 1}`,
+          name: c.name,
+          arguments: argumentsText(c.arguments),
+        });
+      });
+    }
+    if (text !== "") output.push(messageItem(newId("msg"), text, "completed"));
+    const custom = customTools(context);
+    for (const call of calls) output.push(toolCallItem(newId("fc"), call, custom, "completed"));
+    return responseObject({
+      id: newId("resp"),
+      createdAt: Math.floor(this.#now() / 1000),
+      status: statusFor(str(choice.finish_reason)),
+      model: requestedModel,
+      output,
+      usage: responsesUsage(answer.usage),
+    }, context);
+  }
+
+  /** A translator to Responses stream events. */
+  streamTranslator(
+    _endpoint: string,
+    requestedModel: string,
+    context?: JsonObject,
+  ): StreamTranslator {
+    return new ResponsesStreamTranslator(requestedModel, context, this.#now);
+  }
+
+  /** `{"error":{"message","type"}}`, as the OpenAI face. */
+  errorBody(_status: number, type: string, message: string): unknown {
+    return openaiErrorBody(type, message);
+  }
+
+  /** The upstream's status and message in the OpenAI error shape. */
+  upstreamErrorBody(status: number, body: unknown): unknown {
+    const info = readUpstreamError(status, body);
+    return openaiErrorBody(info.type ?? "upstream_error", info.message);
+  }
+}
