@@ -6,6 +6,7 @@
  * @module
  */
 import { errorMessage } from "../error_message.ts";
+import type { PickedNode } from "../core/types.ts";
 import { Http1Abort, type Http1Client } from "./http1.ts";
 import type { IdleWatch, Watched } from "./idle_watch.ts";
 import {
@@ -27,6 +28,21 @@ export interface UpstreamClients {
   readonly idle: IdleWatch;
   /** Bound on the wait for response headers, ms. */
   readonly upstreamTimeoutMs: number;
+}
+
+/** Upstream statuses that fail over to the next node (before the first byte). */
+export const FAILOVER_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
+
+/** An attempt that failed before the first byte (the request fails over on it). */
+export interface Failure {
+  /** The node the attempt went to. */
+  node: PickedNode;
+  /** Set when the upstream answered (429/5xx): passed on when it is the last failure. */
+  answer?: UpstreamAnswer;
+  /** The body of that answer. */
+  body?: Uint8Array<ArrayBuffer>;
+  /** Why it failed (connection refused, `upstream answered 503`, ...). */
+  reason: string;
 }
 
 /** Who holds the call's stop handle (shutdown and the relay stop the call through it). */

@@ -10,13 +10,9 @@
  * @module
  */
 import { errorMessage } from "../error_message.ts";
-import type { Skeid } from "../core/skeid.ts";
-import type { FinishOutcome, Node, PickedNode } from "../core/types.ts";
-import type { Face, UpstreamRequest } from "../faces/face.ts";
-import { FaceError } from "../faces/face.ts";
+import type { FinishOutcome, PickedNode } from "../core/types.ts";
+import type { Face, FaceName, UpstreamRequest } from "../faces/face.ts";
 import type { JsonObject } from "../json.ts";
-import type { Logger } from "../log.ts";
-import type { UsageRecorder } from "../usage/types.ts";
 import {
   answerResponse,
   type AnswerTarget,
@@ -25,85 +21,24 @@ import {
   transportFailureResponse,
   upstreamErrorResponse,
 } from "./answer.ts";
-import { callUpstream, type UpstreamClients, UpstreamTransportError } from "./call.ts";
-import { errorResponse, Refusal, refusalResponse, type RefusalStatus } from "./errors.ts";
-import type { IdleWatch } from "./idle_watch.ts";
-import { ANONYMOUS, type KeyIdCache } from "./identity.ts";
+import { callUpstream, FAILOVER_STATUSES, type Failure, UpstreamTransportError } from "./call.ts";
+import { errorResponse, Refusal, refusalResponse } from "./errors.ts";
+import { ANONYMOUS } from "./identity.ts";
 import {
   customerKeyId,
-  type IntakeContext,
   jsonBody,
   nextHop,
   readBody,
   requestIdOf,
+  upstreamRequest,
 } from "./intake.ts";
 import type { Linked } from "./linked_list.ts";
-import { type RelayOutcome, type RelayOwner, StreamRelay } from "./relay.ts";
-import { relayedResponse, upstreamHeaders, upstreamUrl } from "./upstream.ts";
-import type { Abortable, UpstreamAnswer } from "./upstream_answer.ts";
-import { usageEvent, type UsageOutcome } from "./usage.ts";
+import { type RelayOutcome, type RelayRequest, streamResponse } from "./relay.ts";
+import { upstreamHeaders, upstreamUrl } from "./upstream.ts";
+import { type Abortable, readWhole, type UpstreamAnswer } from "./upstream_answer.ts";
+import { recordUsage, type UsageOutcome } from "./usage.ts";
 import { RouteWalk } from "./walk.ts";
-import type { WaiterQueue } from "./wait.ts";
-
-/** The counters the proxy feeds (the admin plane's GatewayMetrics satisfies it). */
-export interface ProxyMetrics {
-  /** A request refused before forwarding with `status` (no usage event is written for it). */
-  refusal(model: string, status: RefusalStatus, reason: string): void;
-  /** One upstream attempt on a node failed for `reason` (failed over, or ending the request). */
-  attemptFailed(nodeId: string, reason: string): void;
-  /**
-   * A forwarded request ended on a node with `status` after `durationMs` (capacity wait included).
-   */
-  requestDone(nodeId: string, status: number, durationMs: number): void;
-}
-
-/** Everything a request needs from the gateway that runs it. */
-export interface ProxyContext extends IntakeContext, UpstreamClients {
-  /** The core: routing, admission, inflight, pricing and the injected clock. */
-  readonly skeid: Skeid;
-  /** Where the usage event of every forwarded request goes (the ledger). */
-  readonly recorder: UsageRecorder;
-  /** The gateway's volatile counters (refusals, failed attempts, durations). */
-  readonly metrics: ProxyMetrics;
-  /** The gateway's logger; never given a customer key or an upstream key. */
-  readonly logger: Logger;
-  /** Whether one debug line per request is wanted (checked before building it). */
-  readonly logRequests: boolean;
-  /** The gateway's FIFO of requests waiting for a tier's capacity. */
-  readonly waiters: WaiterQueue;
-  /** Customer key → customer key id, so the SHA-1 is not redone on every request. */
-  readonly keyIds: KeyIdCache;
-  /** The one shared deadline watch over upstream header waits, body inactivity and keepalives. */
-  readonly idle: IdleWatch;
-  /**
-   * A translated stream whose upstream is silent this long gets the face's keepalive (Anthropic
-   * `ping`), ms; 0 or absent = never. Driven by `idle`'s sweep.
-   */
-  readonly keepaliveMs?: number;
-  /**
-   * The node's own key: undefined = none configured (client headers go through), null = one is
-   * configured but resolved nothing (the node must not be called), else the key.
-   */
-  nodeKey(node: Node): string | null | undefined | Promise<string | null | undefined>;
-  /** The `created_at` stamp of an event recorded at epoch-ms `ms`. */
-  createdAt(ms: number): string;
-  /** In-flight bookkeeping for a graceful drain. */
-  exchangeStarted(ex: Exchange): void;
-  /** Pairs `exchangeStarted`: called exactly once, when the response (or its stream) has ended. */
-  exchangeEnded(ex: Exchange): void;
-}
-
-/** Upstream statuses that fail over to the next node (before the first byte). */
-const FAILOVER_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
-
-/** An attempt that failed before the first byte. */
-interface Failure {
-  node: PickedNode;
-  /** Set when the upstream answered (429/5xx): passed on when it is the last failure. */
-  answer?: UpstreamAnswer;
-  body?: Uint8Array<ArrayBuffer>;
-  reason: string;
-}
+import type { ProxyContext } from "./context.ts";
 
 /** What an attempt came to: the client's answer, the client gone, or a failure to fail over on. */
 type AttemptResult = Response | "gone" | Failure;
@@ -119,7 +54,7 @@ export function handleProxy(
 }
 
 /** One client request in flight. */
-export class Exchange implements RelayOwner, AnswerTarget, Linked<Exchange> {
+export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   /** The gateway's in-flight list links through these. */
   linkPrev?: Exchange;
   linkNext?: Exchange;
@@ -130,6 +65,8 @@ export class Exchange implements RelayOwner, AnswerTarget, Linked<Exchange> {
   readonly face: Face;
   /** The client-facing endpoint path the request was made on (the usage event's `endpoint`). */
   readonly endpoint: string;
+  /** The face's name as the usage event's `api_format` (a label only: nothing branches on it). */
+  readonly apiFormat: FaceName;
   /** The client's request. */
   readonly req: Request;
   /** Epoch ms the request arrived (the core's clock); durations and ttft count from here. */
@@ -173,6 +110,7 @@ export class Exchange implements RelayOwner, AnswerTarget, Linked<Exchange> {
   constructor(ctx: ProxyContext, face: Face, endpoint: string, req: Request) {
     this.ctx = ctx;
     this.face = face;
+    ({ name: this.apiFormat } = face);
     this.endpoint = endpoint;
     this.req = req;
     this.startedAt = ctx.skeid.now();
@@ -240,7 +178,7 @@ export class Exchange implements RelayOwner, AnswerTarget, Linked<Exchange> {
     this.apiKeyId = id;
     const raw = await readBody(this.req, routing.max_body_bytes);
     this.#rawBody = raw;
-    const upstream = this.#toUpstream(jsonBody(raw));
+    const upstream = upstreamRequest(this.face, this.endpoint, jsonBody(raw));
     this.#upstream = upstream;
     this.faceContext = upstream.context;
     this.requestedModel = upstream.requestedModel;
@@ -314,18 +252,6 @@ export class Exchange implements RelayOwner, AnswerTarget, Linked<Exchange> {
     return this.#failed(last);
   }
 
-  /** The face's upstream request; a body it cannot carry is refused in its own shape. */
-  #toUpstream(body: JsonObject): UpstreamRequest {
-    try {
-      return this.face.toUpstream(this.endpoint, body);
-    } catch (err) {
-      if (err instanceof FaceError) {
-        throw new Refusal(err.status, err.type, err.message, "bad_request");
-      }
-      throw err;
-    }
-  }
-
   /** One upstream attempt on an admitted node; every outcome releases the slot. */
   async #attempt(node: PickedNode, key: string | undefined): Promise<AttemptResult> {
     const ctx = this.ctx;
@@ -356,7 +282,7 @@ export class Exchange implements RelayOwner, AnswerTarget, Linked<Exchange> {
     }
 
     if (FAILOVER_STATUSES.has(status)) {
-      let body = this.#readAll(res);
+      let body = readWhole(res, this.upstreamCall!, this.ctx.idle);
       if (body instanceof Promise) body = await body;
       this.release({ ok: false });
       return {
@@ -369,10 +295,13 @@ export class Exchange implements RelayOwner, AnswerTarget, Linked<Exchange> {
 
     const type = res.header("content-type") ?? "";
     if (upstream.stream && status < 400 && res.hasBody && type.includes("text/event-stream")) {
-      return this.#stream(node, res);
+      const response = streamResponse(ctx, this, upstream, res, this.upstreamCall!, node.id);
+      // The relay owns the rest of the request's life, the slot included.
+      this.#relaying = true;
+      return response;
     }
 
-    let bytes = this.#readAll(res);
+    let bytes = readWhole(res, this.upstreamCall!, this.ctx.idle);
     if (bytes instanceof Promise) bytes = await bytes;
     if (bytes === undefined) {
       this.release({ ok: false });
@@ -401,57 +330,29 @@ export class Exchange implements RelayOwner, AnswerTarget, Linked<Exchange> {
     return bytes;
   }
 
-  /** A streamed answer: the relay owns the rest of the request's life (and the slot). */
-  #stream(node: PickedNode, res: UpstreamAnswer): Response {
-    const face = this.face;
-    const upstream = this.#upstream!;
-    const mode = face.relayMode(upstream);
-    const translator = face.streamTranslator(this.endpoint, this.requestedModel, upstream.context);
-    const relay = new StreamRelay({
-      mode,
-      translator,
-      body: res.source(),
-      upstream: this.upstreamCall!,
-      owner: this,
-      now: this.ctx.skeid.now,
-      startedAt: this.startedAt,
-      idle: this.ctx.idle,
-      keepaliveMs: mode === "translate" ? this.ctx.keepaliveMs : undefined,
-    });
-    // Raw and stripped streams keep the upstream's headers; a translated one gets its own.
-    const pairs: readonly (readonly [string, string])[] = mode === "translate"
-      ? [["content-type", translator.contentType], ["cache-control", "no-cache"]]
-      : res.pairs();
-    this.#relaying = true;
-    const body = new ReadableStream<Uint8Array>(relay);
-    return relayedResponse(res.status, body, pairs, node.id, this.requestId);
-  }
-
-  /** RelayOwner: the stream ended (done, broke, client gone). */
+  /** RelayOwner: the stream ended (done, broke, client gone); the relay held the slot till now. */
   relayEnded(outcome: RelayOutcome): void {
     const node = this.#node!;
     const durationMs = this.ctx.skeid.now() - this.startedAt;
+    const end = outcome.end;
     let status = this.#upstreamStatus;
-    let ok = true;
     let errorType: string | undefined;
     let errorMessage: string | undefined;
-    if (outcome.end === "aborted") {
+    if (end === "aborted") {
       this.release({ aborted: true, duration_ms: durationMs });
       status = 499;
-      ok = false;
       errorType = "client_closed";
       errorMessage = "client closed the stream";
-    } else if (outcome.end === "broken") {
-      this.release({ ok: false, duration_ms: durationMs });
+    } else {
+      this.release({ ok: end === "done", duration_ms: durationMs });
+    }
+    if (end === "broken") {
       status = 502;
-      ok = false;
       errorType = "upstream_error";
       errorMessage = `Upstream error: ${outcome.error ?? "stream broke"}`;
       this.ctx.metrics.attemptFailed(node.id, "stream_broken");
-    } else {
-      this.release({ ok: true, duration_ms: durationMs });
     }
-    this.#record(status, ok, {
+    this.#done(node, status, end === "done", {
       usage: outcome.usage,
       toolCalls: outcome.toolCalls,
       errorType,
@@ -459,9 +360,7 @@ export class Exchange implements RelayOwner, AnswerTarget, Linked<Exchange> {
       contentBytes: outcome.contentBytes,
       ttftMs: outcome.ttftMs,
       durationMs,
-    });
-    this.ctx.metrics.requestDone(node.id, status, durationMs);
-    this.#log(status, outcome.end);
+    }, end);
     this.#end();
   }
 
@@ -503,70 +402,10 @@ export class Exchange implements RelayOwner, AnswerTarget, Linked<Exchange> {
     return new Response(null, { status: 499, headers: { "x-request-id": this.requestId } });
   }
 
-  #record(
-    status: number,
-    ok: boolean,
-    extra: UsageOutcome & { durationMs?: number },
-  ): void {
+  /** The usage event of this request (only once a node was attempted). */
+  #record(status: number, ok: boolean, extra: UsageOutcome & { durationMs?: number }): void {
     const node = this.#node;
-    if (!node) return;
-    try {
-      const event = usageEvent(this.ctx.skeid, {
-        createdAt: this.ctx.createdAt(this.ctx.skeid.now()),
-        requestId: this.requestId,
-        apiFormat: this.face.name,
-        endpoint: this.endpoint,
-        apiKeyId: this.apiKeyId,
-        node,
-        servedModel: this.#servedModel,
-        requestedModel: this.requestedModel,
-        status,
-        ok,
-        durationMs: extra.durationMs ?? this.ctx.skeid.now() - this.startedAt,
-        attempts: this.attempts,
-        response: extra.response,
-        usage: extra.usage,
-        toolCalls: extra.toolCalls,
-        errorType: extra.errorType,
-        errorMessage: extra.errorMessage,
-        contentBytes: extra.contentBytes,
-        ttftMs: extra.ttftMs,
-      });
-      this.ctx.recorder.record(event);
-    } catch (err) {
-      this.ctx.logger.error("usage_lost", {
-        request_id: this.requestId,
-        error: errorMessage(err),
-      });
-    }
-  }
-
-  /**
-   * Reads a whole upstream body within the upstream timeout; undefined when it failed. A body
-   * that came with the head is answered synchronously.
-   */
-  #readAll(
-    res: UpstreamAnswer,
-  ): Uint8Array<ArrayBuffer> | undefined | Promise<Uint8Array<ArrayBuffer> | undefined> {
-    const whole = res.whole;
-    if (whole !== undefined) return whole;
-    return this.#readAllAsync(res, this.upstreamCall!);
-  }
-
-  async #readAllAsync(
-    res: UpstreamAnswer,
-    call: Abortable,
-  ): Promise<Uint8Array<ArrayBuffer> | undefined> {
-    // The whole body within the upstream timeout (the idle watch, no timer of its own).
-    const guard = { lastActivity: this.ctx.idle.now(), idleTimeout: () => call.abort() };
-    this.ctx.idle.add(guard);
-    try {
-      return await res.bytes();
-    } catch {
-      return undefined;
-    } finally {
-      this.ctx.idle.delete(guard);
-    }
+    if (node) recordUsage(this.ctx, this, node, this.#servedModel, status, ok, extra);
   }
 
   #end(): void {
@@ -580,7 +419,7 @@ export class Exchange implements RelayOwner, AnswerTarget, Linked<Exchange> {
     this.ctx.logger.debug("request", {
       request_id: this.requestId,
       endpoint: this.endpoint,
-      api_format: this.face.name,
+      api_format: this.apiFormat,
       api_key_id: this.apiKeyId,
       model: this.requestedModel,
       served_model: this.#servedModel || undefined,

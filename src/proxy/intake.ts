@@ -1,12 +1,13 @@
 /**
  * The intake: what the gateway checks of a client request before it is routed — the request id,
- * the hop count (loop guard), the customer key id and the known-key rule, the body limit and the
- * JSON body. Each check refuses with a `Refusal` the client gets in its face's error shape.
+ * the hop count (loop guard), the customer key id and the known-key rule, the body limit, the
+ * JSON body and the face's upstream request of it. Each check refuses with a `Refusal` the client gets in its face's error shape.
  *
  * @module
  */
 import { concatBytes } from "../bytes.ts";
 import type { RoutingSettings } from "../core/types.ts";
+import { type Face, FaceError, type UpstreamRequest } from "../faces/face.ts";
 import { isJsonObject, type JsonObject, parseJson } from "../json.ts";
 import { Refusal } from "./errors.ts";
 import { ANONYMOUS, type KeyIdCache, requestKeyId } from "./identity.ts";
@@ -106,6 +107,18 @@ export function jsonBody(bytes: Uint8Array): JsonObject {
     throw new Refusal(400, "invalid_request_error", "Invalid JSON body", "invalid_json");
   }
   return parsed;
+}
+
+/** The face's upstream request of the body; a body the face cannot carry is refused in its shape. */
+export function upstreamRequest(face: Face, endpoint: string, body: JsonObject): UpstreamRequest {
+  try {
+    return face.toUpstream(endpoint, body);
+  } catch (err) {
+    if (err instanceof FaceError) {
+      throw new Refusal(err.status, err.type, err.message, "bad_request");
+    }
+    throw err;
+  }
 }
 
 function bodyTooLarge(limit: number): Refusal {

@@ -17,10 +17,23 @@
  * @module
  */
 import { errorMessage } from "../error_message.ts";
-import type { AnswerTimings, JsonObject, RelayMode, StreamTranslator } from "../faces/face.ts";
+import type {
+  AnswerTimings,
+  Face,
+  JsonObject,
+  RelayMode,
+  StreamTranslator,
+  UpstreamRequest,
+} from "../faces/face.ts";
 import { isJsonObject, parseJson } from "../json.ts";
 import { type SseFrame, SseParser } from "./sse.ts";
-import { type Abortable, type ChunkSource, streamSource } from "./upstream_answer.ts";
+import { relayedResponse } from "./upstream.ts";
+import {
+  type Abortable,
+  type ChunkSource,
+  streamSource,
+  type UpstreamAnswer,
+} from "./upstream_answer.ts";
 import type { IdleWatch, Watched } from "./idle_watch.ts";
 
 export type { RelayMode } from "../faces/face.ts";
@@ -45,6 +58,64 @@ export interface RelayOutcome {
 export interface RelayOwner {
   /** Called exactly once, with how the stream ended, so the owner can record the usage event. */
   relayEnded(outcome: RelayOutcome): void;
+}
+
+/** What relaying an answer needs of its request (an Exchange is one). */
+export interface RelayRequest extends RelayOwner {
+  /** The client's face: its relay mode and translator. */
+  readonly face: Face;
+  /** The client-facing endpoint path. */
+  readonly endpoint: string;
+  /** The client's model (translated streams name it). */
+  readonly requestedModel: string;
+  /** Sent back as `x-request-id`. */
+  readonly requestId: string;
+  /** Epoch ms the request arrived; ttft counts from here. */
+  readonly startedAt: number;
+}
+
+/** What relaying needs of the gateway (a ProxyContext is one). */
+export interface RelayContext {
+  /** The clock. */
+  readonly skeid: { readonly now: () => number };
+  /** The idle watch over the stream's silence (and its keepalives). */
+  readonly idle: IdleWatch;
+  /** Keepalive interval of a translated stream, ms; 0 or absent = never. */
+  readonly keepaliveMs?: number;
+}
+
+/**
+ * The client's response to a streamed upstream answer from `nodeId`, relayed in the face's mode:
+ * raw and stripped streams keep the upstream's headers, a translated one gets its own. From here
+ * the relay owns the request's life and tells `req.relayEnded` once how the stream ended.
+ */
+export function streamResponse(
+  ctx: RelayContext,
+  req: RelayRequest,
+  upstream: UpstreamRequest,
+  res: UpstreamAnswer,
+  call: Abortable,
+  nodeId: string,
+): Response {
+  const face = req.face;
+  const mode = face.relayMode(upstream);
+  const translator = face.streamTranslator(req.endpoint, req.requestedModel, upstream.context);
+  const relay = new StreamRelay({
+    mode,
+    translator,
+    body: res.source(),
+    upstream: call,
+    owner: req,
+    now: ctx.skeid.now,
+    startedAt: req.startedAt,
+    idle: ctx.idle,
+    keepaliveMs: mode === "translate" ? ctx.keepaliveMs : undefined,
+  });
+  const pairs: readonly (readonly [string, string])[] = mode === "translate"
+    ? [["content-type", translator.contentType], ["cache-control", "no-cache"]]
+    : res.pairs();
+  const body = new ReadableStream<Uint8Array>(relay);
+  return relayedResponse(res.status, body, pairs, nodeId, req.requestId);
 }
 
 /** Options of a StreamRelay. */

@@ -7,6 +7,7 @@
 import { concatBytes } from "../bytes.ts";
 import { CAPACITY_HEADER_NAMES } from "../core/ratelimit.ts";
 import type { BodySource, Http1Answer } from "./http1.ts";
+import type { IdleWatch } from "./idle_watch.ts";
 import { iteratedPairs } from "./upstream.ts";
 
 /** A source of body pieces: the next one (never empty), null at the end; throws when broken. */
@@ -222,4 +223,35 @@ export function answerOfHttp1(answer: Http1Answer): UpstreamAnswer {
 /** A `fetch` Response as an UpstreamAnswer. */
 export function answerOfResponse(res: Response): UpstreamAnswer {
   return new FetchUpstreamAnswer(res);
+}
+
+/**
+ * The whole body of an upstream answer, read within the upstream timeout (the idle watch stops
+ * `call` when the body goes silent, no timer of its own); undefined when it could not be read. A
+ * body that came with the head is answered synchronously.
+ */
+export function readWhole(
+  res: UpstreamAnswer,
+  call: Abortable,
+  idle: IdleWatch,
+): Uint8Array<ArrayBuffer> | undefined | Promise<Uint8Array<ArrayBuffer> | undefined> {
+  const whole = res.whole;
+  if (whole !== undefined) return whole;
+  return readWholeAsync(res, call, idle);
+}
+
+async function readWholeAsync(
+  res: UpstreamAnswer,
+  call: Abortable,
+  idle: IdleWatch,
+): Promise<Uint8Array<ArrayBuffer> | undefined> {
+  const guard = { lastActivity: idle.now(), idleTimeout: () => call.abort() };
+  idle.add(guard);
+  try {
+    return await res.bytes();
+  } catch {
+    return undefined;
+  } finally {
+    idle.delete(guard);
+  }
 }
