@@ -69,13 +69,7 @@ export function answerResponse(
   if (status >= 400) return upstreamErrorResponse(t, head, bytes, parsed, nodeId);
   if (face.passesThrough) {
     t.answerStatus = status;
-    return relayedResponse(
-      status,
-      bytes.byteLength > 0 ? bytes : null,
-      head.pairs(),
-      nodeId,
-      t.requestId,
-    );
+    return passedThrough(t, head, bytes, nodeId);
   }
   if (answer === undefined) {
     // A translated face cannot carry an answer that is not a JSON object.
@@ -108,16 +102,19 @@ export function upstreamErrorResponse(
   t.answerStatus = status;
   t.errorType = "upstream_error";
   t.errorMessage = readUpstreamError(status, parsed ?? decoder.decode(bytes)).message;
-  if (t.face.passesThrough) {
-    return relayedResponse(
-      status,
-      bytes.byteLength > 0 ? bytes : null,
-      head.pairs(),
-      nodeId,
-      t.requestId,
-    );
-  }
+  if (t.face.passesThrough) return passedThrough(t, head, bytes, nodeId);
   return jsonResponse(status, t.face.upstreamErrorBody(status, parsed), t.requestId, nodeId);
+}
+
+/** The upstream's status, headers and bytes as they came, plus the node and the request id. */
+function passedThrough(
+  t: AnswerTarget,
+  head: AnsweredHead,
+  bytes: Uint8Array<ArrayBuffer>,
+  nodeId: string,
+): Response {
+  const body = bytes.byteLength > 0 ? bytes : null;
+  return relayedResponse(head.status, body, head.pairs(), nodeId, t.requestId);
 }
 
 /**
