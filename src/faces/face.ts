@@ -43,7 +43,7 @@ export class FaceError extends Error {
 export interface UpstreamRequest {
   /** Upstream path below the node's `/v1`: `/chat/completions`, `/completions`, `/embeddings`. */
   path: string;
-  /** OpenAI-shaped body; the proxy sets `model` to the served model before sending. */
+  /** OpenAI-shaped body; `Face.upstreamBody` sets `model` to the served model before sending. */
   body: JsonObject;
   /** Whether the client asked for a stream. */
   stream: boolean;

@@ -1,8 +1,9 @@
 /**
- * The OpenAI face: the identity. Bodies go upstream unchanged (the proxy sets the served model
- * and, for streams, `stream_options`) and answers come back unchanged. Its stream translator
- * re-frames chunks as they came and does the same accounting as the other faces, so the proxy
- * can count every face alike.
+ * The OpenAI face: the identity. Bodies go upstream as the client's bytes when nothing changes
+ * (else with the served model and, for streams, `stream_options`), answers and upstream errors
+ * come back as the upstream sent them, and streams are relayed raw or with the usage-only chunk
+ * stripped (ADR 0014). Its stream translator does the accounting of those streams (`pass`), so
+ * the proxy counts every face alike.
  *
  * @module
  */

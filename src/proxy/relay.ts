@@ -36,8 +36,6 @@ import {
 } from "./upstream_answer.ts";
 import type { IdleWatch, Watched } from "./idle_watch.ts";
 
-export type { RelayMode } from "../faces/face.ts";
-
 /** How a relayed stream ended. */
 export interface RelayOutcome {
   /** `done` (upstream ended), `broken` (upstream failed after the stream opened), `aborted` (client gone). */
