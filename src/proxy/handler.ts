@@ -117,11 +117,6 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     this.requestId = requestIdOf(req.headers, this.startedAt);
   }
 
-  /** The node serving the request, once admitted. */
-  get nodeId(): string | undefined {
-    return this.#node?.id;
-  }
-
   /** Runs the whole lifecycle. */
   async run(): Promise<Response> {
     this.ctx.exchangeStarted(this);
