@@ -20,17 +20,18 @@ import type { ReportFilters, UsageReport } from "./usage/types.ts";
 import { GatewayMetrics } from "./admin/metrics.ts";
 import type { AdminDeps } from "./admin/routes.ts";
 import { createLogger, type Logger, type LogLevel, parseLogLevel } from "./log.ts";
-import type { Exchange, ProxyContext, ProxyMetrics } from "./proxy/handler.ts";
+import type { ProxyContext } from "./proxy/context.ts";
+import type { Exchange } from "./proxy/handler.ts";
 import { Http1Client } from "./proxy/http1.ts";
 import { KeyIdCache } from "./proxy/identity.ts";
-import { IdleWatch, nodeKeyFromEnv } from "./proxy/upstream.ts";
+import { IdleWatch } from "./proxy/idle_watch.ts";
 import { SecondStamp } from "./proxy/usage.ts";
 import { WaiterQueue } from "./proxy/wait.ts";
-import { LinkedList } from "./proxy/inflight.ts";
+import { LinkedList } from "./proxy/linked_list.ts";
 import { type CapacityProbes, startCapacityProbes } from "./capacity/manager.ts";
 import type { KeyBroker } from "./keys/broker.ts";
 import { createKeyBroker } from "./keys/create.ts";
-import { brokerKeyFor, warmKeys } from "./keys/node_key.ts";
+import { nodeKey, nodeKeyFromEnv, warmKeys } from "./keys/node_key.ts";
 
 /** Construction options of a Gateway. */
 export interface GatewayOptions {
@@ -103,7 +104,7 @@ export class Gateway implements ProxyContext {
   /** The ledger again, as the proxy's `UsageRecorder`. */
   readonly recorder: UsageLedger;
   /** Volatile counters for `/skeid/metrics`; never billed. */
-  readonly metrics: GatewayMetrics & ProxyMetrics;
+  readonly metrics: GatewayMetrics;
   /** The gateway's logger (level from `SKEID_LOG_LEVEL` unless one is given). */
   readonly logger: Logger;
   readonly logRequests: boolean;
@@ -130,7 +131,7 @@ export class Gateway implements ProxyContext {
   readonly httpClient: Deno.HttpClient | undefined;
   readonly fetch: typeof fetch | undefined;
   readonly http1: Http1Client | undefined;
-  /** Requests in flight: an intrusive list, not a Set (see proxy/inflight.ts for why). */
+  /** Requests in flight: an intrusive list, not a Set (see proxy/linked_list.ts for why). */
   readonly #exchanges = new LinkedList<Exchange>();
   readonly #stamp = new SecondStamp();
   #drained: (() => void) | undefined;
@@ -158,7 +159,7 @@ export class Gateway implements ProxyContext {
     });
     this.ledger = new UsageLedger({ logger: this.logger, spillPath: opts.spillPath });
     this.recorder = this.ledger;
-    this.metrics = new GatewayMetrics() as GatewayMetrics & ProxyMetrics;
+    this.metrics = new GatewayMetrics();
     this.upstreamTimeoutMs = opts.upstreamTimeoutMs ??
       positiveInt(env("SKEID_UPSTREAM_TIMEOUT"), 300) * 1000;
     this.keepaliveMs = Math.max(0, opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS);
@@ -281,11 +282,7 @@ export class Gateway implements ProxyContext {
    * from the in-memory environment.
    */
   nodeKey(node: Node): string | null | undefined | Promise<string | null | undefined> {
-    const fromBroker = brokerKeyFor(node, this.keyBroker);
-    if (fromBroker instanceof Promise) {
-      return fromBroker.then((key) => nodeKeyFromEnv(node, this.env, key));
-    }
-    return nodeKeyFromEnv(node, this.env, fromBroker);
+    return nodeKey(node, this.keyBroker, this.env);
   }
 
   /** Resolves with a reason when the gateway cannot go on (an expired OpenBao token). */

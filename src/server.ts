@@ -19,10 +19,12 @@ import {
   tagsBody,
   versionBody,
 } from "./faces/index.ts";
-import type { FaceName, JsonObject } from "./faces/face.ts";
+import type { FaceName } from "./faces/face.ts";
+import { isJsonObject, parseJson } from "./json.ts";
 import { handleProxy } from "./proxy/handler.ts";
-import { errorResponse, jsonResponse } from "./proxy/errors.ts";
-import { ANONYMOUS, requestKeyId } from "./proxy/identity.ts";
+import { errorResponse, jsonResponse, Refusal, refusalResponse } from "./proxy/errors.ts";
+import { requestKeyId } from "./proxy/identity.ts";
+import { customerKeyId, requestIdOf } from "./proxy/intake.ts";
 
 /** The data-plane routes each face proxies. */
 const PROXIED: readonly { face: FaceName; path: string }[] = [
@@ -42,22 +44,13 @@ async function listingKeyId(
   req: Request,
   face: Face,
 ): Promise<string | Response> {
-  const routing = gw.skeid.routing;
-  const r = requestKeyId(req.headers, routing.trust_key_id_header, gw.keyIds);
-  const id = r instanceof Promise ? await r : r;
-  if (routing.require_known_keys && (id === undefined || !gw.skeid.isKnownKey(id))) {
-    gw.metrics.refusal("", 401, "unknown_key");
-    const message = id === undefined ? "An API key is required" : "Unknown API key";
-    return errorResponse(face, 401, "authentication_error", message, requestIdOf(req));
+  try {
+    return await customerKeyId(gw, req.headers);
+  } catch (err) {
+    if (!(err instanceof Refusal)) throw err;
+    gw.metrics.refusal("", err.status, err.reason);
+    return refusalResponse(face, err, requestIdOf(req.headers, Date.now()));
   }
-  return id ?? ANONYMOUS;
-}
-
-function requestIdOf(req: Request): string {
-  const given = req.headers.get("x-request-id");
-  return given !== null && given.length > 0 && given.length <= 200
-    ? given
-    : `req_${Date.now()}_${Math.floor(Math.random() * 1_000_000)}`;
 }
 
 /** Builds the Hono app over a gateway. */
@@ -84,18 +77,13 @@ export function buildApp(gw: Gateway): Hono {
 
   app.post("/v1/messages/count_tokens", async (c: Context) => {
     const face = faces.anthropic;
-    const rid = requestIdOf(c.req.raw);
-    let body: unknown;
-    try {
-      body = JSON.parse(await c.req.text());
-    } catch {
-      body = undefined;
-    }
-    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    const rid = requestIdOf(c.req.raw.headers, Date.now());
+    const body = parseJson(await c.req.text());
+    if (!isJsonObject(body)) {
       return errorResponse(face, 400, "invalid_request_error", "Invalid JSON body", rid);
     }
     try {
-      return jsonResponse(200, countTokens(body as JsonObject), rid);
+      return jsonResponse(200, countTokens(body), rid);
     } catch (err) {
       const status = typeof (err as { status?: unknown }).status === "number"
         ? (err as { status: number }).status
@@ -132,7 +120,7 @@ export function buildApp(gw: Gateway): Hono {
         401,
         "authentication_error",
         "An API key is required",
-        requestIdOf(req),
+        requestIdOf(req.headers, Date.now()),
       );
     }
     const manifest = gw.config.manifestFor(id);
@@ -142,7 +130,7 @@ export function buildApp(gw: Gateway): Hono {
         403,
         "permission_error",
         "No provider manifest is published for this key",
-        requestIdOf(req),
+        requestIdOf(req.headers, Date.now()),
       );
     }
     return new Response(manifest, {

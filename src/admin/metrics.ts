@@ -8,8 +8,9 @@
 import type { Skeid } from "../core/skeid.ts";
 import type { Node } from "../core/types.ts";
 
-/** Statuses a request can be refused with before it is forwarded. */
-export type RefusalStatus = 400 | 401 | 403 | 413 | 429 | 503;
+import type { RefusalStatus } from "../proxy/errors.ts";
+
+export type { RefusalStatus } from "../proxy/errors.ts";
 
 /** Upper bounds of the request duration histogram, seconds. */
 export const DURATION_BUCKETS_S: readonly number[] = Object.freeze([
@@ -94,12 +95,12 @@ export class GatewayMetrics {
     this.#refusals.add([["model", model], ["status", String(status)], ["reason", reason]]);
   }
 
-  /** 503: no eligible (healthy, matching) node at all. */
+  /** 503: no eligible (healthy, matching) node at all (`no_eligible_node`). */
   noNode(model: string): void {
     this.refusal(model, 503, "no_eligible_node");
   }
 
-  /** 429: every eligible node stayed full through the wait. */
+  /** 429: every eligible node stayed full through the wait (`no_capacity`). */
   saturation(model: string): void {
     this.refusal(model, 429, "no_capacity");
   }

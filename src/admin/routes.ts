@@ -19,6 +19,7 @@ import { NodeSpecError } from "../core/inventory.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import { bearerToken, secretMatches } from "./auth.ts";
 import { errorMessage } from "../error_message.ts";
+import { isJsonObject } from "../json.ts";
 
 /** What the admin plane needs from the gateway around it. */
 export interface AdminDeps {
@@ -69,10 +70,6 @@ async function readJson(c: Context): Promise<unknown> {
   return JSON.parse(text);
 }
 
-function isHash(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 /** A node spec error's message, naming the field when the message does not already. */
 function nodeSpecMessage(e: Error): string {
   if (e instanceof NodeSpecError && e.field && !e.message.includes(e.field)) {
@@ -114,7 +111,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
     } catch {
       return openaiError(400, "body is not valid JSON");
     }
-    if (!isHash(spec)) return openaiError(400, "body must be a JSON object (a node spec)");
+    if (!isJsonObject(spec)) return openaiError(400, "body must be a JSON object (a node spec)");
     try {
       const node = skeid.addNode(spec);
       logger.info("admin_node_added", { node_id: node.id });
@@ -142,7 +139,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
     } catch {
       return json({ ok: false, error: "body is not valid JSON" }, 400);
     }
-    const healthy = isHash(body) ? body.healthy : undefined;
+    const healthy = isJsonObject(body) ? body.healthy : undefined;
     if (typeof healthy !== "boolean") {
       return json({ ok: false, error: "healthy must be true or false" }, 400);
     }

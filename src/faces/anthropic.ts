@@ -12,7 +12,7 @@ import type {
   StreamTranslator,
   UpstreamRequest,
 } from "./face.ts";
-import { FaceError } from "./face.ts";
+import { FaceError, servedBody } from "./face.ts";
 import {
   requestContext,
   systemText,
@@ -61,6 +61,18 @@ export function countTokens(body: JsonObject): { input_tokens: number } {
 export class AnthropicFace implements Face {
   /** The face's name. */
   readonly name = "anthropic" as const;
+  /** Answers are translated and upstream errors reshaped (ADR 0012). */
+  readonly passesThrough = false;
+
+  /** The translated body with the served model. */
+  upstreamBody(upstream: UpstreamRequest, served: string): string {
+    return servedBody(upstream, served);
+  }
+
+  /** Streams are always translated. */
+  relayMode(): "translate" {
+    return "translate";
+  }
   readonly #now: () => number;
 
   /** Uses `options.now` (epoch ms, default `Date.now`) for fallback message ids. */

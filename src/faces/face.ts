@@ -3,6 +3,8 @@
  * OpenAI-compatible request; a face translates the client's request into it and the answer
  * back. The OpenAI face is the identity (bytes relayed unchanged). Translation lives in
  * `src/faces/` and nowhere else; relay, routing, admission and accounting are the proxy's.
+ * Whatever differs per face (the upstream body, how a stream is relayed, whether answers pass
+ * through, the error shapes) is a member of `Face`: the proxy knows no face by name.
  *
  * @module
  */
@@ -10,19 +12,28 @@
 /** The client API formats. */
 export type FaceName = "openai" | "anthropic" | "ollama" | "responses";
 
-/** A JSON object. */
-export type JsonObject = Record<string, unknown>;
+import type { JsonObject } from "../json.ts";
+
+export type { JsonObject } from "../json.ts";
+
+/** The statuses a face refuses a client body with. */
+export type FaceErrorStatus = 400 | 404 | 413;
 
 /** A request the face refuses before routing (bad shape, unsupported content). */
 export class FaceError extends Error {
   /**
    * A refusal of the client's body, answered in the face's error shape.
    *
-   * @param status the HTTP status the client gets (400, 413, ...)
+   * @param status the HTTP status the client gets (400 bad body, 404 a route the face does not
+   * proxy, 413 too large)
    * @param message what was wrong with the body, naming the field
    * @param type the error type in the face's error body
    */
-  constructor(readonly status: number, message: string, readonly type = "invalid_request_error") {
+  constructor(
+    readonly status: FaceErrorStatus,
+    message: string,
+    readonly type = "invalid_request_error",
+  ) {
     super(message);
     this.name = "FaceError";
   }
@@ -32,7 +43,7 @@ export class FaceError extends Error {
 export interface UpstreamRequest {
   /** Upstream path below the node's `/v1`: `/chat/completions`, `/completions`, `/embeddings`. */
   path: string;
-  /** OpenAI-shaped body; the proxy sets `model` to the served model before sending. */
+  /** OpenAI-shaped body; `Face.upstreamBody` sets `model` to the served model before sending. */
   body: JsonObject;
   /** Whether the client asked for a stream. */
   stream: boolean;
@@ -77,14 +88,43 @@ export interface StreamTranslator {
   readonly usage: JsonObject | undefined;
   /** Tool calls seen so far (OpenAI shape `{id, function:{name, arguments}}`), for accounting. */
   readonly toolCalls: JsonObject[];
+  /**
+   * Relay modes `raw` and `strip` (the upstream's own frames go out): reads one chunk for the
+   * accounting and says whether its frame goes to the client. Only the translators of faces
+   * whose `relayMode` can be `raw` or `strip` have it.
+   */
+  pass?(chunk: JsonObject): boolean;
 }
+
+/**
+ * How a streamed answer reaches the client: `raw`, the upstream's bytes unchanged; `strip`, the
+ * upstream's frames minus those the translator's `pass` refuses (the usage-only chunk Skeid asked
+ * for and the client did not, ADR 0014); `translate`, the translator's text.
+ */
+export type RelayMode = "raw" | "strip" | "translate";
 
 /** A client API format. */
 export interface Face {
   /** Which client API format this is (the usage event's `api_format`). */
   readonly name: FaceName;
+  /**
+   * Whether answers (non-streamed ones and upstream errors) reach the client as the upstream's
+   * own status, headers and bytes (OpenAI, ADR 0012) rather than translated or reshaped.
+   */
+  readonly passesThrough: boolean;
   /** Client body → upstream request. Throws FaceError for a body the face cannot carry. */
   toUpstream(endpoint: string, body: JsonObject): UpstreamRequest;
+  /**
+   * The body sent upstream for `served` (the served model): `raw`, the client's bytes, when the
+   * face can send them unchanged, else `upstream.body` as JSON with the served model set.
+   */
+  upstreamBody(
+    upstream: UpstreamRequest,
+    served: string,
+    raw: Uint8Array<ArrayBuffer> | undefined,
+  ): Uint8Array<ArrayBuffer> | string;
+  /** How a streamed answer to `upstream` reaches the client (see RelayMode). */
+  relayMode(upstream: UpstreamRequest): RelayMode;
   /**
    * Upstream JSON answer (status < 400) → client JSON answer. `context` is
    * `UpstreamRequest.context`; `timings` feed the Ollama duration fields.
@@ -110,6 +150,12 @@ export interface Face {
    * and message in their own shape.
    */
   upstreamErrorBody(status: number, body: unknown): unknown;
+}
+
+/** The translated upstream body as JSON, `model` set to the served model. */
+export function servedBody(upstream: UpstreamRequest, served: string): string {
+  upstream.body.model = served;
+  return JSON.stringify(upstream.body);
 }
 
 /** Construction options of a face. */

@@ -13,7 +13,7 @@ import type {
   StreamTranslator,
   UpstreamRequest,
 } from "./face.ts";
-import { FaceError } from "./face.ts";
+import { FaceError, servedBody } from "./face.ts";
 import { ollamaErrorBody, readUpstreamError } from "./errors.ts";
 import { extractHermesToolCalls } from "./hermes.ts";
 import { isJsonObject, messageText, obj, str } from "./json.ts";
@@ -41,6 +41,18 @@ function vectors(answer: JsonObject): unknown[] {
 export class OllamaFace implements Face {
   /** The face's name. */
   readonly name = "ollama" as const;
+  /** Answers are translated and upstream errors reshaped (ADR 0012). */
+  readonly passesThrough = false;
+
+  /** The translated body with the served model. */
+  upstreamBody(upstream: UpstreamRequest, served: string): string {
+    return servedBody(upstream, served);
+  }
+
+  /** Streams are always translated. */
+  relayMode(): "translate" {
+    return "translate";
+  }
   readonly #now: () => number;
 
   /** Uses `options.now` (epoch ms, default `Date.now`) for `created_at` stamps. */

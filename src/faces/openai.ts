@@ -1,15 +1,23 @@
 /**
- * The OpenAI face: the identity. Bodies go upstream unchanged (the proxy sets the served model
- * and, for streams, `stream_options`) and answers come back unchanged. Its stream translator
- * re-frames chunks as they came and does the same accounting as the other faces, so the proxy
- * can count every face alike.
+ * The OpenAI face: the identity. Bodies go upstream as the client's bytes when nothing changes
+ * (else with the served model and, for streams, `stream_options`), answers and upstream errors
+ * come back as the upstream sent them, and streams are relayed raw or with the usage-only chunk
+ * stripped (ADR 0014). Its stream translator does the accounting of those streams (`pass`), so
+ * the proxy counts every face alike.
  *
  * @module
  */
-import type { AnswerTimings, Face, JsonObject, StreamTranslator, UpstreamRequest } from "./face.ts";
+import type {
+  AnswerTimings,
+  Face,
+  JsonObject,
+  RelayMode,
+  StreamTranslator,
+  UpstreamRequest,
+} from "./face.ts";
 import { FaceError } from "./face.ts";
 import { openaiErrorBody, readUpstreamError } from "./errors.ts";
-import { isJsonObject, obj } from "./json.ts";
+import { isJsonObject } from "../json.ts";
 import { StreamAccounting, StreamState } from "./stream_state.ts";
 import type { ListedModel } from "../core/types.ts";
 
@@ -33,9 +41,20 @@ export function modelsBody(models: readonly ListedModel[], nowMs: number): JsonO
 }
 
 /**
- * Accounting over an OpenAI stream. `chunk()` re-frames the chunk as `data: <JSON>\n\n`, except
- * the usage-only chunk (`choices: []`) of a client that did not ask for usage (DESIGN decision
- * 3); `end()` writes `data: [DONE]`.
+ * Whether Skeid asks the upstream for stream usage the client did not ask for (ADR 0014): a
+ * streamed chat or completions request without `stream_options.include_usage: true`. The
+ * usage-only chunk is then stripped again (relay mode `strip`).
+ */
+function stripsUsage(upstream: UpstreamRequest): boolean {
+  return upstream.stream && upstream.path !== "/embeddings" &&
+    upstream.context?.include_usage !== true;
+}
+
+/**
+ * Accounting over an OpenAI stream. `pass()` reads a chunk and refuses only the usage-only chunk
+ * (`choices: []`) of a client that did not ask for usage (ADR 0014): the relay sends the frames
+ * it passes as the upstream wrote them. `chunk()` re-frames a passed chunk as
+ * `data: <JSON>\n\n`; `end()` writes `data: [DONE]`.
  */
 export class OpenAIStreamTranslator extends StreamAccounting implements StreamTranslator {
   /** Content type of the stream. */
@@ -47,14 +66,18 @@ export class OpenAIStreamTranslator extends StreamAccounting implements StreamTr
     super(new StreamState("call_skeid_"));
   }
 
+  /** Reads one chunk; false for the usage-only chunk when the client did not ask for usage. */
+  pass(chunk: JsonObject): boolean {
+    this.state.read(chunk);
+    if (this.clientAsksUsage) return true;
+    const choices = chunk.choices;
+    return !(Array.isArray(choices) && choices.length === 0 && isJsonObject(chunk.usage));
+  }
+
   /** Reads one chunk; returns its frame ('' for a usage-only chunk the client did not ask for). */
   chunk(chunk: JsonObject): string {
     if (this.#closed) return "";
-    this.state.read(chunk);
-    const usageOnly = Array.isArray(chunk.choices) && chunk.choices.length === 0 &&
-      isJsonObject(chunk.usage);
-    if (usageOnly && !this.clientAsksUsage) return "";
-    return `data: ${JSON.stringify(chunk)}\n\n`;
+    return this.pass(chunk) ? `data: ${JSON.stringify(chunk)}\n\n` : "";
   }
 
   /** Nothing: OpenAI clients get the upstream's bytes only. */
@@ -81,6 +104,8 @@ export class OpenAIStreamTranslator extends StreamAccounting implements StreamTr
 export class OpenAIFace implements Face {
   /** The face's name. */
   readonly name = "openai" as const;
+  /** Answers and upstream errors go to the client as the upstream sent them (ADR 0012). */
+  readonly passesThrough = true;
 
   /** The body as is, to the matching upstream path; `stream` = `body.stream === true`. */
   toUpstream(endpoint: string, body: JsonObject): UpstreamRequest {
@@ -97,9 +122,38 @@ export class OpenAIFace implements Face {
     const stream = body.stream === true;
     const req: UpstreamRequest = { path, body, stream, requestedModel: body.model };
     if (stream) {
-      req.context = { include_usage: obj(body.stream_options)?.include_usage === true };
+      const options = body.stream_options;
+      req.context = { include_usage: isJsonObject(options) && options.include_usage === true };
     }
     return req;
+  }
+
+  /**
+   * The client's bytes when nothing changes (the served model is the one asked for, no usage to
+   * ask for); else the body with the served model and, when the client did not ask for stream
+   * usage, `stream_options.include_usage: true` (ADR 0014).
+   */
+  upstreamBody(
+    upstream: UpstreamRequest,
+    served: string,
+    raw: Uint8Array<ArrayBuffer> | undefined,
+  ): Uint8Array<ArrayBuffer> | string {
+    const body = upstream.body;
+    const strip = stripsUsage(upstream);
+    if (body.model === served && !strip && raw !== undefined) return raw;
+    body.model = served;
+    if (strip) {
+      const options = body.stream_options;
+      body.stream_options = isJsonObject(options)
+        ? { ...options, include_usage: true }
+        : { include_usage: true };
+    }
+    return JSON.stringify(body);
+  }
+
+  /** `strip` when Skeid asked for usage the client did not (ADR 0014), else `raw`. */
+  relayMode(upstream: UpstreamRequest): RelayMode {
+    return stripsUsage(upstream) ? "strip" : "raw";
   }
 
   /** The answer as is. */
@@ -121,7 +175,7 @@ export class OpenAIFace implements Face {
     return openaiErrorBody(type, message);
   }
 
-  /** Passed through unchanged (DESIGN decision 2); a body that is not JSON gets the OpenAI shape. */
+  /** Passed through unchanged (ADR 0012); a body that is not JSON gets the OpenAI shape. */
   upstreamErrorBody(status: number, body: unknown): unknown {
     if (isJsonObject(body)) return body;
     return openaiErrorBody("upstream_error", readUpstreamError(status, body).message);

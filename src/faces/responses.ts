@@ -12,7 +12,7 @@ import type {
   StreamTranslator,
   UpstreamRequest,
 } from "./face.ts";
-import { FaceError } from "./face.ts";
+import { FaceError, servedBody } from "./face.ts";
 import { openaiErrorBody, readUpstreamError } from "./errors.ts";
 import { extractHermesToolCalls } from "./hermes.ts";
 import { argumentsText, messageText, obj, str } from "./json.ts";
@@ -36,7 +36,19 @@ export const RESPONSES_ENDPOINT = "/v1/responses";
 export class ResponsesFace implements Face {
   /** The face's name. */
   readonly name = "responses" as const;
+  /** Answers are translated and upstream errors reshaped (ADR 0012). */
+  readonly passesThrough = false;
   readonly #now: () => number;
+
+  /** The translated body with the served model. */
+  upstreamBody(upstream: UpstreamRequest, served: string): string {
+    return servedBody(upstream, served);
+  }
+
+  /** Streams are always translated. */
+  relayMode(): "translate" {
+    return "translate";
+  }
 
   /** Uses `options.now` (epoch ms, default `Date.now`) for `created_at`. */
   constructor(options: FaceOptions = {}) {

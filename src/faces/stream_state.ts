@@ -8,7 +8,8 @@
  * @module
  */
 import type { JsonObject } from "./face.ts";
-import { isJsonObject, num, obj, str } from "./json.ts";
+import { isJsonObject } from "../json.ts";
+import { num, obj, str } from "./json.ts";
 import { utf8Length } from "./utf8.ts";
 
 /** A tool call being assembled, in order of first appearance. */

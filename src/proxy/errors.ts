@@ -30,10 +30,23 @@ export function errorResponse(
   return jsonResponse(status, face.errorBody(status, type, message), requestId, nodeId);
 }
 
+/**
+ * Every status a request can be refused with before it is forwarded (no usage event is written
+ * for any of them, ADR 0016): 400 bad body, 401 unknown key, 403 not permitted, 404 route the face
+ * does not proxy, 413 body too large, 429 no capacity, 503 no eligible node (or no upstream key),
+ * 508 loop detected.
+ */
+export type RefusalStatus = 400 | 401 | 403 | 404 | 413 | 429 | 503 | 508;
+
+/** The refusal as the face's error response, with the request id. */
+export function refusalResponse(face: Face, refusal: Refusal, requestId: string): Response {
+  return errorResponse(face, refusal.status, refusal.type, refusal.message, requestId);
+}
+
 /** A request the gateway refuses before routing or forwarding. */
 export class Refusal extends Error {
   /**
-   * A refusal the client gets as the face's error body; `counted` avoids counting it twice.
+   * A refusal the client gets as the face's error body.
    *
    * @param status the HTTP status the client gets
    * @param type the error type in the face's error body (`invalid_request_error`,
@@ -41,13 +54,11 @@ export class Refusal extends Error {
    * @param message what was wrong, shown to the client (never a secret)
    */
   constructor(
-    readonly status: number,
+    readonly status: RefusalStatus,
     readonly type: string,
     message: string,
-    /** Short reason for metrics (`body_too_large`, `invalid_json`, ...). */
+    /** Short reason for metrics and logs (`body_too_large`, `no_capacity`, ...). */
     readonly reason: string,
-    /** Already counted by a more specific metric (saturation, no node). */
-    readonly counted = false,
   ) {
     super(message);
     this.name = "Refusal";

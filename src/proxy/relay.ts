@@ -1,13 +1,13 @@
 /**
- * The streaming relay: an upstream SSE body becomes the client's response body.
+ * The relay: an upstream SSE body becomes the client's response body.
  *
- * Three modes:
- * - `raw` (OpenAI face, the client asked for usage, or a non-chat stream): the upstream's bytes go
- *   out unchanged, chunk for chunk, while the SSE parser reads along for the accounting;
- * - `strip` (OpenAI face, the client did not ask for usage): Skeid asked the upstream for usage
- *   anyway (DESIGN decision 3), so complete frames go out as received except the usage-only chunk
- *   (`choices: []`); an incomplete frame is held until its end arrives;
- * - `translate` (Anthropic, Ollama): each parsed chunk goes through the face's translator.
+ * Three modes (the face's `relayMode`):
+ * - `raw`: the upstream's bytes go out unchanged, chunk for chunk, while the SSE parser reads
+ *   along and the translator's `pass` does the accounting;
+ * - `strip`: complete frames go out as received except those the translator's `pass` refuses
+ *   (the usage-only chunk Skeid asked for and the client did not, ADR 0014); an incomplete frame
+ *   is held until its end arrives;
+ * - `translate`: each parsed chunk goes through the face's translator.
  *
  * The relay is a pull source: it reads upstream only when the client is ready for more, so a slow
  * client slows the upstream read instead of filling memory. Empty reads are never written. The
@@ -17,19 +17,24 @@
  * @module
  */
 import { errorMessage } from "../error_message.ts";
-import type { AnswerTimings, JsonObject, StreamTranslator } from "../faces/face.ts";
-import { StreamAccounting, type StreamState } from "../faces/stream_state.ts";
+import type {
+  AnswerTimings,
+  Face,
+  JsonObject,
+  RelayMode,
+  StreamTranslator,
+  UpstreamRequest,
+} from "../faces/face.ts";
+import { isJsonObject, parseJson } from "../json.ts";
 import { type SseFrame, SseParser } from "./sse.ts";
+import { relayedResponse } from "./upstream.ts";
 import {
   type Abortable,
   type ChunkSource,
-  type IdleWatch,
   streamSource,
-  type Watched,
-} from "./upstream.ts";
-
-/** How the relay writes to the client. */
-export type RelayMode = "raw" | "strip" | "translate";
+  type UpstreamAnswer,
+} from "./upstream_answer.ts";
+import type { IdleWatch, Watched } from "./idle_watch.ts";
 
 /** How a relayed stream ended. */
 export interface RelayOutcome {
@@ -53,11 +58,62 @@ export interface RelayOwner {
   relayEnded(outcome: RelayOutcome): void;
 }
 
-/** Accounting over the chunks (the OpenAI face's StreamState, or a translator). */
-interface Accounting {
-  readonly contentBytes: number;
-  readonly usage: JsonObject | undefined;
-  readonly toolCalls: JsonObject[];
+/** What relaying an answer needs of its request (an Exchange is one). */
+export interface RelayRequest extends RelayOwner {
+  /** The client's face: its relay mode and translator. */
+  readonly face: Face;
+  /** The client-facing endpoint path. */
+  readonly endpoint: string;
+  /** The client's model (translated streams name it). */
+  readonly requestedModel: string;
+  /** Sent back as `x-request-id`. */
+  readonly requestId: string;
+  /** Epoch ms the request arrived; ttft counts from here. */
+  readonly startedAt: number;
+}
+
+/** What relaying needs of the gateway (a ProxyContext is one). */
+export interface RelayContext {
+  /** The clock. */
+  readonly skeid: { readonly now: () => number };
+  /** The idle watch over the stream's silence (and its keepalives). */
+  readonly idle: IdleWatch;
+  /** Keepalive interval of a translated stream, ms; 0 or absent = never. */
+  readonly keepaliveMs?: number;
+}
+
+/**
+ * The client's response to a streamed upstream answer from `nodeId`, relayed in the face's mode:
+ * raw and stripped streams keep the upstream's headers, a translated one gets its own. From here
+ * the relay owns the request's life and tells `req.relayEnded` once how the stream ended.
+ */
+export function streamResponse(
+  ctx: RelayContext,
+  req: RelayRequest,
+  upstream: UpstreamRequest,
+  res: UpstreamAnswer,
+  call: Abortable,
+  nodeId: string,
+): Response {
+  const face = req.face;
+  const mode = face.relayMode(upstream);
+  const translator = face.streamTranslator(req.endpoint, req.requestedModel, upstream.context);
+  const relay = new StreamRelay({
+    mode,
+    translator,
+    body: res.source(),
+    upstream: call,
+    owner: req,
+    now: ctx.skeid.now,
+    startedAt: req.startedAt,
+    idle: ctx.idle,
+    keepaliveMs: mode === "translate" ? ctx.keepaliveMs : undefined,
+  });
+  const pairs: readonly (readonly [string, string])[] = mode === "translate"
+    ? [["content-type", translator.contentType], ["cache-control", "no-cache"]]
+    : res.pairs();
+  const body = new ReadableStream<Uint8Array>(relay);
+  return relayedResponse(res.status, body, pairs, nodeId, req.requestId);
 }
 
 /** Options of a StreamRelay. */
@@ -71,10 +127,8 @@ export interface StreamRelayOptions {
   body: ReadableStream<Uint8Array> | ChunkSource;
   /** Aborts the upstream call (client gone, idle timeout). */
   upstream: Abortable;
-  /** `translate`: the face's translator. */
-  translator?: StreamTranslator;
-  /** `raw` / `strip`: the accounting state chunks are read into. */
-  state?: StreamState;
+  /** The face's translator: the accounting in every mode, the text in `translate`. */
+  translator: StreamTranslator;
   /** Told once when the relay ends (the Exchange). */
   owner: RelayOwner;
   /** Epoch-ms clock and the routing start, for ttft and timings. */
@@ -97,7 +151,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   readonly #opts: StreamRelayOptions;
   readonly #reader: ChunkSource;
   readonly #parser: SseParser;
-  readonly #accounting: Accounting;
+  readonly #translator: StreamTranslator;
   /** Text produced by the frames of the current read (strip / translate). */
   #out = "";
   #ttftMs: number | undefined;
@@ -111,18 +165,15 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   #lastKeepalive = 0;
   #controller: ReadableStreamDefaultController<Uint8Array> | undefined;
 
-  /** Throws when `translate` has no translator, or `raw`/`strip` no stream state. */
+  /** Throws when `raw`/`strip` get a translator without `pass`. */
   constructor(opts: StreamRelayOptions) {
     this.#opts = opts;
     this.#reader = opts.body instanceof ReadableStream ? streamSource(opts.body) : opts.body;
     this.#parser = new SseParser((frame) => this.#frame(frame), opts.mode === "strip");
-    if (opts.mode === "translate") {
-      if (!opts.translator) throw new Error("relay mode 'translate' needs a translator");
-      this.#accounting = opts.translator;
-    } else {
-      if (!opts.state) throw new Error(`relay mode '${opts.mode}' needs a stream state`);
-      this.#accounting = new StreamAccounting(opts.state);
+    if (opts.mode !== "translate" && opts.translator.pass === undefined) {
+      throw new Error(`relay mode '${opts.mode}' needs a translator with pass()`);
     }
+    this.#translator = opts.translator;
     this.lastActivity = opts.now();
     opts.idle?.add(this);
   }
@@ -152,7 +203,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
         this.#parser.end();
         let tail = this.#out;
         this.#out = "";
-        if (opts.mode === "translate") tail += opts.translator!.end(this.#timings());
+        if (opts.mode === "translate") tail += this.#translator.end(this.#timings());
         if (tail.length > 0) controller.enqueue(encoder.encode(tail));
         this.#finish("done");
         controller.close();
@@ -160,7 +211,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       }
       if (chunk.byteLength === 0) continue;
       this.lastActivity = opts.now();
-      const before = this.#accounting.contentBytes;
+      const before = this.#translator.contentBytes;
       const aligned = this.#parser.atBoundary;
       this.#dropped = false;
       this.#parser.push(chunk);
@@ -179,7 +230,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
         controller.enqueue(encoder.encode(this.#out));
         this.#out = "";
       }
-      if (this.#ttftMs === undefined && this.#accounting.contentBytes > before) {
+      if (this.#ttftMs === undefined && this.#translator.contentBytes > before) {
         this.#ttftMs = this.lastActivity - opts.startedAt;
       }
       return;
@@ -205,7 +256,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     const controller = this.#controller;
     if (controller === undefined) return;
     if (now - Math.max(this.lastActivity, this.#lastKeepalive) < every) return;
-    const text = this.#opts.translator!.keepalive();
+    const text = this.#translator.keepalive();
     this.#lastKeepalive = now;
     if (text.length > 0) controller.enqueue(encoder.encode(text));
   }
@@ -226,45 +277,29 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       if (mode === "strip") this.#out += frame.raw;
       return;
     }
-    let chunk: unknown;
-    try {
-      chunk = JSON.parse(data);
-    } catch {
+    const chunk = parseJson(data);
+    if (!isJsonObject(chunk)) {
       if (mode === "strip") this.#out += frame.raw;
       return;
     }
-    if (typeof chunk !== "object" || chunk === null || Array.isArray(chunk)) {
-      if (mode === "strip") this.#out += frame.raw;
-      return;
-    }
-    const obj = chunk as JsonObject;
     if (mode === "translate") {
-      this.#out += this.#opts.translator!.chunk(obj);
+      this.#out += this.#translator.chunk(chunk);
       return;
     }
-    this.#opts.state!.read(obj);
+    const passed = this.#translator.pass!(chunk);
     if (mode === "strip") {
-      const choices = obj.choices;
-      const usageOnly = Array.isArray(choices) && choices.length === 0 &&
-        typeof obj.usage === "object" && obj.usage !== null;
-      if (usageOnly) this.#dropped = true;
-      else this.#out += frame.raw;
+      if (passed) this.#out += frame.raw;
+      else this.#dropped = true;
     }
   }
 
   #broken(controller: ReadableStreamDefaultController<Uint8Array>, reason: string): void {
     this.#parser.end();
-    const opts = this.#opts;
     let tail = this.#out;
     this.#out = "";
-    const message = `Upstream error: ${reason}`;
-    if (opts.mode === "translate") {
-      tail += opts.translator!.fail(502, message);
-    } else {
-      // An OpenAI stream that breaks says so in-band, as OpenAI's own API does, instead of
-      // ending as if complete; OpenAI SDKs raise it as an APIError.
-      tail += `data: ${JSON.stringify({ error: { message, type: "upstream_error" } })}\n\n`;
-    }
+    // A stream that breaks says so in-band, in the face's own shape, instead of ending as if
+    // complete (OpenAI SDKs raise the error frame as an APIError; ADR 0015 for Anthropic).
+    tail += this.#translator.fail(502, `Upstream error: ${reason}`);
     this.#finish("broken", reason);
     try {
       if (tail.length > 0) controller.enqueue(encoder.encode(tail));
@@ -284,7 +319,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     if (this.#ended) return;
     this.#ended = true;
     this.#opts.idle?.delete(this);
-    const acc = this.#accounting;
+    const acc = this.#translator;
     const outcome: RelayOutcome = {
       end,
       usage: acc.usage,

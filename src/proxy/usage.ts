@@ -6,7 +6,9 @@
  */
 import type { Skeid } from "../core/skeid.ts";
 import type { Node } from "../core/types.ts";
-import type { UsageEvent } from "../usage/types.ts";
+import type { UsageEvent, UsageRecorder } from "../usage/types.ts";
+import type { Logger } from "../log.ts";
+import { errorMessage } from "../error_message.ts";
 import { buildUsageEvent, formatCreatedAt } from "../usage/event.ts";
 
 /**
@@ -123,4 +125,76 @@ export function usageEvent(skeid: Skeid, facts: UsageFacts): UsageEvent {
     ...(facts.contentBytes !== undefined ? { content_bytes: facts.contentBytes } : {}),
     ...(facts.ttftMs !== undefined ? { ttft_ms: Math.max(0, Math.round(facts.ttftMs)) } : {}),
   }, skeid.now);
+}
+
+/** The request side of a usage event (an Exchange is one). */
+export interface UsageRequest {
+  /** The request id. */
+  readonly requestId: string;
+  /** The face the client spoke. */
+  readonly apiFormat: string;
+  /** The client-facing endpoint path. */
+  readonly endpoint: string;
+  /** The customer key id, or `anonymous`. */
+  readonly apiKeyId: string;
+  /** The client's model. */
+  readonly requestedModel: string;
+  /** Upstream attempts sent. */
+  readonly attempts: number;
+  /** Epoch ms the request arrived. */
+  readonly startedAt: number;
+}
+
+/** Where usage events go and what stamps them (a ProxyContext is one). */
+export interface UsageSink {
+  /** The core: pricing and the clock. */
+  readonly skeid: Skeid;
+  /** The ledger. */
+  readonly recorder: UsageRecorder;
+  /** Where a lost event is said. */
+  readonly logger: Logger;
+  /** The `created_at` stamp of an event recorded at epoch-ms `ms`. */
+  createdAt(ms: number): string;
+}
+
+/**
+ * Builds the usage event of a request forwarded to `node` and hands it to the ledger; an event
+ * that cannot be built is logged (`usage_lost`) instead of thrown into the request path.
+ */
+export function recordUsage(
+  sink: UsageSink,
+  req: UsageRequest,
+  node: Node,
+  servedModel: string,
+  status: number,
+  ok: boolean,
+  extra: UsageOutcome & { durationMs?: number },
+): void {
+  const skeid = sink.skeid;
+  try {
+    const event = usageEvent(skeid, {
+      createdAt: sink.createdAt(skeid.now()),
+      requestId: req.requestId,
+      apiFormat: req.apiFormat,
+      endpoint: req.endpoint,
+      apiKeyId: req.apiKeyId,
+      node,
+      servedModel,
+      requestedModel: req.requestedModel,
+      status,
+      ok,
+      durationMs: extra.durationMs ?? skeid.now() - req.startedAt,
+      attempts: req.attempts,
+      response: extra.response,
+      usage: extra.usage,
+      toolCalls: extra.toolCalls,
+      errorType: extra.errorType,
+      errorMessage: extra.errorMessage,
+      contentBytes: extra.contentBytes,
+      ttftMs: extra.ttftMs,
+    });
+    sink.recorder.record(event);
+  } catch (err) {
+    sink.logger.error("usage_lost", { request_id: req.requestId, error: errorMessage(err) });
+  }
 }

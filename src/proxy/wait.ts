@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { type Linked, LinkedList } from "./linked_list.ts";
 
 /** Something waiting for a slot: it tries to take one when told the state changed. */
 export interface Waiter {
@@ -42,14 +43,12 @@ export interface WaiterQueueOptions {
 /** How a wait ended. */
 export type WaitResult = "admitted" | "timeout" | "aborted";
 
-interface Entry {
+interface Entry extends Linked<Entry> {
   waiter: Waiter;
   deadline: number;
   resolve: (result: WaitResult) => void;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
-  prev: Entry | undefined;
-  next: Entry | undefined;
 }
 
 const defaultTimers: Timers = {
@@ -62,9 +61,8 @@ export class WaiterQueue {
   readonly #opts: WaiterQueueOptions;
   readonly #timers: Timers;
   readonly #unsubscribe: () => void;
-  #head: Entry | undefined;
-  #tail: Entry | undefined;
-  #size = 0;
+  /** Waiting requests in arrival order. */
+  readonly #entries = new LinkedList<Entry>();
   #draining = false;
   #again = false;
   #timer: unknown;
@@ -81,7 +79,7 @@ export class WaiterQueue {
 
   /** How many requests are waiting. */
   get size(): number {
-    return this.#size;
+    return this.#entries.size;
   }
 
   /**
@@ -98,24 +96,20 @@ export class WaiterQueue {
         resolve,
         signal,
         onAbort: undefined,
-        prev: this.#tail,
-        next: undefined,
       };
       if (signal) {
         entry.onAbort = () => this.#settle(entry, "aborted");
         signal.addEventListener("abort", entry.onAbort, { once: true });
       }
-      if (this.#tail) this.#tail.next = entry;
-      else this.#head = entry;
-      this.#tail = entry;
-      if (this.#size++ === 0) this.#lastPoll = this.#opts.now();
+      if (this.#entries.size === 0) this.#lastPoll = this.#opts.now();
+      this.#entries.add(entry);
       this.#schedule();
     });
   }
 
   /** Offers freed capacity to the waiters in arrival order (the core's change listener). */
   wake(): void {
-    if (this.#size === 0) return;
+    if (this.#entries.size === 0) return;
     if (this.#draining) {
       // A change announced while a waiter was being admitted: run the round again after this one.
       this.#again = true;
@@ -125,9 +119,9 @@ export class WaiterQueue {
     try {
       do {
         this.#again = false;
-        let entry = this.#head;
+        let entry = this.#entries.first;
         while (entry) {
-          const next = entry.next;
+          const next = entry.linkNext;
           let admitted = false;
           try {
             admitted = entry.waiter.tryAdmit();
@@ -137,7 +131,7 @@ export class WaiterQueue {
           if (admitted) this.#settle(entry, "admitted");
           entry = next;
         }
-      } while (this.#again && this.#size > 0);
+      } while (this.#again && this.#entries.size > 0);
     } finally {
       this.#draining = false;
     }
@@ -149,22 +143,18 @@ export class WaiterQueue {
     if (this.#closed) return;
     this.#closed = true;
     this.#unsubscribe();
-    while (this.#head) this.#settle(this.#head, "timeout");
+    for (let entry = this.#entries.first; entry; entry = this.#entries.first) {
+      this.#settle(entry, "timeout");
+    }
     this.#clearTimer();
   }
 
   #settle(entry: Entry, result: WaitResult): void {
-    // Unlink (an entry is settled once: its resolve is cleared after the first call).
-    if (entry.prev) entry.prev.next = entry.next;
-    else if (this.#head === entry) this.#head = entry.next;
-    else return; // already removed
-    if (entry.next) entry.next.prev = entry.prev;
-    else this.#tail = entry.prev;
-    entry.prev = entry.next = undefined;
-    this.#size--;
+    // An entry is settled once: the first settle unlinks it, a later one finds it gone.
+    if (!this.#entries.delete(entry)) return;
     if (entry.signal && entry.onAbort) entry.signal.removeEventListener("abort", entry.onAbort);
     entry.resolve(result);
-    if (this.#size === 0) this.#clearTimer();
+    if (this.#entries.size === 0) this.#clearTimer();
     else if (result === "aborted") this.#schedule();
   }
 
@@ -172,9 +162,9 @@ export class WaiterQueue {
     this.#timer = undefined;
     this.#timerAt = Infinity;
     const now = this.#opts.now();
-    let entry = this.#head;
+    let entry = this.#entries.first;
     while (entry) {
-      const next = entry.next;
+      const next = entry.linkNext;
       if (entry.deadline <= now) {
         // One last try at the deadline, so a slot freed in the same instant is not lost.
         let admitted = false;
@@ -193,14 +183,14 @@ export class WaiterQueue {
   }
 
   #schedule(): void {
-    if (this.#size === 0 || this.#closed) {
+    if (this.#entries.size === 0 || this.#closed) {
       this.#clearTimer();
       return;
     }
     const now = this.#opts.now();
     let at = this.#lastPoll + Math.max(1, this.#opts.pollMs());
     if (at <= now) at = now + Math.max(1, this.#opts.pollMs());
-    for (let e = this.#head; e; e = e.next) if (e.deadline < at) at = e.deadline;
+    for (let e = this.#entries.first; e; e = e.linkNext) if (e.deadline < at) at = e.deadline;
     // A change moment already past says nothing new (the poll covers it); only a future one counts.
     const change = this.#opts.nextChangeAt?.();
     if (change !== undefined && change > now && change < at) at = change;

@@ -4,7 +4,7 @@
  * failover: a node whose attempt failed is excluded and the walk goes on from where it was — the
  * same tier first, then the later ones — without waiting again in a tier it already waited in.
  *
- * 403, 429 and 503 tell a client three different things (DESIGN): the walk decides which one a
+ * 403, 429 and 503 tell a client three different things (ADR 0012): the walk decides which one a
  * request that got no node deserves, and never lets one stand in for another.
  *
  * @module
@@ -45,8 +45,8 @@ export interface WalkRefused {
   status: 403 | 429 | 503;
   /** The error type in the face's error body. */
   type: "permission_error" | "rate_limit_error" | "model_not_found";
-  /** Short reason for metrics and logs. */
-  reason: "denied_by_tags" | "saturated" | "no_node";
+  /** Short reason for metrics and logs (the refusal words of CONTEXT.md). */
+  reason: "denied_by_tags" | "no_capacity" | "no_eligible_node";
   /** What the client is told. */
   message: string;
 }
@@ -207,7 +207,7 @@ export class RouteWalk implements Waiter {
         kind: "refused",
         status: 429,
         type: "rate_limit_error",
-        reason: "saturated",
+        reason: "no_capacity",
         message: `Timed out waiting for free capacity ${where} (waited ${waited}ms)`,
       };
     }
@@ -229,7 +229,7 @@ export class RouteWalk implements Waiter {
       kind: "refused",
       status: 503,
       type: "model_not_found",
-      reason: "no_node",
+      reason: "no_eligible_node",
       message: `No healthy node available for model '${model}'`,
     };
   }

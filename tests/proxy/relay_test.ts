@@ -1,5 +1,4 @@
 import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
-import { StreamState } from "../../src/faces/stream_state.ts";
 import { faceFor } from "../../src/faces/index.ts";
 import { type RelayOutcome, StreamRelay } from "../../src/proxy/relay.ts";
 
@@ -21,6 +20,10 @@ function body(pieces: (string | Uint8Array)[], failAt?: number): ReadableStream<
   });
 }
 
+/** The OpenAI face's translator of a client that did not ask for stream usage. */
+const openaiTranslator = () =>
+  faceFor("openai").streamTranslator("/v1/chat/completions", "m", { include_usage: false });
+
 async function relay(
   mode: "raw" | "strip" | "translate",
   pieces: (string | Uint8Array)[],
@@ -29,13 +32,12 @@ async function relay(
   let outcome: RelayOutcome | undefined;
   const translator = mode === "translate"
     ? faceFor("anthropic").streamTranslator("/v1/messages", "req-model")
-    : undefined;
+    : openaiTranslator();
   const r = new StreamRelay({
     mode,
     body: body(pieces, failAt),
     upstream: new AbortController(),
     translator,
-    state: mode === "translate" ? undefined : new StreamState("call_"),
     owner: { relayEnded: (o) => (outcome = o) },
     now: Date.now,
     startedAt: Date.now(),
@@ -120,7 +122,7 @@ Deno.test("relay: a client cancel aborts the upstream and reports aborted once",
     mode: "raw",
     body: src,
     upstream,
-    state: new StreamState("call_"),
+    translator: openaiTranslator(),
     owner: { relayEnded: (o) => outcomes.push(o) },
     now: Date.now,
     startedAt: Date.now(),
@@ -203,7 +205,7 @@ Deno.test("relay keepalive: raw and strip streams never get one", async () => {
       mode,
       body: src,
       upstream: new AbortController(),
-      state: new StreamState("call_"),
+      translator: openaiTranslator(),
       owner: { relayEnded: () => {} },
       now: () => 0,
       startedAt: 0,

@@ -1,13 +1,8 @@
 import { deepStrictEqual, ok, rejects, strictEqual } from "node:assert/strict";
-import {
-  fetchUpstream,
-  IdleWatch,
-  nodeKeyFromEnv,
-  relayedResponseHeaders,
-  upstreamHeaders,
-  UpstreamTransportError,
-  upstreamUrl,
-} from "../../src/proxy/upstream.ts";
+import { fetchUpstream, UpstreamTransportError } from "../../src/proxy/call.ts";
+import { IdleWatch } from "../../src/proxy/idle_watch.ts";
+import { relayedResponse, upstreamHeaders, upstreamUrl } from "../../src/proxy/upstream.ts";
+import { nodeKeyFromEnv } from "../../src/keys/node_key.ts";
 
 Deno.test("upstream url: /v1 added only when missing; trailing slashes removed", () => {
   strictEqual(upstreamUrl("http://a:1/v1", "/chat/completions"), "http://a:1/v1/chat/completions");
@@ -61,16 +56,21 @@ Deno.test("node key: env var set, unset, empty; no key source forwards the clien
 });
 
 Deno.test("response headers: framing and encoding headers dropped", () => {
-  const out = relayedResponseHeaders(
-    new Headers({
-      "content-type": "application/json",
-      "content-length": "5",
-      "content-encoding": "gzip",
-      "transfer-encoding": "chunked",
-      "x-ratelimit-remaining-requests": "3",
-    }),
-  );
-  deepStrictEqual([...out.keys()].sort(), ["content-type", "x-ratelimit-remaining-requests"]);
+  const upstream: [string, string][] = [];
+  new Headers({
+    "content-type": "application/json",
+    "content-length": "5",
+    "content-encoding": "gzip",
+    "transfer-encoding": "chunked",
+    "x-ratelimit-remaining-requests": "3",
+  }).forEach((value, name) => upstream.push([name, value]));
+  const out = relayedResponse(200, null, upstream, "n1", "r1").headers;
+  deepStrictEqual([...out.keys()].sort(), [
+    "content-type",
+    "x-ratelimit-remaining-requests",
+    "x-request-id",
+    "x-skeid-node",
+  ]);
 });
 
 Deno.test("fetchUpstream: refused connection is a transport error of kind connect", async () => {

@@ -1,5 +1,6 @@
 /**
- * An intrusive doubly-linked list of the things in flight (requests, watched upstream waits).
+ * The one intrusive doubly-linked list of the tree: the things in flight (requests, watched
+ * upstream waits, requests waiting for capacity).
  *
  * Why not a `Set`: a long-lived Set that gets one add and one delete per request reallocates its
  * hash table every few dozen requests, and an old table that was promoted to V8's old generation
@@ -32,6 +33,11 @@ export class LinkedList<T extends Linked<T>> {
   /** Items listed. */
   get size(): number {
     return this.#size;
+  }
+
+  /** The first item (the oldest), or undefined when empty; walk on with `linkNext`. */
+  get first(): T | undefined {
+    return this.#head;
   }
 
   /** Whether `item` is in this list. */

@@ -1,0 +1,145 @@
+/**
+ * The answer: what the client gets for a whole (non-streamed) upstream answer — passed through or
+ * translated by its face — and for an upstream error, passed through or reshaped (ADR 0012). The
+ * answer also notes, on its target, what the usage event needs (status, answer body, error).
+ *
+ * @module
+ */
+import type { Face } from "../faces/face.ts";
+import { readUpstreamError } from "../faces/errors.ts";
+import { isJsonObject, type JsonObject, parseJson } from "../json.ts";
+import { errorResponse, jsonResponse } from "./errors.ts";
+import { relayedResponse } from "./upstream.ts";
+
+/** The request an answer is for, and where the answer notes its outcome (an Exchange). */
+export interface AnswerTarget {
+  /** The client's face: it decides between passing through and translating. */
+  readonly face: Face;
+  /** The client-facing endpoint path. */
+  readonly endpoint: string;
+  /** The client's model (translated answers name it). */
+  readonly requestedModel: string;
+  /** Sent back as `x-request-id`. */
+  readonly requestId: string;
+  /** `UpstreamRequest.context`, handed to the face's `fromUpstream`. */
+  readonly faceContext: JsonObject | undefined;
+  /** Noted: the status the client got. */
+  answerStatus: number;
+  /** Noted: the upstream's answer when it was a JSON object (usage and tool calls are read off it). */
+  answerBody: JsonObject | undefined;
+  /** Noted: the usage event's `error_type` for an answer that is an error, else undefined. */
+  errorType: string | undefined;
+  /** Noted: the usage event's `error_message` for an answer that is an error, else undefined. */
+  errorMessage: string | undefined;
+}
+
+/** An upstream answer's status and headers (an `UpstreamAnswer` is one). */
+export interface AnsweredHead {
+  /** The upstream's status. */
+  readonly status: number;
+  /** Header pairs as `Headers` iteration yields them. */
+  pairs(): readonly (readonly [string, string])[];
+}
+
+const decoder = new TextDecoder();
+
+/** An upstream body's JSON value; undefined when empty or not JSON. */
+export function parseAnswer(bytes: Uint8Array): unknown {
+  return bytes.byteLength > 0 ? parseJson(decoder.decode(bytes)) : undefined;
+}
+
+/**
+ * The client's answer to a whole upstream answer (any status that does not fail over) from
+ * `nodeId`; `totalMs` feeds the face's timing fields. A face that passes through relays the
+ * upstream's status, headers and bytes; the others translate a JSON object answer, and answer
+ * 502 when it is not one.
+ */
+export function answerResponse(
+  t: AnswerTarget,
+  head: AnsweredHead,
+  bytes: Uint8Array<ArrayBuffer>,
+  nodeId: string,
+  totalMs: number,
+): Response {
+  const status = head.status;
+  const parsed = parseAnswer(bytes);
+  const answer = isJsonObject(parsed) ? parsed : undefined;
+  const face = t.face;
+  t.answerBody = answer;
+  if (status >= 400) return upstreamErrorResponse(t, head, bytes, parsed, nodeId);
+  if (face.passesThrough) {
+    t.answerStatus = status;
+    return passedThrough(t, head, bytes, nodeId);
+  }
+  if (answer === undefined) {
+    // A translated face cannot carry an answer that is not a JSON object.
+    t.answerStatus = 502;
+    t.errorType = "upstream_error";
+    t.errorMessage = "Upstream answer is not a JSON object";
+    const message = `Upstream error: ${t.errorMessage}`;
+    return errorResponse(face, 502, "upstream_error", message, t.requestId, nodeId);
+  }
+  t.answerStatus = status;
+  const client = face.fromUpstream(t.endpoint, answer, t.requestedModel, t.faceContext, {
+    totalMs,
+  });
+  return jsonResponse(status, client, t.requestId, nodeId);
+}
+
+/**
+ * The client's answer to an upstream error answer (status >= 400, `parsed` its JSON value or
+ * undefined): passed through by a face that passes through, else reshaped by the face with the
+ * upstream's status and message (ADR 0012). Notes the error for the usage event.
+ */
+export function upstreamErrorResponse(
+  t: AnswerTarget,
+  head: AnsweredHead,
+  bytes: Uint8Array<ArrayBuffer>,
+  parsed: unknown,
+  nodeId: string,
+): Response {
+  const status = head.status;
+  t.answerStatus = status;
+  t.errorType = "upstream_error";
+  t.errorMessage = readUpstreamError(status, parsed ?? decoder.decode(bytes)).message;
+  if (t.face.passesThrough) return passedThrough(t, head, bytes, nodeId);
+  return jsonResponse(status, t.face.upstreamErrorBody(status, parsed), t.requestId, nodeId);
+}
+
+/** The upstream's status, headers and bytes as they came, plus the node and the request id. */
+function passedThrough(
+  t: AnswerTarget,
+  head: AnsweredHead,
+  bytes: Uint8Array<ArrayBuffer>,
+  nodeId: string,
+): Response {
+  const body = bytes.byteLength > 0 ? bytes : null;
+  return relayedResponse(head.status, body, head.pairs(), nodeId, t.requestId);
+}
+
+/**
+ * The client's answer when an attempt failed without an upstream answer to pass on (`reason`:
+ * connection refused, timeout, unreadable body): 502 in the face's error shape.
+ */
+export function transportFailureResponse(
+  t: AnswerTarget,
+  reason: string,
+  nodeId: string,
+): Response {
+  t.answerStatus = 502;
+  t.errorType = "upstream_error";
+  t.errorMessage = `Upstream error: ${reason}`;
+  return errorResponse(t.face, 502, "upstream_error", t.errorMessage, t.requestId, nodeId);
+}
+
+/** Tool calls of a non-streamed chat answer (`choices[0].message.tool_calls`). */
+export function toolCallsOf(answer: JsonObject | undefined): unknown[] | undefined {
+  const choices = answer?.choices;
+  if (!Array.isArray(choices) || choices.length === 0) return undefined;
+  const first = choices[0];
+  if (!isJsonObject(first)) return undefined;
+  const message = first.message;
+  if (!isJsonObject(message)) return undefined;
+  const calls = message.tool_calls;
+  return Array.isArray(calls) ? calls : undefined;
+}
