@@ -21,7 +21,7 @@ import { GatewayMetrics } from "./admin/metrics.ts";
 import type { AdminDeps } from "./admin/routes.ts";
 import { createLogger, type Logger, type LogLevel, parseLogLevel } from "./log.ts";
 import type { Exchange, ProxyContext, ProxyMetrics } from "./proxy/handler.ts";
-import { Http1Client } from "./proxy/http1.ts";
+import { DEFAULT_CONNECT_TIMEOUT_MS, Http1Client } from "./proxy/http1.ts";
 import { KeyIdCache } from "./proxy/identity.ts";
 import { IdleWatch, nodeKeyFromEnv } from "./proxy/upstream.ts";
 import { SecondStamp } from "./proxy/usage.ts";
@@ -90,6 +90,12 @@ function positiveInt(raw: string | undefined, dflt: number): number {
   if (raw === undefined || raw.trim() === "") return dflt;
   const n = Number(raw.trim());
   return Number.isInteger(n) && n > 0 ? n : dflt;
+}
+
+/** SKEID_UPSTREAM_CONNECT_TIMEOUT: seconds (fractions allowed), default 3. */
+function connectTimeoutMs(raw: string | undefined): number {
+  const n = raw === undefined || raw.trim() === "" ? NaN : Number(raw.trim());
+  return Number.isFinite(n) && n > 0 ? Math.round(n * 1000) : DEFAULT_CONNECT_TIMEOUT_MS;
 }
 
 /** A running gateway's state (the HTTP app is built over it by `buildApp`). */
@@ -174,8 +180,13 @@ export class Gateway implements ProxyContext {
     if (opts.fetch) {
       this.fetch = opts.fetch;
     } else if ((env("SKEID_UPSTREAM_CLIENT") ?? "").trim().toLowerCase() !== "fetch") {
-      this.http1 = new Http1Client({ maxIdlePerHost: pool, now: this.skeid.now });
-      this.fetch = this.http1.fetch;
+      this.http1 = new Http1Client({
+        maxIdlePerHost: pool,
+        now: this.skeid.now,
+        connectTimeoutMs: connectTimeoutMs(env("SKEID_UPSTREAM_CONNECT_TIMEOUT")),
+      });
+      // https: URLs (the only ones the proxy sends through fetch when there is an http1 client).
+      this.fetch = undefined;
     } else {
       this.fetch = undefined;
     }

@@ -17,28 +17,19 @@
  * @module
  */
 
+import {
+  BadHead,
+  type Head,
+  headEnd,
+  latin1Text,
+  MAX_HEAD_BYTES,
+  parseHead,
+} from "./http1_head.ts";
+import { type Coding, codingOf, Decoded, decodeWhole } from "./http1_decode.ts";
+
 const CR = 13;
 const LF = 10;
 const encoder = new TextEncoder();
-const asciiDecoder = new TextDecoder();
-
-/**
- * Header bytes → text, one character per byte (ISO-8859-1), the way `Headers` holds them: a
- * header byte >= 0x80 stays that one character (UTF-8 would turn 0xFC into U+FFFD). ASCII, the
- * usual case, is decoded natively.
- */
-function latin1Text(bytes: Uint8Array): string {
-  for (let i = 0; i < bytes.length; i++) {
-    if (bytes[i] > 0x7f) {
-      let out = "";
-      for (let j = 0; j < bytes.length; j += 4096) {
-        out += String.fromCharCode.apply(null, bytes.subarray(j, j + 4096) as unknown as number[]);
-      }
-      return out;
-    }
-  }
-  return asciiDecoder.decode(bytes);
-}
 
 /** Text of byte characters (U+0000–U+00FF) → bytes; a wider character is refused. */
 function latin1Bytes(text: string, into: Uint8Array, at: number): void {
@@ -73,25 +64,37 @@ const BAD_VALUE = /[\0\r\n]/;
 /** Parsed upstream URLs kept per client (node URLs × a few paths). */
 const MAX_TARGETS = 256;
 
+/**
+ * How long an idle connection is reused when the server did not say how long it keeps one: below
+ * the keep-alive timeouts common servers ship with (Go and Node 2–5 s, uvicorn 5 s). A server set
+ * shorter (Node at 1 s) says so in `Keep-Alive: timeout=N`, which is honoured; one that closes
+ * earlier without saying is seen by the idle read, and a request it still catches is retried.
+ * Reconnecting to a node next door costs far less than a request failed over.
+ */
+export const DEFAULT_IDLE_MS = 1500;
+/**
+ * What is taken off a server's `Keep-Alive: timeout=N` so that this side retires the connection
+ * first (the server's clock started when it sent the last byte, ours when we read it).
+ */
+const KEEP_ALIVE_MARGIN_MS = 500;
+/** Bound on opening a connection (a host that drops packets answers nothing for minutes). */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 3000;
+
 /** Options of an Http1Client. */
 export interface Http1ClientOptions {
   /** Idle connections kept per origin (default 100). */
   maxIdlePerHost?: number;
-  /** An idle connection older than this is not reused, ms (default 30000). */
+  /**
+   * How long an idle connection is reused when the server did not say (`Keep-Alive: timeout=N`),
+   * ms (default {@link DEFAULT_IDLE_MS}).
+   */
+  idleMs?: number;
+  /** The longest an idle connection is reused whatever the server said, ms (default 30000). */
   maxIdleMs?: number;
+  /** Bound on opening a connection, ms (default {@link DEFAULT_CONNECT_TIMEOUT_MS}). */
+  connectTimeoutMs?: number;
   /** Epoch-ms clock. */
   now?: () => number;
-}
-
-/** The response head. */
-interface Head {
-  status: number;
-  /** Lowercase names, values trimmed, in the order received. */
-  headers: [string, string][];
-  close: boolean;
-  chunked: boolean;
-  /** -1 when the body runs to the end of the connection. */
-  length: number;
 }
 
 /** Where a URL's requests go, parsed once. */
@@ -111,8 +114,17 @@ class Conn {
   w = 0;
   closed = false;
   lastUsed = 0;
+  /** How long this connection may stay idle and still be reused, ms (set by each response). */
+  idleMs = 0;
   /** Bytes received for the current response (a stale reused connection answers none). */
   received = 0;
+  /** In the idle pool. */
+  idle = false;
+  /**
+   * The read pending while the connection is idle: it sees the server close it (EOF, reset)
+   * before a request is sent on it. Taken for a request, the next `fill` consumes it.
+   */
+  #idleRead: Promise<number | null> | undefined;
   constructor(readonly conn: Deno.Conn, readonly key: string) {}
 
   close(): void {
@@ -152,55 +164,68 @@ class Conn {
     this.received += n;
   }
 
+  /**
+   * Goes idle: a read is left pending; when it ends while still idle (EOF, a reset, bytes nobody
+   * asked for such as a 408 before closing) the connection is not reusable and `dead` is called.
+   */
+  watchIdle(dead: () => void): void {
+    this.idle = true;
+    const read = this.#idleRead = this.conn.read(this.room());
+    read.then(() => {
+      if (this.idle) dead();
+    }, () => {
+      if (this.idle) dead();
+    });
+  }
+
   /** Reads more into the buffer; false at end of stream. */
   async fill(): Promise<boolean> {
-    const n = await this.conn.read(this.room());
+    const pending = this.#idleRead;
+    this.#idleRead = undefined;
+    const n = await (pending ?? this.conn.read(this.room()));
     if (n === null) return false;
     this.took(n);
     return true;
   }
 
-  /** One CRLF-terminated line (without it) from what is buffered, or undefined (read more). */
+  /**
+   * One line (without its CRLF or bare LF) from what is buffered, or undefined (read more).
+   * Throws when more than a head's worth is buffered without a line end.
+   */
   takeLine(): string | undefined {
     const buf = this.buf;
-    for (let i = this.r; i + 1 < this.w; i++) {
-      if (buf[i] === CR && buf[i + 1] === LF) {
-        const text = latin1Text(buf.subarray(this.r, i));
-        this.r = i + 2;
+    for (let i = this.r; i < this.w; i++) {
+      if (buf[i] === LF) {
+        const text = latin1Text(buf.subarray(this.r, i > this.r && buf[i - 1] === CR ? i - 1 : i));
+        this.r = i + 1;
         return text;
       }
     }
+    if (this.w - this.r > MAX_HEAD_BYTES) throw new Error("upstream chunk line too long");
     return undefined;
   }
 
-  /** Reads the response head (the text up to the blank line). */
+  /** Reads the response head (the text up to the blank line), at most MAX_HEAD_BYTES. */
   async head(): Promise<string> {
     let from = this.r;
     for (;;) {
       const end = headEnd(this.buf, from, this.w);
-      if (end >= 0) {
-        const text = latin1Text(this.buf.subarray(this.r, end));
-        this.r = end + 4;
+      if (end !== undefined) {
+        const text = latin1Text(this.buf.subarray(this.r, end[0]));
+        this.r = end[1];
         return text;
       }
-      const seen = this.w - this.r;
+      if (this.w - this.r > MAX_HEAD_BYTES) {
+        throw new BadHead(`is larger than ${MAX_HEAD_BYTES / 1024} KiB`);
+      }
+      from = Math.max(this.r, this.w - 2);
       if (!(await this.fill())) {
         throw new StaleConnection(
           this.received === 0 ? "closed before answering" : "closed mid-head",
         );
       }
-      from = this.r + Math.max(0, seen - 3);
     }
   }
-}
-
-/** Index of the CRLFCRLF ending a head in `buf[from, to)`, or -1. */
-function headEnd(buf: Uint8Array, from: number, to: number): number {
-  for (let i = from; i + 3 < to; i++) {
-    if (buf[i + 3] !== LF) continue;
-    if (buf[i] === CR && buf[i + 1] === LF && buf[i + 2] === CR) return i;
-  }
-  return -1;
 }
 
 /** The connection ended before a response head (a reused one may just have been stale). */
@@ -209,45 +234,6 @@ class StaleConnection extends Error {
     super(`upstream connection ${message}`);
     this.name = "StaleConnection";
   }
-}
-
-function parseHead(text: string): Head {
-  let eol = text.indexOf("\r\n");
-  if (eol < 0) eol = text.length;
-  const statusLine = text.slice(0, eol);
-  const m = /^HTTP\/1\.([01]) (\d{3})(?: .*)?$/.exec(statusLine);
-  if (!m) throw new Error(`bad upstream status line '${statusLine.slice(0, 80)}'`);
-  const head: Head = {
-    status: Number(m[2]),
-    headers: [],
-    close: m[1] === "0",
-    chunked: false,
-    length: -1,
-  };
-  let pos = eol + 2;
-  while (pos < text.length) {
-    let end = text.indexOf("\r\n", pos);
-    if (end < 0) end = text.length;
-    const colon = text.indexOf(":", pos);
-    if (colon > pos && colon < end) {
-      const name = text.slice(pos, colon).trim().toLowerCase();
-      const value = text.slice(colon + 1, end).trim();
-      head.headers.push([name, value]);
-      if (name === "content-length") head.length = Number(value);
-      else if (name === "transfer-encoding") head.chunked = /chunked/i.test(value);
-      else if (name === "connection") {
-        const v = value.toLowerCase();
-        if (v.includes("close")) head.close = true;
-        else if (v.includes("keep-alive")) head.close = false;
-      }
-    }
-    pos = end + 2;
-  }
-  if (head.chunked) head.length = -1;
-  if (!Number.isFinite(head.length) || head.length < -1) {
-    throw new Error("bad upstream content-length");
-  }
-  return head;
 }
 
 /**
@@ -303,6 +289,8 @@ export class BodySource implements UnderlyingDefaultSource<Uint8Array> {
   /** Chunked: the last chunk was read; trailer lines up to the blank one remain. */
   #trailers = false;
   #ended = false;
+  /** The body decoded from its content coding, when it has one. */
+  #decoded: Decoded | undefined;
 
   /** The framing of the head (kept without the head: a stream lives long, its headers not). */
   readonly #chunked: boolean;
@@ -329,15 +317,31 @@ export class BodySource implements UnderlyingDefaultSource<Uint8Array> {
     this.#left = head.chunked ? 0 : head.length;
   }
 
+  /** Decodes the body from `coding` as it is read. */
+  decode(coding: Coding): void {
+    this.#decoded = new Decoded(coding, {
+      read: () => this.#raw(),
+      cancel: () => this.#end(false),
+    });
+  }
+
   /**
-   * The next piece of the body (never empty), or null at its end; throws when the body broke.
-   * The connection is given back as soon as the last byte was read.
+   * The next piece of the body (never empty, decoded when it has a content coding), or null at
+   * its end; throws when the body broke.
+   */
+  read(): Promise<Uint8Array | null> {
+    return this.#decoded === undefined ? this.#raw() : this.#decoded.read();
+  }
+
+  /**
+   * The next piece of the body as received. The connection is given back as soon as the last
+   * byte was read.
    *
    * One async frame per read: the framing is parsed from the buffer synchronously and the only
    * await is the socket read itself, so a stream waiting for its next token holds one suspended
    * frame, not a chain of them (2,000 idle streams are 2,000 frames the GC keeps visiting).
    */
-  async read(): Promise<Uint8Array | null> {
+  async #raw(): Promise<Uint8Array | null> {
     if (this.#ended) return null;
     const c = this.c;
     try {
@@ -453,12 +457,13 @@ export class BodySource implements UnderlyingDefaultSource<Uint8Array> {
       return;
     }
     controller.enqueue(chunk);
-    if (this.#ended) controller.close();
+    if (this.#ended && this.#decoded === undefined) controller.close();
   }
 
   /** The reader went away: the connection is not reusable. */
   cancel(): void {
-    this.#end(false);
+    if (this.#decoded === undefined) this.#end(false);
+    else this.#decoded.cancel();
   }
 
   #end(complete: boolean): void {
@@ -485,14 +490,6 @@ export class Http1Answer {
      */
     readonly body: Uint8Array<ArrayBuffer> | BodySource | null,
   ) {}
-
-  /** The same answer as a standard `Response`. */
-  toResponse(): Response {
-    const init = { status: this.status, headers: this.headers };
-    const body = this.body;
-    if (body === null || body instanceof Uint8Array) return new Response(body, init);
-    return new Response(new ReadableStream<Uint8Array>(body), init);
-  }
 }
 
 /** A keep-alive HTTP/1.1 client with a per-origin idle pool. */
@@ -501,17 +498,23 @@ export class Http1Client {
   readonly #open = new Set<Conn>();
   readonly #targets = new Map<string, Target>();
   readonly #maxIdle: number;
+  readonly #idleMs: number;
   readonly #maxIdleMs: number;
+  readonly #connectTimeoutMs: number;
   readonly #now: () => number;
   #closed = false;
 
   /**
-   * Pool limits: `maxIdlePerHost` idle connections per origin (default 100), each kept at most
-   * `maxIdleMs` (default 30000 ms).
+   * Pool limits: `maxIdlePerHost` idle connections per origin (default 100), each reused while
+   * idle for less than the server's `Keep-Alive: timeout` (minus a margin) or else `idleMs`
+   * (default {@link DEFAULT_IDLE_MS}), never longer than `maxIdleMs` (default 30000 ms); opening a
+   * connection waits at most `connectTimeoutMs` (default {@link DEFAULT_CONNECT_TIMEOUT_MS}).
    */
   constructor(opts: Http1ClientOptions = {}) {
     this.#maxIdle = Math.max(0, opts.maxIdlePerHost ?? 100);
+    this.#idleMs = opts.idleMs ?? DEFAULT_IDLE_MS;
     this.#maxIdleMs = opts.maxIdleMs ?? 30_000;
+    this.#connectTimeoutMs = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     this.#now = opts.now ?? Date.now;
   }
 
@@ -520,62 +523,17 @@ export class Http1Client {
     return this.#open.size;
   }
 
-  /** A `fetch` for `http:` URLs and the init shapes the proxy uses; anything else → `fetch`. */
-  fetch = (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
-    if (typeof input !== "string" && !(input instanceof URL)) return fetch(input, init);
-    const url = typeof input === "string" ? new URL(input) : input;
-    const body = init?.body;
-    const bytes = typeof body === "string"
-      ? encoder.encode(body)
-      : body instanceof Uint8Array
-      ? body
-      : body === undefined || body === null
-      ? new Uint8Array(0)
-      : undefined;
-    if (url.protocol !== "http:" || bytes === undefined) return fetch(input, init);
-    return this.request(
-      url,
-      init?.method ?? "GET",
-      headerPairs(init?.headers),
-      bytes,
-      init?.signal,
-    );
-  };
-
-  /** Sends one request; resolves with the response once its head arrived. */
-  async request(
-    url: URL,
-    method: string,
-    headers: [string, string][],
-    body: Uint8Array,
-    signal?: AbortSignal | null,
-  ): Promise<Response> {
-    if (this.#closed) throw new Error("http client closed");
-    if (signal?.aborted) throw abortError();
-    let abort: Http1Abort | undefined;
-    let onSignal: (() => void) | undefined;
-    if (signal) {
-      const a = abort = new Http1Abort();
-      onSignal = () => a.abort();
-      signal.addEventListener("abort", onSignal, { once: true });
-    }
-    const unlink = () => {
-      if (onSignal) signal!.removeEventListener("abort", onSignal);
-      onSignal = undefined;
-    };
-    let answer: Http1Answer;
-    try {
-      answer = await this.#send(targetOf(url), method, headers, body, abort, unlink);
-    } catch (err) {
-      unlink();
-      throw err;
-    }
-    return answer.toResponse();
+  /** Idle connections in the pool (all origins). */
+  get idleConnections(): number {
+    let n = 0;
+    for (const list of this.#idle.values()) n += list.length;
+    return n;
   }
 
   /**
    * Sends one request to an `http:` URL; resolves with the answer once its head arrived (the
-   * head already checked as a `Response` would check it). `abort` stops it.
+   * head already checked as a `Response` would check it, the body decoded from a content coding
+   * it was sent in). `abort` stops it.
    */
   send(
     url: string,
@@ -596,7 +554,7 @@ export class Http1Client {
       if (this.#targets.size >= MAX_TARGETS) this.#targets.clear();
       this.#targets.set(url, target);
     }
-    return this.#send(target, method, headers, body, abort, undefined);
+    return this.#send(target, method, headers, body, abort);
   }
 
   /** Closes a connection that cannot be reused. */
@@ -607,7 +565,7 @@ export class Http1Client {
 
   /** Takes a connection back into the idle pool (its response was read to the end). */
   giveBack(c: Conn): void {
-    if (c.closed || this.#closed || c.r !== c.w) {
+    if (c.closed || this.#closed || c.r !== c.w || c.idleMs <= 0) {
       this.discard(c);
       return;
     }
@@ -620,6 +578,12 @@ export class Http1Client {
     c.r = c.w = 0;
     c.lastUsed = this.#now();
     list.push(c);
+    c.watchIdle(() => {
+      const at = list.indexOf(c);
+      if (at >= 0) list.splice(at, 1);
+      c.idle = false;
+      this.discard(c);
+    });
   }
 
   /** Closes every connection, idle or busy. */
@@ -636,24 +600,24 @@ export class Http1Client {
     headers: Iterable<readonly [string, string]>,
     body: Uint8Array,
     abort: Http1Abort | undefined,
-    unlink: (() => void) | undefined,
   ): Promise<Http1Answer> {
     const bytes = requestBytes(target, method, headers, body);
-    // A reused connection the server already closed answers nothing: one retry on a new one.
+    // A reused connection the server closed as the request went out answers nothing: the request
+    // is sent once more, on a new connection (another pooled one may be just as stale).
     for (let attempt = 0;; attempt++) {
-      let c = this.#pooled(target.host);
+      let c = attempt === 0 ? this.#pooled(target.host) : undefined;
       const reused = c !== undefined;
       c ??= await this.#connect(target, abort);
       const conn = c;
       if (abort) abort.onAbort = () => conn.close();
       const release = () => {
         if (abort) abort.onAbort = undefined;
-        unlink?.();
       };
+      let head: Head;
+      let coding: Coding | undefined;
       try {
         c.received = 0;
         await c.write(bytes);
-        let head: Head;
         for (;;) {
           head = parseHead(await c.head());
           // Informational answers (100 Continue, 103 Early Hints) precede the real one.
@@ -661,17 +625,27 @@ export class Http1Client {
           if (head.status === 101) throw new Error("upstream switched protocols");
         }
         assertResponseHead(head);
-        return this.#answer(c, head, method, release);
+        coding = codingOf(headerValue(head.headers, "content-encoding"));
       } catch (err) {
         release();
         this.discard(c);
         if (abort?.aborted) throw abortError();
         // A reused connection that failed before a single response byte (EOF, reset, broken
         // pipe) was closed by the server while idle: the request never reached it.
-        if (reused && c.received === 0 && attempt === 0) continue;
+        if (reused && c.received === 0) continue;
         throw err;
       }
+      c.idleMs = this.#idleLimit(head);
+      const answer = this.#answer(c, head, method, release);
+      return coding === undefined ? answer : await decoded(answer, coding);
     }
+  }
+
+  /** How long a connection may idle after this response: what the server said, or the default. */
+  #idleLimit(head: Head): number {
+    const said = head.keepAliveMs;
+    const ms = said === undefined ? this.#idleMs : said - KEEP_ALIVE_MARGIN_MS;
+    return Math.min(ms, this.#maxIdleMs);
   }
 
   /** An idle connection to `key` young enough to reuse, or undefined. */
@@ -681,31 +655,32 @@ export class Http1Client {
     const now = this.#now();
     while (list.length > 0) {
       const c = list.pop()!;
-      if (!c.closed && now - c.lastUsed < this.#maxIdleMs) return c;
-      c.close();
-      this.#open.delete(c);
+      c.idle = false;
+      if (!c.closed && now - c.lastUsed < c.idleMs) return c;
+      this.discard(c);
     }
     return undefined;
   }
 
   async #connect(target: Target, abort: Http1Abort | undefined): Promise<Conn> {
     const connecting = Deno.connect({ hostname: target.hostname, port: target.port });
+    // Deno.connect cannot be cancelled: race it against the timeout (and the abort), and close
+    // what arrives too late.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const stopped = new Promise<never>((_, reject) => {
+      const ms = this.#connectTimeoutMs;
+      timer = setTimeout(() => reject(new Error(`connect timed out after ${ms} ms`)), ms);
+      if (abort) abort.onAbort = () => reject(abortError());
+    });
     let conn: Deno.TcpConn;
-    if (abort) {
-      // Deno.connect cannot be cancelled: race it, and close what arrives too late.
-      const aborted = new Promise<never>((_, reject) => {
-        abort.onAbort = () => reject(abortError());
-      });
-      try {
-        conn = await Promise.race([connecting, aborted]);
-      } catch (err) {
-        connecting.then((late) => late.close(), () => {});
-        throw err;
-      } finally {
-        abort.onAbort = undefined;
-      }
-    } else {
-      conn = await connecting;
+    try {
+      conn = await Promise.race([connecting, stopped]);
+    } catch (err) {
+      connecting.then((late) => late.close(), () => {});
+      throw err;
+    } finally {
+      clearTimeout(timer);
+      if (abort) abort.onAbort = undefined;
     }
     conn.setNoDelay(true);
     const c = new Conn(conn, target.host);
@@ -737,6 +712,32 @@ export class Http1Client {
   }
 }
 
+/** A header's value (repeated lines joined), or undefined. */
+function headerValue(headers: [string, string][], name: string): string | undefined {
+  let out: string | undefined;
+  for (const [n, v] of headers) if (n === name) out = out === undefined ? v : `${out}, ${v}`;
+  return out;
+}
+
+/**
+ * An answer in a content coding, decoded: the body decoded (whole, or as it is read), without
+ * `content-encoding`, and `content-length` the decoded length (none for a stream).
+ */
+async function decoded(answer: Http1Answer, coding: Coding): Promise<Http1Answer> {
+  const body = answer.body;
+  const headers = answer.headers.filter(([n]) =>
+    n !== "content-encoding" && n !== "content-length"
+  );
+  if (body === null) return new Http1Answer(answer.status, headers, null);
+  if (body instanceof Uint8Array) {
+    const bytes = await decodeWhole(coding, body);
+    headers.push(["content-length", String(bytes.byteLength)]);
+    return new Http1Answer(answer.status, headers, bytes);
+  }
+  body.decode(coding);
+  return new Http1Answer(answer.status, headers, body);
+}
+
 function targetOf(url: URL): Target {
   return {
     host: url.host,
@@ -744,14 +745,6 @@ function targetOf(url: URL): Target {
     port: url.port ? Number(url.port) : 80,
     path: url.pathname + url.search,
   };
-}
-
-/** Header pairs of a fetch init's `headers`. */
-function headerPairs(init: HeadersInit | undefined): [string, string][] {
-  if (init === undefined) return [];
-  if (Array.isArray(init)) return init as [string, string][];
-  if (init instanceof Headers) return [...init];
-  return Object.entries(init);
 }
 
 /** The request's bytes: head and body in one buffer, one write. */
