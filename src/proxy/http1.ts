@@ -210,12 +210,12 @@ class Conn {
     let from = this.r;
     for (;;) {
       const end = headEnd(this.buf, from, this.w);
-      if (end !== undefined) {
+      if (end !== undefined && end[1] - this.r <= MAX_HEAD_BYTES) {
         const text = latin1Text(this.buf.subarray(this.r, end[0]));
         this.r = end[1];
         return text;
       }
-      if (this.w - this.r > MAX_HEAD_BYTES) {
+      if (end !== undefined || this.w - this.r > MAX_HEAD_BYTES) {
         throw new BadHead(`is larger than ${MAX_HEAD_BYTES / 1024} KiB`);
       }
       from = Math.max(this.r, this.w - 2);

@@ -95,3 +95,34 @@ export function header(answer: Http1Answer, name: string): string | undefined {
   const values = answer.headers.filter(([n]) => n === name).map(([, v]) => v);
   return values.length === 0 ? undefined : values.join(", ");
 }
+
+/**
+ * A listener that never accepts, its backlog filled with raw connects first: a connect to it
+ * gets no answer (the kernel drops the SYN), as with a host that drops packets.
+ */
+export async function fullListener(): Promise<{ url: string; close: () => void }> {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  const filled: Deno.TcpConn[] = [];
+  const late: Promise<void>[] = [];
+  // Bounded: stops at the first connect that is not answered at once (the backlog is full).
+  for (let i = 0; i < 4096; i++) {
+    const connecting = Deno.connect({ hostname: "127.0.0.1", port });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const stalled = new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), 200)));
+    const conn = await Promise.race([connecting, stalled]);
+    clearTimeout(timer);
+    if (conn === undefined) {
+      late.push(connecting.then((c) => c.close(), () => {}));
+      break;
+    }
+    filled.push(conn);
+  }
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () => {
+      for (const c of filled) c.close();
+      listener.close();
+    },
+  };
+}
