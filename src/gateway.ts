@@ -22,6 +22,7 @@ import type { AdminDeps } from "./admin/routes.ts";
 import { createLogger, type Logger, type LogLevel, parseLogLevel } from "./log.ts";
 import type { Exchange, ProxyContext, ProxyMetrics } from "./proxy/handler.ts";
 import { DEFAULT_CONNECT_TIMEOUT_MS, Http1Client } from "./proxy/http1.ts";
+import { ConnectCheck, connectCheckedFetch, proxyConfigured } from "./proxy/connect.ts";
 import { KeyIdCache } from "./proxy/identity.ts";
 import { IdleWatch, nodeKeyFromEnv } from "./proxy/upstream.ts";
 import { SecondStamp } from "./proxy/usage.ts";
@@ -176,20 +177,23 @@ export class Gateway implements ProxyContext {
       ? Deno.createHttpClient({ poolMaxIdlePerHost: pool })
       : undefined;
     // Plain-HTTP upstreams go through the lean HTTP/1.1 client, HTTPS ones through fetch (TLS,
-    // HTTP/2, proxies); SKEID_UPSTREAM_CLIENT=fetch sends everything through fetch.
-    if (opts.fetch) {
-      this.fetch = opts.fetch;
-    } else if ((env("SKEID_UPSTREAM_CLIENT") ?? "").trim().toLowerCase() !== "fetch") {
+    // HTTP/2, proxies); SKEID_UPSTREAM_CLIENT=fetch sends everything through fetch. Both bound
+    // the connect by SKEID_UPSTREAM_CONNECT_TIMEOUT (fetch through a connect check).
+    const connectMs = connectTimeoutMs(env("SKEID_UPSTREAM_CONNECT_TIMEOUT"));
+    if ((env("SKEID_UPSTREAM_CLIENT") ?? "").trim().toLowerCase() !== "fetch" && !opts.fetch) {
       this.http1 = new Http1Client({
         maxIdlePerHost: pool,
         now: this.skeid.now,
-        connectTimeoutMs: connectTimeoutMs(env("SKEID_UPSTREAM_CONNECT_TIMEOUT")),
+        connectTimeoutMs: connectMs,
       });
-      // https: URLs (the only ones the proxy sends through fetch when there is an http1 client).
-      this.fetch = undefined;
-    } else {
-      this.fetch = undefined;
     }
+    this.fetch = opts.fetch ?? connectCheckedFetch(
+      new ConnectCheck({
+        timeoutMs: connectMs,
+        now: this.skeid.now,
+        enabled: !proxyConfigured(env),
+      }),
+    );
     this.keyIds = new KeyIdCache({ derive: keyIdForKey });
     const skeid = this.skeid;
     this.waiters = new WaiterQueue({
