@@ -1,5 +1,7 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { EjectionTable } from "../../src/core/ejection.ts";
+import type { Skeid } from "../../src/core/skeid.ts";
+import { core, counts, picks, spec } from "./routing_helpers.ts";
 
 function table(opts: { failures?: number; maxShare?: number } = {}) {
   const clock = { now: 1_000_000 };
@@ -109,4 +111,56 @@ Deno.test("ejection: snapshot and forget", () => {
   t.forget();
   assertEquals(t.any, false);
   assertEquals(t.nextChangeAt(), undefined);
+});
+
+// --- In the core's admission ---
+
+/** One admitted request to `id` that failed in transport. */
+function failIn(skeid: Skeid, id: string): void {
+  assert(skeid.startRequest(id), `admitted to ${id}`);
+  skeid.finishRequest(id, { ok: false, transport: "failure" });
+}
+
+Deno.test("core: an ejected node is out of picks (within the share), back after a trial", () => {
+  const { skeid, clock } = core({ ejection: { failures: 2, baseMs: 1000 } });
+  for (const id of ["a", "b", "c", "d"]) skeid.addNode(spec(id));
+  const sel = { model: "m" };
+  failIn(skeid, "a");
+  failIn(skeid, "a");
+  assertEquals(counts(picks(skeid, sel, 30)).a, undefined, "a is not picked while ejected");
+  assertEquals(skeid.routeState(sel).available_count, 3);
+  assertEquals(skeid.getNode("a")?.healthy, true, "health is the operator's");
+  assertEquals(skeid.nextCapacityChangeAt(), clock.t + 1000, "waiters wake when it ends");
+  // Two more ejected: 50% of four is two, the third is let through.
+  failIn(skeid, "b");
+  failIn(skeid, "b");
+  failIn(skeid, "c");
+  failIn(skeid, "c");
+  assertEquals(skeid.routeState(sel).available_count, 2, "never more than half held out");
+  clock.t += 1000;
+  // The trial: picked, admitted, and nothing else goes to a until it ends.
+  assertEquals(skeid.nodeEjections("a").state, "due");
+  assert(skeid.startRequest("a"), "the trial is admitted");
+  assertEquals(skeid.nodeEjections("a").state, "trial");
+  assertEquals(counts(picks(skeid, sel, 30)).a, undefined, "no second request during the trial");
+  skeid.finishRequest("a", { ok: false, transport: "answered" }); // a 429 still is an answer
+  assertEquals(skeid.nodeEjections("a").state, "closed");
+  assert((counts(picks(skeid, sel, 30)).a ?? 0) > 0, "a is picked again");
+  assertEquals(skeid.nodeEjections().map((e) => e.node_id).sort(), ["a", "b", "c"]);
+});
+
+Deno.test("core: finishes without a transport outcome leave ejection alone; removal forgets", () => {
+  const { skeid } = core({ ejection: { failures: 1 } });
+  skeid.addNode(spec("a"));
+  skeid.addNode(spec("b"));
+  for (let i = 0; i < 5; i++) {
+    skeid.startRequest("a");
+    skeid.finishRequest("a", { ok: false }); // an upstream 5xx, as finished today
+  }
+  assertEquals(skeid.nodeEjections("a").state, "closed");
+  failIn(skeid, "a");
+  assertEquals(skeid.nodeEjections("a").state, "ejected");
+  skeid.removeNode("a");
+  skeid.addNode(spec("a"));
+  assertEquals(skeid.nodeEjections("a").state, "closed", "a node added again starts afresh");
 });
