@@ -1,6 +1,6 @@
 import zlib from "node:zlib";
 import { assert, assertEquals, assertStringIncludes } from "../_assert.ts";
-import { fullListener, rawServer, readRequest } from "../proxy/http1_helpers.ts";
+import { concat, fullListener, rawServer, readRequest } from "../proxy/http1_helpers.ts";
 import { assertIdle, chat, post, startGateway } from "./helpers.ts";
 
 const enc = new TextEncoder();
@@ -11,13 +11,6 @@ const ANSWER = JSON.stringify({
   choices: [{ index: 0, message: { role: "assistant", content: "hi" }, finish_reason: "stop" }],
   usage: { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 },
 });
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.byteLength + b.byteLength);
-  out.set(a);
-  out.set(b, a.byteLength);
-  return out;
-}
 
 /** A raw upstream answering every request on a connection with `answer()`. */
 function upstream(answer: () => Uint8Array) {

@@ -1,7 +1,7 @@
 import zlib from "node:zlib";
 import { assert, assertEquals, assertMatch, assertRejects } from "../_assert.ts";
 import { Http1Client } from "../../src/proxy/http1.ts";
-import { bodyText, header, rawServer, readRequest } from "./http1_helpers.ts";
+import { bodyText, concat, header, rawServer, readRequest } from "./http1_helpers.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -9,13 +9,6 @@ const JSON_BODY = JSON.stringify({
   choices: [{ message: { content: "hello ".repeat(50) } }],
   usage: { prompt_tokens: 3, completion_tokens: 50 },
 });
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.byteLength + b.byteLength);
-  out.set(a);
-  out.set(b, a.byteLength);
-  return out;
-}
 
 /** A raw server answering each request with `body` in `coding`, Content-Length framed. */
 function encodedServer(coding: string, body: Uint8Array) {
@@ -76,7 +69,7 @@ function streamingServer(coding: "gzip" | "br", events: string[], gate: Promise<
     const writeChunks = async () => {
       for (const d of out.splice(0)) {
         await conn.write(
-          concat(enc.encode(`${d.byteLength.toString(16)}\r\n`), concat(d, enc.encode("\r\n"))),
+          concat(enc.encode(`${d.byteLength.toString(16)}\r\n`), d, enc.encode("\r\n")),
         );
       }
     };

@@ -76,6 +76,11 @@ export async function bodyBytes(answer: Http1Answer): Promise<Uint8Array> {
     if (piece === null) break;
     parts.push(piece);
   }
+  return concat(...parts);
+}
+
+/** Byte arrays one after the other. */
+export function concat(...parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
   let at = 0;
   for (const p of parts) {
