@@ -4,31 +4,26 @@
  * a fraction of what `fetch` costs per request: one write per request (TCP_NODELAY), the
  * response head parsed from the connection's buffer, a whole small body handed over as bytes.
  *
- * Two faces: `send` answers an {@link Http1Answer} (status, header pairs, and the body as bytes
- * or as a pull source) — the proxy's hot path, which never builds a `Response` or a `Headers`
- * for an upstream answer; `fetch` answers a standard `Response` made of the same, for callers
- * that want `fetch` semantics. The body is read from the connection as the caller pulls
- * (Content-Length, chunked, or to the end of the connection); cancelling it or aborting closes
- * the connection. Connections go back to a per-origin idle pool when their response was read to
- * the end.
+ * `send` answers an {@link Http1Answer} (status, header pairs, and the body as bytes or as a pull
+ * source) — the proxy's hot path never builds a `Response` or a `Headers` for an upstream answer.
+ * The body is read from the connection as the caller pulls (Content-Length, chunked, or to the end
+ * of the connection); cancelling it or aborting closes the connection. Connections go back to a
+ * per-origin idle pool when their response was read to the end, and are reused only while the
+ * server still keeps them (ADR 0008): within its `Keep-Alive: timeout`, never after it closed
+ * them, and a request lost on a reused one is sent again on a new connection.
  *
  * HTTPS upstreams (clouds) keep using `fetch` (TLS, HTTP/2, proxies).
  *
  * @module
  */
 
-import {
-  BadHead,
-  type Head,
-  headEnd,
-  latin1Text,
-  MAX_HEAD_BYTES,
-  parseHead,
-} from "./http1_head.ts";
-import { type Coding, codingOf, Decoded, decodeWhole } from "./http1_decode.ts";
+import { BodySource, Http1Answer } from "./http1_body.ts";
+import { Conn } from "./http1_conn.ts";
+import { type Coding, codingOf, decodeWhole } from "./http1_decode.ts";
+import { type Head, parseHead } from "./http1_head.ts";
 
-const CR = 13;
-const LF = 10;
+export { BodySource, Http1Answer };
+
 const encoder = new TextEncoder();
 
 /** Text of byte characters (U+0000–U+00FF) → bytes; a wider character is refused. */
@@ -50,13 +45,6 @@ const OWN_HEADERS: ReadonlySet<string> = new Set([
 ]);
 /** Statuses whose response has no body. */
 const NULL_BODY = new Set([204, 205, 304]);
-/**
- * A connection's read buffer to start with: a response head and a few SSE events fit, and
- * 2,000 streams hold 4 MB of it, not 32 (it doubles when a head or a line needs more).
- */
-const BUFFER_SIZE = 2 * 1024;
-/** Reads straight into a buffer of their own (bodies to the end, long Content-Length ones). */
-const READ_SIZE = 16 * 1024;
 /** Header names `Headers` accepts (RFC 9110 token); anything else is checked by `Headers`. */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Header value characters `Headers` refuses. */
@@ -107,135 +95,6 @@ interface Target {
   path: string;
 }
 
-/** One connection with its read buffer. */
-class Conn {
-  buf = new Uint8Array(BUFFER_SIZE);
-  r = 0;
-  w = 0;
-  closed = false;
-  lastUsed = 0;
-  /** How long this connection may stay idle and still be reused, ms (set by each response). */
-  idleMs = 0;
-  /** Bytes received for the current response (a stale reused connection answers none). */
-  received = 0;
-  /** In the idle pool. */
-  idle = false;
-  /**
-   * The read pending while the connection is idle: it sees the server close it (EOF, reset)
-   * before a request is sent on it. Taken for a request, the next `fill` consumes it.
-   */
-  #idleRead: Promise<number | null> | undefined;
-  constructor(readonly conn: Deno.Conn, readonly key: string) {}
-
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    try {
-      this.conn.close();
-    } catch {
-      // already closed
-    }
-  }
-
-  async write(bytes: Uint8Array): Promise<void> {
-    for (let off = 0; off < bytes.length;) off += await this.conn.write(bytes.subarray(off));
-  }
-
-  /** The free end of the buffer to read into (compacting or growing it when full). */
-  room(): Uint8Array {
-    if (this.r === this.w) this.r = this.w = 0;
-    if (this.w === this.buf.length) {
-      if (this.r > 0) {
-        this.buf.copyWithin(0, this.r, this.w);
-        this.w -= this.r;
-        this.r = 0;
-      } else {
-        const bigger = new Uint8Array(this.buf.length * 2);
-        bigger.set(this.buf);
-        this.buf = bigger;
-      }
-    }
-    return this.buf.subarray(this.w);
-  }
-
-  /** `n` bytes were read into `room()`. */
-  took(n: number): void {
-    this.w += n;
-    this.received += n;
-  }
-
-  /**
-   * Goes idle: a read is left pending; when it ends while still idle (EOF, a reset, bytes nobody
-   * asked for such as a 408 before closing) the connection is not reusable and `dead` is called.
-   */
-  watchIdle(dead: () => void): void {
-    this.idle = true;
-    const read = this.#idleRead = this.conn.read(this.room());
-    read.then(() => {
-      if (this.idle) dead();
-    }, () => {
-      if (this.idle) dead();
-    });
-  }
-
-  /** Reads more into the buffer; false at end of stream. */
-  async fill(): Promise<boolean> {
-    const pending = this.#idleRead;
-    this.#idleRead = undefined;
-    const n = await (pending ?? this.conn.read(this.room()));
-    if (n === null) return false;
-    this.took(n);
-    return true;
-  }
-
-  /**
-   * One line (without its CRLF or bare LF) from what is buffered, or undefined (read more).
-   * Throws when more than a head's worth is buffered without a line end.
-   */
-  takeLine(): string | undefined {
-    const buf = this.buf;
-    for (let i = this.r; i < this.w; i++) {
-      if (buf[i] === LF) {
-        const text = latin1Text(buf.subarray(this.r, i > this.r && buf[i - 1] === CR ? i - 1 : i));
-        this.r = i + 1;
-        return text;
-      }
-    }
-    if (this.w - this.r > MAX_HEAD_BYTES) throw new Error("upstream chunk line too long");
-    return undefined;
-  }
-
-  /** Reads the response head (the text up to the blank line), at most MAX_HEAD_BYTES. */
-  async head(): Promise<string> {
-    let from = this.r;
-    for (;;) {
-      const end = headEnd(this.buf, from, this.w);
-      if (end !== undefined && end[1] - this.r <= MAX_HEAD_BYTES) {
-        const text = latin1Text(this.buf.subarray(this.r, end[0]));
-        this.r = end[1];
-        return text;
-      }
-      if (end !== undefined || this.w - this.r > MAX_HEAD_BYTES) {
-        throw new BadHead(`is larger than ${MAX_HEAD_BYTES / 1024} KiB`);
-      }
-      from = Math.max(this.r, this.w - 2);
-      if (!(await this.fill())) {
-        throw new StaleConnection(
-          this.received === 0 ? "closed before answering" : "closed mid-head",
-        );
-      }
-    }
-  }
-}
-
-/** The connection ended before a response head (a reused one may just have been stale). */
-class StaleConnection extends Error {
-  constructor(message: string) {
-    super(`upstream connection ${message}`);
-    this.name = "StaleConnection";
-  }
-}
-
 /**
  * Throws what `new Response(…, {status, headers})` would throw for this head (a header name or
  * value `Headers` refuses, a status out of range), so an answer that `fetch` could not have
@@ -277,219 +136,6 @@ export class Http1Abort {
   set onAbort(hook: (() => void) | undefined) {
     this.#hook = hook;
   }
-}
-
-/** The body of one response, read from its connection as pulled. */
-export class BodySource implements UnderlyingDefaultSource<Uint8Array> {
-  /** Body bytes left (Content-Length), or in the current chunk (chunked). */
-  #left: number;
-  /** Chunked: the CRLF after a chunk's data is still to be read (read lazily, so a chunk is
-   * handed on as soon as its data arrived). */
-  #chunkEnd = false;
-  /** Chunked: the last chunk was read; trailer lines up to the blank one remain. */
-  #trailers = false;
-  #ended = false;
-  /** The body decoded from its content coding, when it has one. */
-  #decoded: Decoded | undefined;
-
-  /** The framing of the head (kept without the head: a stream lives long, its headers not). */
-  readonly #chunked: boolean;
-  readonly #length: number;
-  readonly #close: boolean;
-
-  /**
-   * A body source over the connection the head was read from; nothing is read until pulled.
-   *
-   * @param client the client the connection goes back to (or is discarded by) at the body's end
-   * @param c the connection the body is read from
-   * @param head the parsed response head: its framing (chunked, Content-Length, close)
-   * @param release called once when the body ended, broke or was cancelled
-   */
-  constructor(
-    readonly client: Http1Client,
-    readonly c: Conn,
-    head: Head,
-    readonly release: () => void,
-  ) {
-    this.#chunked = head.chunked;
-    this.#length = head.length;
-    this.#close = head.close;
-    this.#left = head.chunked ? 0 : head.length;
-  }
-
-  /** Decodes the body from `coding` as it is read. */
-  decode(coding: Coding): void {
-    this.#decoded = new Decoded(coding, {
-      read: () => this.#raw(),
-      cancel: () => this.#end(false),
-    });
-  }
-
-  /**
-   * The next piece of the body (never empty, decoded when it has a content coding), or null at
-   * its end; throws when the body broke.
-   */
-  read(): Promise<Uint8Array | null> {
-    return this.#decoded === undefined ? this.#raw() : this.#decoded.read();
-  }
-
-  /**
-   * The next piece of the body as received. The connection is given back as soon as the last
-   * byte was read.
-   *
-   * One async frame per read: the framing is parsed from the buffer synchronously and the only
-   * await is the socket read itself, so a stream waiting for its next token holds one suspended
-   * frame, not a chain of them (2,000 idle streams are 2,000 frames the GC keeps visiting).
-   */
-  async #raw(): Promise<Uint8Array | null> {
-    if (this.#ended) return null;
-    const c = this.c;
-    try {
-      // Bounded by the body: every round hands out buffered bytes or reads more (EOF ends it).
-      for (;;) {
-        if (this.#chunked) {
-          const piece = this.#chunkedPiece();
-          if (piece === null) {
-            this.#end(true);
-            return null;
-          }
-          if (piece !== undefined) return piece;
-          const n = await c.conn.read(c.room());
-          if (n === null) {
-            throw new Error(
-              this.#left > 0 ? "connection closed mid-body" : "connection closed mid-response",
-            );
-          }
-          c.took(n);
-          continue;
-        }
-        if (this.#length === -1) {
-          // To the end of the connection.
-          if (c.r < c.w) {
-            const out = c.buf.slice(c.r, c.w);
-            c.r = c.w;
-            return out;
-          }
-          const fresh = new Uint8Array(READ_SIZE);
-          const n = await c.conn.read(fresh);
-          if (n === null) {
-            this.#end(true);
-            return null;
-          }
-          if (n > 0) return fresh.subarray(0, n);
-          continue;
-        }
-        if (this.#left === 0) {
-          this.#end(true);
-          return null;
-        }
-        let out: Uint8Array;
-        if (c.r < c.w) {
-          const n = Math.min(this.#left, c.w - c.r);
-          out = c.buf.slice(c.r, c.r + n);
-          c.r += n;
-          this.#left -= n;
-        } else {
-          // Read straight into a buffer of its own: handed on as is, no copy.
-          const fresh = new Uint8Array(Math.min(this.#left, READ_SIZE * 4));
-          const n = await c.conn.read(fresh);
-          if (n === null) throw new Error("connection closed mid-body");
-          if (n === 0) continue;
-          this.#left -= n;
-          out = fresh.subarray(0, n);
-        }
-        // Content-Length reached: the connection is free now, not at the next read.
-        if (this.#left === 0) this.#end(true);
-        return out;
-      }
-    } catch (err) {
-      this.#end(false);
-      throw err;
-    }
-  }
-
-  /**
-   * Chunked framing over what is buffered: the next piece of chunk data, null at the body's
-   * end (trailers read), undefined when more bytes are needed.
-   */
-  #chunkedPiece(): Uint8Array | null | undefined {
-    const c = this.c;
-    // Bounded: every round consumes a line or returns.
-    for (;;) {
-      if (this.#left > 0) {
-        if (c.r === c.w) return undefined;
-        const n = Math.min(this.#left, c.w - c.r);
-        const out = c.buf.slice(c.r, c.r + n);
-        c.r += n;
-        this.#left -= n;
-        if (this.#left === 0) this.#chunkEnd = true;
-        return out;
-      }
-      const line = c.takeLine();
-      if (line === undefined) return undefined;
-      if (this.#trailers) {
-        if (line === "") return null;
-        continue;
-      }
-      if (this.#chunkEnd) {
-        if (line !== "") throw new Error("bad upstream chunk end");
-        this.#chunkEnd = false;
-        continue;
-      }
-      const size = parseInt(line, 16);
-      if (!Number.isFinite(size) || size < 0) throw new Error("bad upstream chunk size");
-      if (size === 0) this.#trailers = true;
-      else this.#left = size;
-    }
-  }
-
-  /** ReadableStream source: one piece per pull. */
-  async pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
-    let chunk: Uint8Array | null;
-    try {
-      chunk = await this.read();
-    } catch (err) {
-      controller.error(err);
-      return;
-    }
-    if (chunk === null) {
-      controller.close();
-      return;
-    }
-    controller.enqueue(chunk);
-    if (this.#ended && this.#decoded === undefined) controller.close();
-  }
-
-  /** The reader went away: the connection is not reusable. */
-  cancel(): void {
-    if (this.#decoded === undefined) this.#end(false);
-    else this.#decoded.cancel();
-  }
-
-  #end(complete: boolean): void {
-    if (this.#ended) return;
-    this.#ended = true;
-    this.release();
-    const delimited = this.#chunked || this.#length >= 0;
-    if (complete && delimited && !this.#close) this.client.giveBack(this.c);
-    else this.client.discard(this.c);
-  }
-}
-
-/** An upstream answer as received: status, header lines, and the body. */
-export class Http1Answer {
-  /** Wraps a parsed response; the body is not read here. */
-  constructor(
-    /** The status code. */
-    readonly status: number,
-    /** Header lines in the order received: lowercase names, trimmed values. */
-    readonly headers: [string, string][],
-    /**
-     * The body: null when there is none; the whole of it when it came with the head (a small
-     * JSON answer); else a source to read it from.
-     */
-    readonly body: Uint8Array<ArrayBuffer> | BodySource | null,
-  ) {}
 }
 
 /** A keep-alive HTTP/1.1 client with a per-origin idle pool. */
