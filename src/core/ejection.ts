@@ -20,7 +20,7 @@ export type TransportOutcome =
   | "failure"
   /** The node answered (any status). */
   | "answered"
-  /** Stopped by the client or by Skeid: says nothing about the node. */
+  /** Stopped by the client or by Skeid, or nothing known: says nothing about the node. */
   | "aborted";
 
 /** Options of an ejection table. */

@@ -526,8 +526,9 @@ export class Skeid {
     if (!record) return true;
     const counters = record.counters;
     if (counters.inflight > 0) counters.inflight--;
-    if (outcome.aborted) this.#ejection.record(id, "aborted");
-    else if (outcome.transport !== undefined) this.#ejection.record(id, outcome.transport);
+    // Without a transport outcome the request says nothing about the node; a trial it was is
+    // freed all the same (the next request is the trial), so no finish path can leave one stuck.
+    this.#ejection.record(id, outcome.aborted ? "aborted" : outcome.transport ?? "aborted");
     if (outcome.aborted) counters.aborted++;
     else if (outcome.ok) counters.ok++;
     else {

@@ -190,8 +190,8 @@ export interface FinishOutcome {
   duration_ms?: number;
   /**
    * What the node's transport did (ejection, ADR 0021): `failure` (connect error, timeout, reset
-   * before the first byte) or `answered` (any status, 429 included). Absent: ejection learns
-   * nothing (an aborted request still frees a half-open trial).
+   * before the first byte) or `answered` (any status, 429 included). Absent (or aborted): ejection
+   * learns nothing, and a half-open trial is freed for the next request.
    */
   transport?: "failure" | "answered";
 }

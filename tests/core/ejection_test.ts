@@ -164,3 +164,14 @@ Deno.test("core: finishes without a transport outcome leave ejection alone; remo
   skeid.addNode(spec("a"));
   assertEquals(skeid.nodeEjections("a").state, "closed", "a node added again starts afresh");
 });
+
+Deno.test("core: a trial finished without a transport outcome is freed, not stuck", () => {
+  const { skeid, clock } = core({ ejection: { failures: 1, maxShare: 1 } });
+  skeid.addNode(spec("a"));
+  failIn(skeid, "a");
+  clock.t += 1000;
+  assert(skeid.startRequest("a"), "the trial");
+  assertEquals(skeid.pickNode({ model: "m" }), undefined, "held out during the trial");
+  skeid.finishRequest("a", { ok: false }); // a finish path that says nothing about transport
+  assertEquals(skeid.pickNode({ model: "m" })?.id, "a", "the next request is the trial");
+});
