@@ -22,7 +22,8 @@ import type { AdminDeps } from "./admin/routes.ts";
 import { createLogger, type Logger, type LogLevel, parseLogLevel } from "./log.ts";
 import type { ProxyContext } from "./proxy/context.ts";
 import type { Exchange } from "./proxy/handler.ts";
-import { Http1Client } from "./proxy/http1.ts";
+import { DEFAULT_CONNECT_TIMEOUT_MS, Http1Client } from "./proxy/http1.ts";
+import { ConnectCheck, connectCheckedFetch, proxyConfigured } from "./proxy/connect.ts";
 import { KeyIdCache } from "./proxy/identity.ts";
 import { IdleWatch } from "./proxy/idle_watch.ts";
 import { SecondStamp } from "./proxy/usage.ts";
@@ -91,6 +92,12 @@ function positiveInt(raw: string | undefined, dflt: number): number {
   if (raw === undefined || raw.trim() === "") return dflt;
   const n = Number(raw.trim());
   return Number.isInteger(n) && n > 0 ? n : dflt;
+}
+
+/** SKEID_UPSTREAM_CONNECT_TIMEOUT: seconds (fractions allowed), default 3. */
+function connectTimeoutMs(raw: string | undefined): number {
+  const n = raw === undefined || raw.trim() === "" ? NaN : Number(raw.trim());
+  return Number.isFinite(n) && n > 0 ? Math.round(n * 1000) : DEFAULT_CONNECT_TIMEOUT_MS;
 }
 
 /** A running gateway's state (the HTTP app is built over it by `buildApp`). */
@@ -171,15 +178,23 @@ export class Gateway implements ProxyContext {
       ? Deno.createHttpClient({ poolMaxIdlePerHost: pool })
       : undefined;
     // Plain-HTTP upstreams go through the lean HTTP/1.1 client, HTTPS ones through fetch (TLS,
-    // HTTP/2, proxies); SKEID_UPSTREAM_CLIENT=fetch sends everything through fetch.
-    if (opts.fetch) {
-      this.fetch = opts.fetch;
-    } else if ((env("SKEID_UPSTREAM_CLIENT") ?? "").trim().toLowerCase() !== "fetch") {
-      this.http1 = new Http1Client({ maxIdlePerHost: pool, now: this.skeid.now });
-      this.fetch = this.http1.fetch;
-    } else {
-      this.fetch = undefined;
+    // HTTP/2, proxies); SKEID_UPSTREAM_CLIENT=fetch sends everything through fetch. Both bound
+    // the connect by SKEID_UPSTREAM_CONNECT_TIMEOUT (fetch through a connect check).
+    const connectMs = connectTimeoutMs(env("SKEID_UPSTREAM_CONNECT_TIMEOUT"));
+    if ((env("SKEID_UPSTREAM_CLIENT") ?? "").trim().toLowerCase() !== "fetch" && !opts.fetch) {
+      this.http1 = new Http1Client({
+        maxIdlePerHost: pool,
+        now: this.skeid.now,
+        connectTimeoutMs: connectMs,
+      });
     }
+    this.fetch = opts.fetch ?? connectCheckedFetch(
+      new ConnectCheck({
+        timeoutMs: connectMs,
+        now: this.skeid.now,
+        enabled: !proxyConfigured(env),
+      }),
+    );
     this.keyIds = new KeyIdCache({ derive: keyIdForKey });
     const skeid = this.skeid;
     this.waiters = new WaiterQueue({

@@ -44,6 +44,7 @@ import {
   shortKeyIdWarning,
 } from "./policies.ts";
 import { CapacityTable } from "./capacity.ts";
+import { type EjectionOptions, type EjectionSnapshot, EjectionTable } from "./ejection.ts";
 import { costFor, PricingTable } from "./pricing.ts";
 import { readingFromHeaders } from "./ratelimit.ts";
 import { normalizeMetrics as buildMetrics, readUsage } from "./usage.ts";
@@ -89,6 +90,8 @@ export interface SkeidOptions {
   validateNode?: (node: Node) => void;
   /** How far back `nodeFailures` counts failed finishes, seconds (registry error_window_s); 60. */
   errorWindowS?: number;
+  /** Node ejection thresholds (ADR 0021); defaults: 2 failures, 1 s doubling to 60 s, 50%. */
+  ejection?: Omit<EjectionOptions, "now">;
 }
 
 /** Arguments of `routePlan`. */
@@ -165,6 +168,7 @@ export class Skeid {
   readonly logger: Logger;
 
   readonly #capacity: CapacityTable;
+  readonly #ejection: EjectionTable;
   readonly #pricing = new PricingTable();
   readonly #inventory = new Inventory();
   readonly #routes: RouteTable;
@@ -198,6 +202,7 @@ export class Skeid {
       ? options.errorWindowS
       : 60;
     this.#capacity = new CapacityTable({ now: this.now, maxAgeMs: this.capacityMaxAgeMs });
+    this.#ejection = new EjectionTable({ ...options.ejection, now: this.now });
     this.#routes = new RouteTable(() => this.#inventory.sorted);
   }
 
@@ -218,6 +223,7 @@ export class Skeid {
     const existing = this.#inventory.get(node.id);
     if (existing) {
       this.#capacity.forget(node.id);
+      this.#ejection.forget(node.id);
       existing.counters.failures = undefined;
     }
     const record = this.#inventory.upsert(node);
@@ -230,6 +236,7 @@ export class Skeid {
   removeNode(id: string): boolean {
     if (!this.#inventory.remove(id)) return false;
     this.#capacity.forget(id);
+    this.#ejection.forget(id);
     this.#inventoryChanged();
     return true;
   }
@@ -243,7 +250,10 @@ export class Skeid {
   replaceNodes(specs: NodeSpec[]): Node[] {
     const { nodes, warnings } = normalizeNodeList(specs, this.#validateNode);
     for (const warning of warnings) this.logger.warn("node_warning", { message: warning });
-    for (const id of this.#inventory.replaceAll(nodes)) this.#capacity.forget(id);
+    for (const id of this.#inventory.replaceAll(nodes)) {
+      this.#capacity.forget(id);
+      this.#ejection.forget(id);
+    }
     this.#recomputeShares();
     this.#inventoryChanged();
     return nodes.map(copyNode);
@@ -442,8 +452,9 @@ export class Skeid {
   /** Eligible vs available counts for a selection. */
   routeState(sel: Selection): RouteState {
     const entry = this.#routes.entry(sel);
+    const admits = this.#admitsIn(entry.nodes);
     let available = 0;
-    for (const record of entry.nodes) if (this.#admits(record)) available++;
+    for (const record of entry.nodes) if (admits(record)) available++;
     return {
       model: entry.model,
       engine: entry.engine,
@@ -464,7 +475,7 @@ export class Skeid {
   pickNode(sel: Selection): PickedNode | undefined {
     const entry = this.#routes.entry(sel);
     if (entry.nodes.length === 0) return undefined;
-    const index = pickWeighted(entry, this.#admits);
+    const index = pickWeighted(entry, this.#admitsIn(entry.nodes));
     if (index < 0) return undefined;
     const record = entry.nodes[index];
     return { ...record.node, inflight: record.counters.inflight, route_key: entry.key };
@@ -501,6 +512,7 @@ export class Skeid {
     if (!record || !this.#admits(record)) return false;
     record.counters.inflight++;
     record.counters.started++;
+    this.#ejection.start(id);
     return true;
   }
 
@@ -514,6 +526,9 @@ export class Skeid {
     if (!record) return true;
     const counters = record.counters;
     if (counters.inflight > 0) counters.inflight--;
+    // Without a transport outcome the request says nothing about the node; a trial it was is
+    // freed all the same (the next request is the trial), so no finish path can leave one stuck.
+    this.#ejection.record(id, outcome.aborted ? "aborted" : outcome.transport ?? "aborted");
     if (outcome.aborted) counters.aborted++;
     else if (outcome.ok) counters.ok++;
     else {
@@ -555,6 +570,17 @@ export class Skeid {
     const out: NodeMetrics[] = [];
     for (const record of this.#inventory.records()) out.push(this.#metricsOf(record));
     return out;
+  }
+
+  /**
+   * Where nodes stand in ejection (ADR 0021), for `/skeid/metrics/nodes` and Prometheus: every
+   * node that had a transport failure since it last answered or was added, or one node.
+   */
+  nodeEjections(): EjectionSnapshot[];
+  /** Where one node stands in ejection (`closed` when it never failed). */
+  nodeEjections(id: string): EjectionSnapshot;
+  nodeEjections(id?: string): EjectionSnapshot[] | EjectionSnapshot {
+    return id === undefined ? this.#ejection.snapshot() : this.#ejection.snapshot(id);
   }
 
   /** Failed finishes of a node within the error window and the last one's time. */
@@ -616,7 +642,10 @@ export class Skeid {
 
   /** Earliest moment (epoch ms) a backoff or expiry may let admission take more, for waiters. */
   nextCapacityChangeAt(): number | undefined {
-    return this.#capacity.nextChangeAt();
+    const capacity = this.#capacity.nextChangeAt();
+    const ejection = this.#ejection.nextChangeAt();
+    if (ejection === undefined) return capacity;
+    return capacity === undefined ? ejection : Math.min(capacity, ejection);
   }
 
   // ---- pricing -----------------------------------------------------------------------------
@@ -669,6 +698,17 @@ export class Skeid {
     record.node.healthy &&
     (record.share === 0 || record.counters.inflight < record.share) &&
     this.#capacity.allows(record.node.id);
+
+  /**
+   * Admission within one selection: `#admits`, minus the nodes ejection holds out of it (at most
+   * its share of them, ADR 0021). The plain `#admits` while no node is ejected.
+   */
+  #admitsIn(nodes: readonly NodeRecord[]): (record: NodeRecord) => boolean {
+    if (!this.#ejection.any) return this.#admits;
+    const out = this.#ejection.ejectedAmong(nodes.map((r) => r.node.id));
+    if (out.size === 0) return this.#admits;
+    return (record) => !out.has(record.node.id) && this.#admits(record);
+  }
 
   #divisor(): number {
     return this.workerCount * this.#routing.frontend_count;

@@ -188,6 +188,12 @@ export interface FinishOutcome {
   aborted?: boolean;
   /** Wall time of the request, ms; added to the node's duration total when finite and above 0. */
   duration_ms?: number;
+  /**
+   * What the node's transport did (ejection, ADR 0021): `failure` (connect error, timeout, reset
+   * before the first byte) or `answered` (any status, 429 included). Absent (or aborted): ejection
+   * learns nothing, and a half-open trial is freed for the next request.
+   */
+  transport?: "failure" | "answered";
 }
 
 /** Volatile per-process counters of one node (`nodeMetrics`). */

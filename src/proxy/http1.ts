@@ -4,41 +4,27 @@
  * a fraction of what `fetch` costs per request: one write per request (TCP_NODELAY), the
  * response head parsed from the connection's buffer, a whole small body handed over as bytes.
  *
- * Two faces: `send` answers an {@link Http1Answer} (status, header pairs, and the body as bytes
- * or as a pull source) — the proxy's hot path, which never builds a `Response` or a `Headers`
- * for an upstream answer; `fetch` answers a standard `Response` made of the same, for callers
- * that want `fetch` semantics. The body is read from the connection as the caller pulls
- * (Content-Length, chunked, or to the end of the connection); cancelling it or aborting closes
- * the connection. Connections go back to a per-origin idle pool when their response was read to
- * the end.
+ * `send` answers an {@link Http1Answer} (status, header pairs, and the body as bytes or as a pull
+ * source) — the proxy's hot path never builds a `Response` or a `Headers` for an upstream answer.
+ * The body is read from the connection as the caller pulls (Content-Length, chunked, or to the end
+ * of the connection); cancelling it or aborting closes the connection. Connections go back to a
+ * per-origin idle pool when their response was read to the end, and are reused only while the
+ * server still keeps them (ADR 0008): within its `Keep-Alive: timeout`, never after it closed
+ * them, and a request lost on a reused one is sent again on a new connection.
  *
  * HTTPS upstreams (clouds) keep using `fetch` (TLS, HTTP/2, proxies).
  *
  * @module
  */
 
-const CR = 13;
-const LF = 10;
-const encoder = new TextEncoder();
-const asciiDecoder = new TextDecoder();
+import { BodySource, Http1Answer } from "./http1_body.ts";
+import { Conn } from "./http1_conn.ts";
+import { type Coding, codingOf, decodeWhole } from "./http1_decode.ts";
+import { type Head, parseHead } from "./http1_head.ts";
 
-/**
- * Header bytes → text, one character per byte (ISO-8859-1), the way `Headers` holds them: a
- * header byte >= 0x80 stays that one character (UTF-8 would turn 0xFC into U+FFFD). ASCII, the
- * usual case, is decoded natively.
- */
-function latin1Text(bytes: Uint8Array): string {
-  for (let i = 0; i < bytes.length; i++) {
-    if (bytes[i] > 0x7f) {
-      let out = "";
-      for (let j = 0; j < bytes.length; j += 4096) {
-        out += String.fromCharCode.apply(null, bytes.subarray(j, j + 4096) as unknown as number[]);
-      }
-      return out;
-    }
-  }
-  return asciiDecoder.decode(bytes);
-}
+export { BodySource, Http1Answer };
+
+const encoder = new TextEncoder();
 
 /** Text of byte characters (U+0000–U+00FF) → bytes; a wider character is refused. */
 function latin1Bytes(text: string, into: Uint8Array, at: number): void {
@@ -59,13 +45,6 @@ const OWN_HEADERS: ReadonlySet<string> = new Set([
 ]);
 /** Statuses whose response has no body. */
 const NULL_BODY = new Set([204, 205, 304]);
-/**
- * A connection's read buffer to start with: a response head and a few SSE events fit, and
- * 2,000 streams hold 4 MB of it, not 32 (it doubles when a head or a line needs more).
- */
-const BUFFER_SIZE = 2 * 1024;
-/** Reads straight into a buffer of their own (bodies to the end, long Content-Length ones). */
-const READ_SIZE = 16 * 1024;
 /** Header names `Headers` accepts (RFC 9110 token); anything else is checked by `Headers`. */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Header value characters `Headers` refuses. */
@@ -73,25 +52,37 @@ const BAD_VALUE = /[\0\r\n]/;
 /** Parsed upstream URLs kept per client (node URLs × a few paths). */
 const MAX_TARGETS = 256;
 
+/**
+ * How long an idle connection is reused when the server did not say how long it keeps one: below
+ * the keep-alive timeouts common servers ship with (Go and Node 2–5 s, uvicorn 5 s). A server set
+ * shorter (Node at 1 s) says so in `Keep-Alive: timeout=N`, which is honoured; one that closes
+ * earlier without saying is seen by the idle read, and a request it still catches is retried.
+ * Reconnecting to a node next door costs far less than a request failed over.
+ */
+export const DEFAULT_IDLE_MS = 1500;
+/**
+ * What is taken off a server's `Keep-Alive: timeout=N` so that this side retires the connection
+ * first (the server's clock started when it sent the last byte, ours when we read it).
+ */
+const KEEP_ALIVE_MARGIN_MS = 500;
+/** Bound on opening a connection (a host that drops packets answers nothing for minutes). */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 3000;
+
 /** Options of an Http1Client. */
 export interface Http1ClientOptions {
   /** Idle connections kept per origin (default 100). */
   maxIdlePerHost?: number;
-  /** An idle connection older than this is not reused, ms (default 30000). */
+  /**
+   * How long an idle connection is reused when the server did not say (`Keep-Alive: timeout=N`),
+   * ms (default {@link DEFAULT_IDLE_MS}).
+   */
+  idleMs?: number;
+  /** The longest an idle connection is reused whatever the server said, ms (default 30000). */
   maxIdleMs?: number;
+  /** Bound on opening a connection, ms (default {@link DEFAULT_CONNECT_TIMEOUT_MS}). */
+  connectTimeoutMs?: number;
   /** Epoch-ms clock. */
   now?: () => number;
-}
-
-/** The response head. */
-interface Head {
-  status: number;
-  /** Lowercase names, values trimmed, in the order received. */
-  headers: [string, string][];
-  close: boolean;
-  chunked: boolean;
-  /** -1 when the body runs to the end of the connection. */
-  length: number;
 }
 
 /** Where a URL's requests go, parsed once. */
@@ -102,152 +93,6 @@ interface Target {
   port: number;
   /** Path and query. */
   path: string;
-}
-
-/** One connection with its read buffer. */
-class Conn {
-  buf = new Uint8Array(BUFFER_SIZE);
-  r = 0;
-  w = 0;
-  closed = false;
-  lastUsed = 0;
-  /** Bytes received for the current response (a stale reused connection answers none). */
-  received = 0;
-  constructor(readonly conn: Deno.Conn, readonly key: string) {}
-
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    try {
-      this.conn.close();
-    } catch {
-      // already closed
-    }
-  }
-
-  async write(bytes: Uint8Array): Promise<void> {
-    for (let off = 0; off < bytes.length;) off += await this.conn.write(bytes.subarray(off));
-  }
-
-  /** The free end of the buffer to read into (compacting or growing it when full). */
-  room(): Uint8Array {
-    if (this.r === this.w) this.r = this.w = 0;
-    if (this.w === this.buf.length) {
-      if (this.r > 0) {
-        this.buf.copyWithin(0, this.r, this.w);
-        this.w -= this.r;
-        this.r = 0;
-      } else {
-        const bigger = new Uint8Array(this.buf.length * 2);
-        bigger.set(this.buf);
-        this.buf = bigger;
-      }
-    }
-    return this.buf.subarray(this.w);
-  }
-
-  /** `n` bytes were read into `room()`. */
-  took(n: number): void {
-    this.w += n;
-    this.received += n;
-  }
-
-  /** Reads more into the buffer; false at end of stream. */
-  async fill(): Promise<boolean> {
-    const n = await this.conn.read(this.room());
-    if (n === null) return false;
-    this.took(n);
-    return true;
-  }
-
-  /** One CRLF-terminated line (without it) from what is buffered, or undefined (read more). */
-  takeLine(): string | undefined {
-    const buf = this.buf;
-    for (let i = this.r; i + 1 < this.w; i++) {
-      if (buf[i] === CR && buf[i + 1] === LF) {
-        const text = latin1Text(buf.subarray(this.r, i));
-        this.r = i + 2;
-        return text;
-      }
-    }
-    return undefined;
-  }
-
-  /** Reads the response head (the text up to the blank line). */
-  async head(): Promise<string> {
-    let from = this.r;
-    for (;;) {
-      const end = headEnd(this.buf, from, this.w);
-      if (end >= 0) {
-        const text = latin1Text(this.buf.subarray(this.r, end));
-        this.r = end + 4;
-        return text;
-      }
-      const seen = this.w - this.r;
-      if (!(await this.fill())) {
-        throw new StaleConnection(
-          this.received === 0 ? "closed before answering" : "closed mid-head",
-        );
-      }
-      from = this.r + Math.max(0, seen - 3);
-    }
-  }
-}
-
-/** Index of the CRLFCRLF ending a head in `buf[from, to)`, or -1. */
-function headEnd(buf: Uint8Array, from: number, to: number): number {
-  for (let i = from; i + 3 < to; i++) {
-    if (buf[i + 3] !== LF) continue;
-    if (buf[i] === CR && buf[i + 1] === LF && buf[i + 2] === CR) return i;
-  }
-  return -1;
-}
-
-/** The connection ended before a response head (a reused one may just have been stale). */
-class StaleConnection extends Error {
-  constructor(message: string) {
-    super(`upstream connection ${message}`);
-    this.name = "StaleConnection";
-  }
-}
-
-function parseHead(text: string): Head {
-  let eol = text.indexOf("\r\n");
-  if (eol < 0) eol = text.length;
-  const statusLine = text.slice(0, eol);
-  const m = /^HTTP\/1\.([01]) (\d{3})(?: .*)?$/.exec(statusLine);
-  if (!m) throw new Error(`bad upstream status line '${statusLine.slice(0, 80)}'`);
-  const head: Head = {
-    status: Number(m[2]),
-    headers: [],
-    close: m[1] === "0",
-    chunked: false,
-    length: -1,
-  };
-  let pos = eol + 2;
-  while (pos < text.length) {
-    let end = text.indexOf("\r\n", pos);
-    if (end < 0) end = text.length;
-    const colon = text.indexOf(":", pos);
-    if (colon > pos && colon < end) {
-      const name = text.slice(pos, colon).trim().toLowerCase();
-      const value = text.slice(colon + 1, end).trim();
-      head.headers.push([name, value]);
-      if (name === "content-length") head.length = Number(value);
-      else if (name === "transfer-encoding") head.chunked = /chunked/i.test(value);
-      else if (name === "connection") {
-        const v = value.toLowerCase();
-        if (v.includes("close")) head.close = true;
-        else if (v.includes("keep-alive")) head.close = false;
-      }
-    }
-    pos = end + 2;
-  }
-  if (head.chunked) head.length = -1;
-  if (!Number.isFinite(head.length) || head.length < -1) {
-    throw new Error("bad upstream content-length");
-  }
-  return head;
 }
 
 /**
@@ -293,225 +138,29 @@ export class Http1Abort {
   }
 }
 
-/** The body of one response, read from its connection as pulled. */
-export class BodySource implements UnderlyingDefaultSource<Uint8Array> {
-  /** Body bytes left (Content-Length), or in the current chunk (chunked). */
-  #left: number;
-  /** Chunked: the CRLF after a chunk's data is still to be read (read lazily, so a chunk is
-   * handed on as soon as its data arrived). */
-  #chunkEnd = false;
-  /** Chunked: the last chunk was read; trailer lines up to the blank one remain. */
-  #trailers = false;
-  #ended = false;
-
-  /** The framing of the head (kept without the head: a stream lives long, its headers not). */
-  readonly #chunked: boolean;
-  readonly #length: number;
-  readonly #close: boolean;
-
-  /**
-   * A body source over the connection the head was read from; nothing is read until pulled.
-   *
-   * @param client the client the connection goes back to (or is discarded by) at the body's end
-   * @param c the connection the body is read from
-   * @param head the parsed response head: its framing (chunked, Content-Length, close)
-   * @param release called once when the body ended, broke or was cancelled
-   */
-  constructor(
-    readonly client: Http1Client,
-    readonly c: Conn,
-    head: Head,
-    readonly release: () => void,
-  ) {
-    this.#chunked = head.chunked;
-    this.#length = head.length;
-    this.#close = head.close;
-    this.#left = head.chunked ? 0 : head.length;
-  }
-
-  /**
-   * The next piece of the body (never empty), or null at its end; throws when the body broke.
-   * The connection is given back as soon as the last byte was read.
-   *
-   * One async frame per read: the framing is parsed from the buffer synchronously and the only
-   * await is the socket read itself, so a stream waiting for its next token holds one suspended
-   * frame, not a chain of them (2,000 idle streams are 2,000 frames the GC keeps visiting).
-   */
-  async read(): Promise<Uint8Array | null> {
-    if (this.#ended) return null;
-    const c = this.c;
-    try {
-      // Bounded by the body: every round hands out buffered bytes or reads more (EOF ends it).
-      for (;;) {
-        if (this.#chunked) {
-          const piece = this.#chunkedPiece();
-          if (piece === null) {
-            this.#end(true);
-            return null;
-          }
-          if (piece !== undefined) return piece;
-          const n = await c.conn.read(c.room());
-          if (n === null) {
-            throw new Error(
-              this.#left > 0 ? "connection closed mid-body" : "connection closed mid-response",
-            );
-          }
-          c.took(n);
-          continue;
-        }
-        if (this.#length === -1) {
-          // To the end of the connection.
-          if (c.r < c.w) {
-            const out = c.buf.slice(c.r, c.w);
-            c.r = c.w;
-            return out;
-          }
-          const fresh = new Uint8Array(READ_SIZE);
-          const n = await c.conn.read(fresh);
-          if (n === null) {
-            this.#end(true);
-            return null;
-          }
-          if (n > 0) return fresh.subarray(0, n);
-          continue;
-        }
-        if (this.#left === 0) {
-          this.#end(true);
-          return null;
-        }
-        let out: Uint8Array;
-        if (c.r < c.w) {
-          const n = Math.min(this.#left, c.w - c.r);
-          out = c.buf.slice(c.r, c.r + n);
-          c.r += n;
-          this.#left -= n;
-        } else {
-          // Read straight into a buffer of its own: handed on as is, no copy.
-          const fresh = new Uint8Array(Math.min(this.#left, READ_SIZE * 4));
-          const n = await c.conn.read(fresh);
-          if (n === null) throw new Error("connection closed mid-body");
-          if (n === 0) continue;
-          this.#left -= n;
-          out = fresh.subarray(0, n);
-        }
-        // Content-Length reached: the connection is free now, not at the next read.
-        if (this.#left === 0) this.#end(true);
-        return out;
-      }
-    } catch (err) {
-      this.#end(false);
-      throw err;
-    }
-  }
-
-  /**
-   * Chunked framing over what is buffered: the next piece of chunk data, null at the body's
-   * end (trailers read), undefined when more bytes are needed.
-   */
-  #chunkedPiece(): Uint8Array | null | undefined {
-    const c = this.c;
-    // Bounded: every round consumes a line or returns.
-    for (;;) {
-      if (this.#left > 0) {
-        if (c.r === c.w) return undefined;
-        const n = Math.min(this.#left, c.w - c.r);
-        const out = c.buf.slice(c.r, c.r + n);
-        c.r += n;
-        this.#left -= n;
-        if (this.#left === 0) this.#chunkEnd = true;
-        return out;
-      }
-      const line = c.takeLine();
-      if (line === undefined) return undefined;
-      if (this.#trailers) {
-        if (line === "") return null;
-        continue;
-      }
-      if (this.#chunkEnd) {
-        if (line !== "") throw new Error("bad upstream chunk end");
-        this.#chunkEnd = false;
-        continue;
-      }
-      const size = parseInt(line, 16);
-      if (!Number.isFinite(size) || size < 0) throw new Error("bad upstream chunk size");
-      if (size === 0) this.#trailers = true;
-      else this.#left = size;
-    }
-  }
-
-  /** ReadableStream source: one piece per pull. */
-  async pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
-    let chunk: Uint8Array | null;
-    try {
-      chunk = await this.read();
-    } catch (err) {
-      controller.error(err);
-      return;
-    }
-    if (chunk === null) {
-      controller.close();
-      return;
-    }
-    controller.enqueue(chunk);
-    if (this.#ended) controller.close();
-  }
-
-  /** The reader went away: the connection is not reusable. */
-  cancel(): void {
-    this.#end(false);
-  }
-
-  #end(complete: boolean): void {
-    if (this.#ended) return;
-    this.#ended = true;
-    this.release();
-    const delimited = this.#chunked || this.#length >= 0;
-    if (complete && delimited && !this.#close) this.client.giveBack(this.c);
-    else this.client.discard(this.c);
-  }
-}
-
-/** An upstream answer as received: status, header lines, and the body. */
-export class Http1Answer {
-  /** Wraps a parsed response; the body is not read here. */
-  constructor(
-    /** The status code. */
-    readonly status: number,
-    /** Header lines in the order received: lowercase names, trimmed values. */
-    readonly headers: [string, string][],
-    /**
-     * The body: null when there is none; the whole of it when it came with the head (a small
-     * JSON answer); else a source to read it from.
-     */
-    readonly body: Uint8Array<ArrayBuffer> | BodySource | null,
-  ) {}
-
-  /** The same answer as a standard `Response`. */
-  toResponse(): Response {
-    const init = { status: this.status, headers: this.headers };
-    const body = this.body;
-    if (body === null || body instanceof Uint8Array) return new Response(body, init);
-    return new Response(new ReadableStream<Uint8Array>(body), init);
-  }
-}
-
 /** A keep-alive HTTP/1.1 client with a per-origin idle pool. */
 export class Http1Client {
   readonly #idle = new Map<string, Conn[]>();
   readonly #open = new Set<Conn>();
   readonly #targets = new Map<string, Target>();
   readonly #maxIdle: number;
+  readonly #idleMs: number;
   readonly #maxIdleMs: number;
+  readonly #connectTimeoutMs: number;
   readonly #now: () => number;
   #closed = false;
 
   /**
-   * Pool limits: `maxIdlePerHost` idle connections per origin (default 100), each kept at most
-   * `maxIdleMs` (default 30000 ms).
+   * Pool limits: `maxIdlePerHost` idle connections per origin (default 100), each reused while
+   * idle for less than the server's `Keep-Alive: timeout` (minus a margin) or else `idleMs`
+   * (default {@link DEFAULT_IDLE_MS}), never longer than `maxIdleMs` (default 30000 ms); opening a
+   * connection waits at most `connectTimeoutMs` (default {@link DEFAULT_CONNECT_TIMEOUT_MS}).
    */
   constructor(opts: Http1ClientOptions = {}) {
     this.#maxIdle = Math.max(0, opts.maxIdlePerHost ?? 100);
+    this.#idleMs = opts.idleMs ?? DEFAULT_IDLE_MS;
     this.#maxIdleMs = opts.maxIdleMs ?? 30_000;
+    this.#connectTimeoutMs = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     this.#now = opts.now ?? Date.now;
   }
 
@@ -520,62 +169,17 @@ export class Http1Client {
     return this.#open.size;
   }
 
-  /** A `fetch` for `http:` URLs and the init shapes the proxy uses; anything else → `fetch`. */
-  fetch = (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
-    if (typeof input !== "string" && !(input instanceof URL)) return fetch(input, init);
-    const url = typeof input === "string" ? new URL(input) : input;
-    const body = init?.body;
-    const bytes = typeof body === "string"
-      ? encoder.encode(body)
-      : body instanceof Uint8Array
-      ? body
-      : body === undefined || body === null
-      ? new Uint8Array(0)
-      : undefined;
-    if (url.protocol !== "http:" || bytes === undefined) return fetch(input, init);
-    return this.request(
-      url,
-      init?.method ?? "GET",
-      headerPairs(init?.headers),
-      bytes,
-      init?.signal,
-    );
-  };
-
-  /** Sends one request; resolves with the response once its head arrived. */
-  async request(
-    url: URL,
-    method: string,
-    headers: [string, string][],
-    body: Uint8Array,
-    signal?: AbortSignal | null,
-  ): Promise<Response> {
-    if (this.#closed) throw new Error("http client closed");
-    if (signal?.aborted) throw abortError();
-    let abort: Http1Abort | undefined;
-    let onSignal: (() => void) | undefined;
-    if (signal) {
-      const a = abort = new Http1Abort();
-      onSignal = () => a.abort();
-      signal.addEventListener("abort", onSignal, { once: true });
-    }
-    const unlink = () => {
-      if (onSignal) signal!.removeEventListener("abort", onSignal);
-      onSignal = undefined;
-    };
-    let answer: Http1Answer;
-    try {
-      answer = await this.#send(targetOf(url), method, headers, body, abort, unlink);
-    } catch (err) {
-      unlink();
-      throw err;
-    }
-    return answer.toResponse();
+  /** Idle connections in the pool (all origins). */
+  get idleConnections(): number {
+    let n = 0;
+    for (const list of this.#idle.values()) n += list.length;
+    return n;
   }
 
   /**
    * Sends one request to an `http:` URL; resolves with the answer once its head arrived (the
-   * head already checked as a `Response` would check it). `abort` stops it.
+   * head already checked as a `Response` would check it, the body decoded from a content coding
+   * it was sent in). `abort` stops it.
    */
   send(
     url: string,
@@ -596,7 +200,7 @@ export class Http1Client {
       if (this.#targets.size >= MAX_TARGETS) this.#targets.clear();
       this.#targets.set(url, target);
     }
-    return this.#send(target, method, headers, body, abort, undefined);
+    return this.#send(target, method, headers, body, abort);
   }
 
   /** Closes a connection that cannot be reused. */
@@ -607,7 +211,7 @@ export class Http1Client {
 
   /** Takes a connection back into the idle pool (its response was read to the end). */
   giveBack(c: Conn): void {
-    if (c.closed || this.#closed || c.r !== c.w) {
+    if (c.closed || this.#closed || c.r !== c.w || c.idleMs <= 0) {
       this.discard(c);
       return;
     }
@@ -620,6 +224,12 @@ export class Http1Client {
     c.r = c.w = 0;
     c.lastUsed = this.#now();
     list.push(c);
+    c.watchIdle(() => {
+      const at = list.indexOf(c);
+      if (at >= 0) list.splice(at, 1);
+      c.idle = false;
+      this.discard(c);
+    });
   }
 
   /** Closes every connection, idle or busy. */
@@ -636,24 +246,24 @@ export class Http1Client {
     headers: Iterable<readonly [string, string]>,
     body: Uint8Array,
     abort: Http1Abort | undefined,
-    unlink: (() => void) | undefined,
   ): Promise<Http1Answer> {
     const bytes = requestBytes(target, method, headers, body);
-    // A reused connection the server already closed answers nothing: one retry on a new one.
+    // A reused connection the server closed as the request went out answers nothing: the request
+    // is sent once more, on a new connection (another pooled one may be just as stale).
     for (let attempt = 0;; attempt++) {
-      let c = this.#pooled(target.host);
+      let c = attempt === 0 ? this.#pooled(target.host) : undefined;
       const reused = c !== undefined;
       c ??= await this.#connect(target, abort);
       const conn = c;
       if (abort) abort.onAbort = () => conn.close();
       const release = () => {
         if (abort) abort.onAbort = undefined;
-        unlink?.();
       };
+      let head: Head;
+      let coding: Coding | undefined;
       try {
         c.received = 0;
         await c.write(bytes);
-        let head: Head;
         for (;;) {
           head = parseHead(await c.head());
           // Informational answers (100 Continue, 103 Early Hints) precede the real one.
@@ -661,17 +271,27 @@ export class Http1Client {
           if (head.status === 101) throw new Error("upstream switched protocols");
         }
         assertResponseHead(head);
-        return this.#answer(c, head, method, release);
+        coding = codingOf(headerValue(head.headers, "content-encoding"));
       } catch (err) {
         release();
         this.discard(c);
         if (abort?.aborted) throw abortError();
         // A reused connection that failed before a single response byte (EOF, reset, broken
         // pipe) was closed by the server while idle: the request never reached it.
-        if (reused && c.received === 0 && attempt === 0) continue;
+        if (reused && c.received === 0) continue;
         throw err;
       }
+      c.idleMs = this.#idleLimit(head);
+      const answer = this.#answer(c, head, method, release);
+      return coding === undefined ? answer : await decoded(answer, coding);
     }
+  }
+
+  /** How long a connection may idle after this response: what the server said, or the default. */
+  #idleLimit(head: Head): number {
+    const said = head.keepAliveMs;
+    const ms = said === undefined ? this.#idleMs : said - KEEP_ALIVE_MARGIN_MS;
+    return Math.min(ms, this.#maxIdleMs);
   }
 
   /** An idle connection to `key` young enough to reuse, or undefined. */
@@ -681,31 +301,32 @@ export class Http1Client {
     const now = this.#now();
     while (list.length > 0) {
       const c = list.pop()!;
-      if (!c.closed && now - c.lastUsed < this.#maxIdleMs) return c;
-      c.close();
-      this.#open.delete(c);
+      c.idle = false;
+      if (!c.closed && now - c.lastUsed < c.idleMs) return c;
+      this.discard(c);
     }
     return undefined;
   }
 
   async #connect(target: Target, abort: Http1Abort | undefined): Promise<Conn> {
     const connecting = Deno.connect({ hostname: target.hostname, port: target.port });
+    // Deno.connect cannot be cancelled: race it against the timeout (and the abort), and close
+    // what arrives too late.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const stopped = new Promise<never>((_, reject) => {
+      const ms = this.#connectTimeoutMs;
+      timer = setTimeout(() => reject(new Error(`connect timed out after ${ms} ms`)), ms);
+      if (abort) abort.onAbort = () => reject(abortError());
+    });
     let conn: Deno.TcpConn;
-    if (abort) {
-      // Deno.connect cannot be cancelled: race it, and close what arrives too late.
-      const aborted = new Promise<never>((_, reject) => {
-        abort.onAbort = () => reject(abortError());
-      });
-      try {
-        conn = await Promise.race([connecting, aborted]);
-      } catch (err) {
-        connecting.then((late) => late.close(), () => {});
-        throw err;
-      } finally {
-        abort.onAbort = undefined;
-      }
-    } else {
-      conn = await connecting;
+    try {
+      conn = await Promise.race([connecting, stopped]);
+    } catch (err) {
+      connecting.then((late) => late.close(), () => {});
+      throw err;
+    } finally {
+      clearTimeout(timer);
+      if (abort) abort.onAbort = undefined;
     }
     conn.setNoDelay(true);
     const c = new Conn(conn, target.host);
@@ -737,6 +358,32 @@ export class Http1Client {
   }
 }
 
+/** A header's value (repeated lines joined), or undefined. */
+function headerValue(headers: [string, string][], name: string): string | undefined {
+  let out: string | undefined;
+  for (const [n, v] of headers) if (n === name) out = out === undefined ? v : `${out}, ${v}`;
+  return out;
+}
+
+/**
+ * An answer in a content coding, decoded: the body decoded (whole, or as it is read), without
+ * `content-encoding`, and `content-length` the decoded length (none for a stream).
+ */
+async function decoded(answer: Http1Answer, coding: Coding): Promise<Http1Answer> {
+  const body = answer.body;
+  const headers = answer.headers.filter(([n]) =>
+    n !== "content-encoding" && n !== "content-length"
+  );
+  if (body === null) return new Http1Answer(answer.status, headers, null);
+  if (body instanceof Uint8Array) {
+    const bytes = await decodeWhole(coding, body);
+    headers.push(["content-length", String(bytes.byteLength)]);
+    return new Http1Answer(answer.status, headers, bytes);
+  }
+  body.decode(coding);
+  return new Http1Answer(answer.status, headers, body);
+}
+
 function targetOf(url: URL): Target {
   return {
     host: url.host,
@@ -744,14 +391,6 @@ function targetOf(url: URL): Target {
     port: url.port ? Number(url.port) : 80,
     path: url.pathname + url.search,
   };
-}
-
-/** Header pairs of a fetch init's `headers`. */
-function headerPairs(init: HeadersInit | undefined): [string, string][] {
-  if (init === undefined) return [];
-  if (Array.isArray(init)) return init as [string, string][];
-  if (init instanceof Headers) return [...init];
-  return Object.entries(init);
 }
 
 /** The request's bytes: head and body in one buffer, one write. */

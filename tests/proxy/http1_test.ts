@@ -1,7 +1,12 @@
-import { deepStrictEqual, ok, rejects, strictEqual } from "node:assert/strict";
-import { Http1Client } from "../../src/proxy/http1.ts";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { assert, assertEquals, assertMatch, assertRejects } from "../_assert.ts";
+import { until } from "../_helpers/poll.ts";
+import { Http1Abort, Http1Client } from "../../src/proxy/http1.ts";
+import { bodyBytes, bodyText, header, rawServer, readRequest } from "./http1_helpers.ts";
 
 const enc = new TextEncoder();
+const dec = new TextDecoder();
 
 /** A Deno.serve test server that records the client port of each request. */
 function server(handler: (req: Request) => Response | Promise<Response>) {
@@ -24,50 +29,6 @@ function server(handler: (req: Request) => Response | Promise<Response>) {
   };
 }
 
-/** A raw TCP server answering each connection with `script(conn)`. */
-function rawServer(script: (conn: Deno.TcpConn, n: number) => Promise<void>) {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const tasks: Promise<void>[] = [];
-  const loop = (async () => {
-    let n = 0;
-    for await (const conn of listener) {
-      tasks.push(
-        script(conn, n++).catch(() => {}).finally(() => {
-          try {
-            conn.close();
-          } catch {
-            // closed by the script
-          }
-        }),
-      );
-    }
-  })();
-  return {
-    url: `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
-    close: async () => {
-      listener.close();
-      await loop.catch(() => {});
-      await Promise.all(tasks);
-    },
-  };
-}
-
-/** Reads one request head (and a Content-Length body) from a raw connection. */
-async function readRequest(conn: Deno.TcpConn): Promise<string> {
-  const buf = new Uint8Array(64 * 1024);
-  let text = "";
-  for (;;) {
-    const n = await conn.read(buf);
-    if (n === null) return text;
-    text += new TextDecoder().decode(buf.subarray(0, n));
-    const end = text.indexOf("\r\n\r\n");
-    if (end >= 0) {
-      const len = Number(/content-length: (\d+)/i.exec(text)?.[1] ?? 0);
-      if (text.length >= end + 4 + len) return text;
-    }
-  }
-}
-
 Deno.test("http1: keep-alive reuses one connection; headers and body go through", async () => {
   const s = server(async (req) =>
     Response.json({ got: await req.json(), auth: req.headers.get("authorization") })
@@ -75,16 +36,17 @@ Deno.test("http1: keep-alive reuses one connection; headers and body go through"
   const client = new Http1Client();
   try {
     for (let i = 0; i < 3; i++) {
-      const res = await client.fetch(`${s.url}/v1/x?a=1`, {
-        method: "POST",
-        headers: [["authorization", "Bearer k"], ["content-type", "application/json"]],
-        body: JSON.stringify({ i }),
-      });
-      strictEqual(res.status, 200);
-      deepStrictEqual(await res.json(), { got: { i }, auth: "Bearer k" });
+      const res = await client.send(
+        `${s.url}/v1/x?a=1`,
+        "POST",
+        [["authorization", "Bearer k"], ["content-type", "application/json"]],
+        enc.encode(JSON.stringify({ i })),
+      );
+      assertEquals(res.status, 200);
+      assertEquals(JSON.parse(await bodyText(res)), { got: { i }, auth: "Bearer k" });
     }
-    strictEqual(new Set(s.ports).size, 1, "one connection for three requests");
-    strictEqual(client.openConnections, 1);
+    assertEquals(new Set(s.ports).size, 1, "one connection for three requests");
+    assertEquals(client.openConnections, 1);
   } finally {
     client.close();
     await s.close();
@@ -112,27 +74,21 @@ Deno.test("http1: a chunked stream is handed on as it arrives", async () => {
   });
   const client = new Http1Client();
   try {
-    const res = await client.fetch(`${s.url}/s`, { method: "POST", body: "{}" });
-    const reader = res.body!.getReader();
-    const dec = new TextDecoder();
-    const first = await reader.read();
-    strictEqual(
-      dec.decode(first.value),
-      "data: one\n\n",
-      "the first piece before the second exists",
-    );
+    const res = await client.send(`${s.url}/s`, "POST", [], enc.encode("{}"));
+    const body = res.body;
+    assert(body !== null && !(body instanceof Uint8Array), "a streamed body");
+    const first = await body.read();
+    assertEquals(dec.decode(first!), "data: one\n\n", "the first piece before the second exists");
     next();
     let rest = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      rest += dec.decode(value);
+    for (let piece = await body.read(); piece !== null; piece = await body.read()) {
+      rest += dec.decode(piece);
     }
-    strictEqual(rest, "data: two\n\n");
+    assertEquals(rest, "data: two\n\n");
     // Read to the end: the connection is reused.
-    const again = await client.fetch(`${s.url}/s2`, { method: "POST", body: "{}" });
-    await again.body?.cancel();
-    strictEqual(s.ports[0], s.ports[1]);
+    const again = await client.send(`${s.url}/s2`, "POST", [], enc.encode("{}"));
+    await bodyText(again);
+    assertEquals(s.ports[0], s.ports[1]);
   } finally {
     client.close();
     await s.close();
@@ -144,8 +100,8 @@ Deno.test("http1: a large Content-Length body arrives intact", async () => {
   const s = server(() => new Response(big));
   const client = new Http1Client();
   try {
-    const res = await client.fetch(`${s.url}/big`, { method: "POST", body: "" });
-    deepStrictEqual(new Uint8Array(await res.arrayBuffer()), big);
+    const res = await client.send(`${s.url}/big`, "POST", [], new Uint8Array(0));
+    assertEquals(await bodyBytes(res), big);
   } finally {
     client.close();
     await s.close();
@@ -166,41 +122,13 @@ Deno.test("http1: 100 Continue skipped; body to the end of a closing connection;
   });
   const client = new Http1Client();
   try {
-    const res = await client.fetch(`${s.url}/a`, { method: "POST", body: "x" });
-    strictEqual(res.status, 200);
-    strictEqual(res.headers.get("x-a"), "1");
-    strictEqual(await res.text(), "to the end");
-    const empty = await client.fetch(`${s.url}/b`, { method: "POST", body: "x" });
-    strictEqual(empty.status, 204);
-    strictEqual(empty.body, null);
-  } finally {
-    client.close();
-    await s.close();
-  }
-});
-
-Deno.test("http1: a stale idle connection (closed by the server) is retried on a new one", async () => {
-  const closed = Promise.withResolvers<void>();
-  const s = rawServer(async (conn, n) => {
-    await readRequest(conn);
-    // Keep-alive promised, then the server closes the idle connection anyway.
-    await conn.write(enc.encode("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"));
-    if (n === 0) {
-      conn.close();
-      closed.resolve();
-    }
-  });
-  const client = new Http1Client();
-  try {
-    strictEqual(
-      await (await client.fetch(`${s.url}/1`, { method: "POST", body: "x" })).text(),
-      "ok",
-    );
-    await closed.promise; // the pooled connection is now closed at the server
-    strictEqual(
-      await (await client.fetch(`${s.url}/2`, { method: "POST", body: "x" })).text(),
-      "ok",
-    );
+    const res = await client.send(`${s.url}/a`, "POST", [], enc.encode("x"));
+    assertEquals(res.status, 200);
+    assertEquals(header(res, "x-a"), "1");
+    assertEquals(await bodyText(res), "to the end");
+    const empty = await client.send(`${s.url}/b`, "POST", [], enc.encode("x"));
+    assertEquals(empty.status, 204);
+    assertEquals(empty.body, null);
   } finally {
     client.close();
     await s.close();
@@ -220,26 +148,31 @@ Deno.test("http1: abort mid-body and cancel close the connection; refused is an 
   );
   const client = new Http1Client();
   try {
-    const ac = new AbortController();
-    const res = await client.fetch(`${s.url}/s`, { method: "POST", body: "", signal: ac.signal });
-    const reader = res.body!.getReader();
-    ok((await reader.read()).value);
-    ac.abort();
-    await rejects(async () => {
-      for (;;) if ((await reader.read()).done) break;
+    const abort = new Http1Abort();
+    const res = await client.send(`${s.url}/s`, "POST", [], new Uint8Array(0), abort);
+    const body = res.body;
+    assert(body !== null && !(body instanceof Uint8Array), "a streamed body");
+    assert(await body.read(), "a first piece");
+    abort.abort();
+    await assertRejects(async () => {
+      for (let i = 0; i < 10_000; i++) if ((await body.read()) === null) break;
     });
-    strictEqual(client.openConnections, 0);
-    const res2 = await client.fetch(`${s.url}/s`, { method: "POST", body: "" });
-    await res2.body!.cancel();
-    strictEqual(client.openConnections, 0, "a cancelled body's connection is not reused");
-    await rejects(client.fetch(`${s.url}/s`, { method: "POST", body: "", signal: ac.signal }));
+    assertEquals(client.openConnections, 0);
+    const res2 = await client.send(`${s.url}/s`, "POST", [], new Uint8Array(0));
+    assert(res2.body !== null && !(res2.body instanceof Uint8Array), "a streamed body");
+    res2.body.cancel();
+    assertEquals(client.openConnections, 0, "a cancelled body's connection is not reused");
+    await assertRejects(() => client.send(`${s.url}/s`, "POST", [], new Uint8Array(0), abort));
   } finally {
     client.close();
     await s.close();
   }
   const port = 1; // below the ephemeral range; nothing listens there
   const c2 = new Http1Client();
-  await rejects(c2.fetch(`http://127.0.0.1:${port}/x`, { method: "POST", body: "" }), /refused/i);
+  const err = await assertRejects(() =>
+    c2.send(`http://127.0.0.1:${port}/x`, "POST", [], new Uint8Array(0))
+  );
+  assertMatch(err.message, /refused/i);
   c2.close();
 });
 
@@ -250,17 +183,169 @@ Deno.test("http1: header bytes >= 0x80 pass unchanged both ways (one byte each)"
   );
   const client = new Http1Client();
   try {
-    const res = await client.fetch(`${s.url}/h`, {
-      method: "POST",
-      headers: [["x-note", note]],
-      body: "",
-    });
-    strictEqual(res.headers.get("x-echo"), note);
-    await res.body?.cancel();
-    await rejects(
-      client.fetch(`${s.url}/h`, { method: "POST", headers: [["x-bad", "\u20ac"]], body: "" }),
-      /byte string/,
+    const res = await client.send(`${s.url}/h`, "POST", [["x-note", note]], new Uint8Array(0));
+    assertEquals(header(res, "x-echo"), note);
+    await bodyText(res);
+    const err = await assertRejects(() =>
+      client.send(`${s.url}/h`, "POST", [["x-bad", "\u20ac"]], new Uint8Array(0))
     );
+    assertMatch(err.message, /byte string/);
+  } finally {
+    client.close();
+    await s.close();
+  }
+});
+
+// --- The pool against servers that close idle connections ---
+
+Deno.test("http1: Node's http server with a 1 s keep-alive: bursts after idle never fail", async () => {
+  // The idle gaps are the subject: each round waits past the server's keep-alive on purpose.
+  const SERVERS = 10;
+  const ROUNDS = 5; // 10 servers × 5 rounds = 50 tries: a burst of 8, idle, then again
+  const BURST = 8;
+  const AFTER = 2;
+  const servers = await Promise.all(
+    Array.from({ length: SERVERS }, async () => {
+      const srv = http.createServer((req, res) => {
+        req.resume();
+        req.on("end", () => {
+          res.setHeader("content-type", "application/json");
+          res.end('{"ok":true}');
+        });
+      });
+      srv.keepAliveTimeout = 1000;
+      await new Promise<void>((r) => srv.listen(0, "127.0.0.1", () => r()));
+      return srv;
+    }),
+  );
+  const client = new Http1Client();
+  const failures: string[] = [];
+  let answered = 0;
+  const call = async (url: string) => {
+    try {
+      const res = await client.send(url, "POST", [], enc.encode("{}"));
+      if (res.status === 200 && (await bodyText(res)) === '{"ok":true}') answered++;
+      else failures.push(`status ${res.status}`);
+    } catch (err) {
+      failures.push(String(err));
+    }
+  };
+  try {
+    await Promise.all(servers.map(async (srv, i) => {
+      const url = `http://127.0.0.1:${(srv.address() as AddressInfo).port}/v1/chat/completions`;
+      for (let round = 0; round < ROUNDS; round++) {
+        // A burst leaves BURST connections in the pool.
+        await Promise.all(Array.from({ length: BURST }, () => call(url)));
+        // Idle across the server's close (Node closes idle connections 1–2 s after the last
+        // answer), with gaps that vary so some land right on it.
+        await new Promise((r) => setTimeout(r, 1000 + ((round + i) % 5) * 300));
+        // Then requests one at a time: each would find the pool full of closed connections.
+        for (let k = 0; k < AFTER; k++) await call(url);
+      }
+    }));
+    assertEquals(failures, [], "no request failed");
+    assertEquals(answered, SERVERS * ROUNDS * (BURST + AFTER));
+  } finally {
+    client.close();
+    await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+  }
+});
+
+/** A raw keep-alive server answering `ok` (no Keep-Alive header) to each request. */
+async function answerEach(conn: Deno.TcpConn, until: () => boolean = () => false) {
+  const carry = { text: "" };
+  while (!until()) {
+    if ((await readRequest(conn, carry)) === "") return;
+    await conn.write(enc.encode("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"));
+  }
+}
+
+Deno.test("http1: idle connections the server closed are dropped before reuse", async () => {
+  const closeAll = Promise.withResolvers<void>();
+  const arrived = { n: 0 };
+  const bothIn = Promise.withResolvers<void>();
+  const s = rawServer(async (conn, n) => {
+    if (n >= 2) return answerEach(conn);
+    await readRequest(conn);
+    // Both first requests are in flight together: two connections go idle in the pool.
+    if (++arrived.n === 2) bothIn.resolve();
+    await bothIn.promise;
+    await conn.write(enc.encode("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"));
+    await closeAll.promise; // then the server closes them, silently, while they are idle
+  });
+  const client = new Http1Client();
+  try {
+    const first = await Promise.all(
+      [1, 2].map(() => client.send(`${s.url}/a`, "GET", [], new Uint8Array(0))),
+    );
+    assertEquals(await Promise.all(first.map(bodyText)), ["ok", "ok"]);
+    assertEquals(client.idleConnections, 2, "two idle connections");
+    closeAll.resolve();
+    await until(() => client.idleConnections === 0, "the closed connections to leave the pool");
+    const res = await client.send(`${s.url}/b`, "GET", [], new Uint8Array(0));
+    assertEquals(await bodyText(res), "ok");
+    assertEquals(s.connections(), 3, "a new connection for the request after the closes");
+  } finally {
+    client.close();
+    await s.close();
+  }
+});
+
+Deno.test("http1: a request lost on a reused connection is sent again on a new one", async () => {
+  const bothIn = Promise.withResolvers<void>();
+  let arrived = 0;
+  const s = rawServer(async (conn, n) => {
+    if (n >= 2) return answerEach(conn);
+    const carry = { text: "" };
+    await readRequest(conn, carry);
+    if (++arrived === 2) bothIn.resolve();
+    await bothIn.promise;
+    await conn.write(enc.encode("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"));
+    // The next request on this connection is read, then the connection closes unanswered (the
+    // server's idle close crossing the request on the wire).
+    await readRequest(conn, carry);
+  });
+  const client = new Http1Client();
+  try {
+    const first = await Promise.all(
+      [1, 2].map(() => client.send(`${s.url}/a`, "POST", [], enc.encode("x"))),
+    );
+    assertEquals(await Promise.all(first.map(bodyText)), ["ok", "ok"]);
+    assertEquals(client.idleConnections, 2);
+    const res = await client.send(`${s.url}/b`, "POST", [], enc.encode("x"));
+    assertEquals(await bodyText(res), "ok", "answered on a new connection");
+    assertEquals(s.connections(), 3);
+  } finally {
+    client.close();
+    await s.close();
+  }
+});
+
+Deno.test("http1: Keep-Alive timeout=N is honoured; without it idle connections retire early", async () => {
+  let clock = 1_000_000;
+  const s = rawServer(async (conn) => {
+    const carry = { text: "" };
+    for (;;) {
+      const req = await readRequest(conn, carry);
+      if (req === "") return;
+      const ka = req.includes("/ka") ? "keep-alive: timeout=5, max=100\r\n" : "";
+      await conn.write(enc.encode(`HTTP/1.1 200 OK\r\n${ka}content-length: 2\r\n\r\nok`));
+    }
+  });
+  const client = new Http1Client({ now: () => clock });
+  const get = async (path: string) =>
+    await bodyText(await client.send(`${s.url}${path}`, "GET", [], new Uint8Array(0)));
+  try {
+    await get("/ka");
+    clock += 4000; // within timeout=5 minus the margin: reused
+    await get("/plain");
+    assertEquals(s.connections(), 1, "reused within the server's keep-alive");
+    clock += 1600; // past the default idle limit (1.5 s) without a Keep-Alive header
+    await get("/ka");
+    assertEquals(s.connections(), 2, "retired after the default idle limit");
+    clock += 4600; // past timeout=5 minus the margin
+    await get("/ka");
+    assertEquals(s.connections(), 3, "retired before the server's keep-alive timeout");
   } finally {
     client.close();
     await s.close();

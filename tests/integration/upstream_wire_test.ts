@@ -1,0 +1,126 @@
+import zlib from "node:zlib";
+import { assert, assertEquals, assertStringIncludes } from "../_assert.ts";
+import { concat, fullListener, rawServer, readRequest } from "../proxy/http1_helpers.ts";
+import { assertIdle, chat, post, startGateway } from "./helpers.ts";
+
+const enc = new TextEncoder();
+const ANSWER = JSON.stringify({
+  id: "c1",
+  object: "chat.completion",
+  model: "m",
+  choices: [{ index: 0, message: { role: "assistant", content: "hi" }, finish_reason: "stop" }],
+  usage: { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 },
+});
+
+/** A raw upstream answering every request on a connection with `answer()`. */
+function upstream(answer: () => Uint8Array) {
+  const s = rawServer(async (conn) => {
+    const carry = { text: "" };
+    for (;;) {
+      if ((await readRequest(conn, carry)) === "") return;
+      await conn.write(answer());
+    }
+  });
+  return { url: `${s.url}/v1`, close: s.close };
+}
+
+Deno.test("upstream wire: a gzip answer nobody asked for is decoded, relayed and billed", async () => {
+  const gz = zlib.gzipSync(ANSWER);
+  const node = upstream(() =>
+    concat(
+      enc.encode(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\n" +
+          `content-length: ${gz.byteLength}\r\n\r\n`,
+      ),
+      gz,
+    )
+  );
+  const t = await startGateway({ nodes: [{ id: "n", url: node.url, model: "m" }] });
+  try {
+    const r = await post(`${t.base}/v1/chat/completions`, chat("m"));
+    assertEquals(r.status, 200);
+    assertEquals(r.json.usage, { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 });
+    assertEquals(r.headers.get("content-encoding"), null);
+    const [event] = await t.sink.waitFor(1);
+    assertEquals(event.input_tokens, 3, "billed from the decoded answer");
+    assertEquals(event.output_tokens, 5);
+    assertIdle(t.gw);
+  } finally {
+    await t.stop();
+    await node.close();
+  }
+});
+
+Deno.test("upstream wire: a bare-LF head is answered, not hung on", async () => {
+  const body = enc.encode(ANSWER);
+  const node = upstream(() =>
+    concat(
+      enc.encode(
+        `HTTP/1.1 200 OK\ncontent-type: application/json\ncontent-length: ${body.byteLength}\n\n`,
+      ),
+      body,
+    )
+  );
+  const t = await startGateway({ nodes: [{ id: "n", url: node.url, model: "m" }] }, {
+    upstreamTimeoutMs: 5000,
+  });
+  try {
+    const r = await post(`${t.base}/v1/chat/completions`, chat("m"));
+    assertEquals(r.status, 200);
+    assertEquals(r.json.usage, { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 });
+  } finally {
+    await t.stop();
+    await node.close();
+  }
+});
+
+Deno.test("upstream wire: a head past 64 KiB is a 502, and nothing of it is kept", async () => {
+  const node = upstream(() =>
+    enc.encode(`HTTP/1.1 200 OK\r\nx-big: ${"b".repeat(1024 * 1024)}\r\ncontent-length: 0\r\n\r\n`)
+  );
+  const t = await startGateway({ nodes: [{ id: "n", url: node.url, model: "m" }] }, {
+    upstreamTimeoutMs: 5000,
+  });
+  try {
+    const r = await post(`${t.base}/v1/chat/completions`, chat("m"));
+    assertEquals(r.status, 502);
+    const message = String((r.json.error as Record<string, unknown>).message);
+    assert(message.startsWith("Upstream error: "), message);
+    if (Deno.env.get("SKEID_TEST_UPSTREAM_CLIENT") !== "fetch") {
+      assertStringIncludes(message, "response head is larger than 64 KiB");
+    }
+    assertIdle(t.gw);
+  } finally {
+    await t.stop();
+    await node.close();
+  }
+});
+
+Deno.test({
+  name: "upstream wire: a node that never answers a connect costs SKEID_UPSTREAM_CONNECT_TIMEOUT",
+  // A connect the kernel never answers stays pending in the runtime after the test.
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async () => {
+    const dead = await fullListener();
+    const t = await startGateway({ nodes: [{ id: "dead", url: `${dead.url}/v1`, model: "m" }] }, {
+      env: { SKEID_UPSTREAM_CONNECT_TIMEOUT: "0.3" },
+      upstreamTimeoutMs: 60_000,
+    });
+    try {
+      const started = Date.now();
+      const r = await post(`${t.base}/v1/chat/completions`, chat("m"));
+      const took = Date.now() - started;
+      assertEquals(r.status, 502);
+      assertStringIncludes(
+        String((r.json.error as Record<string, unknown>).message),
+        "connect timed out after 300 ms",
+      );
+      assert(took < 5000, `answered after the connect timeout, not the header wait (${took} ms)`);
+      assertIdle(t.gw);
+    } finally {
+      await t.stop();
+      dead.close();
+    }
+  },
+});
