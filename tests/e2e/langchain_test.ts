@@ -83,9 +83,13 @@ for (const [name, c] of Object.entries(clients)) {
       assert((answer.usage_metadata?.output_tokens ?? 0) > 0, `${name} invoke output tokens`);
 
       let whole: AIMessageChunk | undefined;
+      let firstUsage: number | undefined;
       for await (const part of await model.stream("say hello")) {
         whole = whole === undefined ? part : whole.concat(part);
+        firstUsage ??= part.usage_metadata?.input_tokens;
       }
+      // ChatAnthropic takes the input tokens from message_start (as Anthropic's format has it).
+      assert((firstUsage ?? 0) > 0, `${name}: the first usage seen has input tokens`);
       assert(whole !== undefined, "streamed something");
       assertEquals(text(whole), fakeWords(8));
       assert((whole.usage_metadata?.input_tokens ?? 0) > 0, `${name} streamed input tokens`);
