@@ -55,8 +55,8 @@ export const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
  * `Authorization: Bearer <nodeKey>` is set and the client's `Authorization` is dropped; without
  * one the client's headers go through (minus the dropped set), an `x-api-key` (Anthropic
  * clients) as `Authorization: Bearer` when the client sent no `Authorization`. `x-api-key` and
- * `anthropic-*` headers are never forwarded. `hops` is this
- * request's hop count (`x-skeid-hops`), one more than it arrived with.
+ * `anthropic-*` headers are never forwarded. `hops` is this request's hop count
+ * (`x-skeid-hops`), one more than it arrived with.
  */
 export function upstreamHeaders(
   client: Headers,
