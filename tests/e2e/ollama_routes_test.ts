@@ -6,6 +6,7 @@
 import { Ollama } from "ollama";
 import { assert, assertEquals } from "../_assert.ts";
 import { embeddingVector } from "../../src/fake/content.ts";
+import type { JsonObject } from "../../src/faces/face.ts";
 import { post } from "../integration/helpers.ts";
 import { CHAT_MODEL, type E2E, EMBED_MODEL, withGateway } from "./helpers.ts";
 
@@ -77,5 +78,18 @@ Deno.test("unknown routes: 404 in the face's JSON shape, nothing forwarded", asy
       error: { message: "Invalid URL (GET /v1/responses/abc)", type: "invalid_request_error" },
     });
     assertEquals(e.fake.requests.length, 0);
+  });
+});
+
+Deno.test("ollama think: the node's reasoning comes back as message.thinking, JSON and stream", async () => {
+  await withGateway(async (e) => {
+    const messages = [{ role: "user", content: "why?" }];
+    const res = await client(e).chat({ model: CHAT_MODEL, messages, think: true, stream: false });
+    assertEquals(res.message.thinking, "thinking tök0 tök1 tök2 tök3 tök4 tök5 tök6 tök7");
+    assertEquals((e.fake.requests.at(-1)?.body as JsonObject).reasoning_effort, "medium");
+    let thinking = "";
+    const stream = await client(e).chat({ model: CHAT_MODEL, messages, think: true, stream: true });
+    for await (const part of stream) thinking += part.message.thinking ?? "";
+    assertEquals(thinking, "thinking tök0 tök1 tök2 tök3 tök4 tök5 tök6 tök7");
   });
 });
