@@ -30,6 +30,7 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
   /** Content type of the translated stream. */
   readonly contentType = "text/event-stream";
   readonly #open: number[] = [];
+  #blocks = 0;
   readonly #toolBlock = new Map<ToolCallState, number>();
   #textBlock: number | undefined;
   #thinkingBlock: number | undefined;
@@ -74,6 +75,7 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
     }
     if (parts.text !== "") {
       if (this.#textBlock === undefined) {
+        out += this.#closeThinking();
         this.#textBlock = this.#openBlock();
         out += sseFrame("content_block_start", {
           type: "content_block_start",
@@ -90,6 +92,7 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
     for (const { call, opened, fragment } of parts.tools) {
       let index = this.#toolBlock.get(call);
       if (opened || index === undefined) {
+        out += this.#closeThinking();
         index = this.#openBlock();
         this.#toolBlock.set(call, index);
         out += sseFrame("content_block_start", {
@@ -138,9 +141,21 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
   }
 
   #openBlock(): number {
-    const index = this.#open.length;
+    const index = this.#blocks++;
     this.#open.push(index);
     return index;
+  }
+
+  /**
+   * Closes the thinking block before another block opens, as Anthropic streams do (thinking
+   * comes first and ends before the answer); reasoning after that opens a new one.
+   */
+  #closeThinking(): string {
+    const index = this.#thinkingBlock;
+    if (index === undefined) return "";
+    this.#thinkingBlock = undefined;
+    this.#open.splice(this.#open.indexOf(index), 1);
+    return sseFrame("content_block_stop", { type: "content_block_stop", index });
   }
 
   #start(): string {

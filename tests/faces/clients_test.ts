@@ -152,6 +152,13 @@ Deno.test("anthropic stream: reasoning deltas become a thinking block and thinki
     },
     { type: "content_block_start", index: 1, content_block: { type: "text", text: "" } },
   ]);
+  const stops = events.filter((e) => e.event === "content_block_stop").map((e) => e.data.index);
+  assertEquals(stops, [0, 1], "the thinking block ends before the text block");
+  const order = events.map((e) => e.event);
+  assert(
+    order.indexOf("content_block_stop") < order.lastIndexOf("content_block_start"),
+    "thinking stops before text starts",
+  );
   const deltas = events.filter((e) => e.event === "content_block_delta").map((e) => e.data.delta);
   assertEquals(deltas, [
     { type: "thinking_delta", thinking: "Hmm" },
