@@ -110,3 +110,29 @@ Deno.test("AI SDK anthropic: text and PDF file parts reach the node as text and 
     });
   });
 });
+
+Deno.test("AI SDK anthropic: thinking enabled → the node's reasoning as reasoning text, both ways", async () => {
+  await withGateway(async (e) => {
+    const providerOptions = { anthropic: { thinking: { type: "enabled", budgetTokens: 2048 } } };
+    const res = await generateText({
+      model: providers.anthropic(e),
+      prompt: "why?",
+      maxRetries: 0,
+      providerOptions,
+    });
+    assertEquals(res.reasoningText, `thinking ${fakeWords(8)}`);
+    assertEquals(res.text, fakeWords(8));
+    assertEquals(
+      (e.fake.requests.at(-1)?.body as { reasoning_effort?: string }).reasoning_effort,
+      "low",
+    );
+    const stream = streamText({
+      model: providers.anthropic(e),
+      prompt: "why?",
+      maxRetries: 0,
+      providerOptions,
+    });
+    assertEquals(await stream.reasoningText, `thinking ${fakeWords(8)}`);
+    assertEquals(await stream.text, fakeWords(8));
+  });
+});
