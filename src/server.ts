@@ -25,6 +25,8 @@ import { handleProxy } from "./proxy/handler.ts";
 import { errorResponse, jsonResponse, Refusal, refusalResponse } from "./proxy/errors.ts";
 import { requestKeyId } from "./proxy/identity.ts";
 import { customerKeyId, requestIdOf } from "./proxy/intake.ts";
+import { ollamaRootResponse, showResponse, withOllamaLoad } from "./faces/ollama_local.ts";
+import { notFoundResponse } from "./faces/not_found.ts";
 
 /** The data-plane routes each face proxies. */
 const PROXIED: readonly { face: FaceName; path: string }[] = [
@@ -36,6 +38,7 @@ const PROXIED: readonly { face: FaceName; path: string }[] = [
   { face: "ollama", path: "/api/chat" },
   { face: "ollama", path: "/api/generate" },
   { face: "ollama", path: "/api/embed" },
+  { face: "ollama", path: "/api/embeddings" },
 ];
 
 /** The customer key id of a listing request, or a refusal when known keys are required. */
@@ -70,7 +73,8 @@ export function buildApp(gw: Gateway): Hono {
   const proxied = new Map<string, (req: Request) => Promise<Response>>();
   for (const { face, path } of PROXIED) {
     const f = faces[face];
-    const handle = (req: Request) => handleProxy(gw, f, path, req);
+    // Ollama load/unload requests are answered locally (no node call, no usage event).
+    const handle = withOllamaLoad(path, (req) => handleProxy(gw, f, path, req), gw.skeid.now);
     proxied.set(path, handle);
     app.post(path, (c: Context) => handle(c.req.raw));
   }
@@ -108,6 +112,14 @@ export function buildApp(gw: Gateway): Hono {
   });
   app.get("/api/ps", () => Response.json(psBody()));
   app.get("/api/version", () => Response.json(versionBody()));
+  // Ollama's local answers: the `Ollama is running` probe (GET and HEAD) and /api/show.
+  app.get("/", () => ollamaRootResponse());
+  app.post("/api/show", async (c: Context) => {
+    const id = await listingKeyId(gw, c.req.raw, faces.ollama);
+    if (id instanceof Response) return id;
+    const body = await c.req.json().catch(() => undefined);
+    return showResponse(body, gw.skeid.listModels({ api_key_id: id }), gw.skeid.now());
+  });
 
   app.get("/.well-known/langertha.json", async (c: Context) => {
     if (!gw.config.manifestEnabled()) return c.text("Not Found", 404);
@@ -148,7 +160,10 @@ export function buildApp(gw: Gateway): Hono {
   );
   app.route("/", adminRoutes(gw.adminDeps()));
 
-  app.notFound(() => new Response("Not Found", { status: 404 }));
+  app.notFound((c: Context) => {
+    gw.logger.debug("route_not_found", { method: c.req.method, path: c.req.path });
+    return notFoundResponse(c.req.method, c.req.path, faces);
+  });
   app.onError((err) => {
     gw.logger.error("http_error", { error: errorMessage(err) });
     return new Response(

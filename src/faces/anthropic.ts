@@ -25,6 +25,7 @@ import { AnthropicStreamTranslator } from "./anthropic_stream.ts";
 import { anthropicErrorBody, readUpstreamError } from "./errors.ts";
 import { extractHermesToolCalls } from "./hermes.ts";
 import { argumentsObject, isJsonObject, messageText, obj, str } from "./json.ts";
+import { reasoningText } from "./reasoning.ts";
 import { anthropicUsage, readChatTokens } from "./usage.ts";
 
 /** The routes this face serves. */
@@ -45,6 +46,7 @@ export function countTokens(body: JsonObject): { input_tokens: number } {
       for (const b of content) {
         if (!isJsonObject(b)) continue;
         if (b.type === "text") chars += (str(b.text) ?? "").length;
+        else if (b.type === "document") chars += (str(obj(b.source)?.data) ?? "").length;
         else if (b.type === "tool_use") {
           chars += (str(b.name) ?? "").length + JSON.stringify(b.input ?? {}).length;
         } else if (b.type === "tool_result") chars += toolResultText(b.content).length;
@@ -97,8 +99,11 @@ export class AnthropicFace implements Face {
       stream: body.stream === true,
       requestedModel: body.model as string,
     };
-    const context = requestContext(body);
-    if (context) req.context = context;
+    // message_start of a stream carries the prompt count before the node reports it (when it
+    // does not at the first chunk): the count_tokens estimate, corrected in message_delta.
+    const context = requestContext(body) ?? {};
+    if (req.stream) context.input_estimate = countTokens(body).input_tokens;
+    if (Object.keys(context).length > 0) req.context = context;
     return req;
   }
 
@@ -139,6 +144,8 @@ export class AnthropicFace implements Face {
         });
       });
     }
+    const thinking = reasoningText(message);
+    if (thinking !== "") content.push({ type: "thinking", thinking, signature: "" });
     if (text !== "") content.push({ type: "text", text });
     content.push(...toolUses);
     const matched = str(choice.stop_reason) ?? str(choice.matched_stop);

@@ -2,15 +2,20 @@
  * Anthropic Messages request → the OpenAI chat request sent upstream.
  *
  * Carried: model, max_tokens, temperature, top_p, stop_sequences (→ stop), metadata.user_id
- * (→ user), system, messages (text, image, tool_use, tool_result), tools, tool_choice
- * (+ disable_parallel_tool_use → parallel_tool_calls:false), stream. Not carried: top_k,
- * thinking, cache_control, output_config (structured output takes the client's synthetic-tool
- * path), service_tier and the rest.
+ * (→ user), system, messages (text, image, document, tool_use, tool_result; `system` messages
+ * anywhere in the list stay system messages at their place, as Claude Code sends them), tools,
+ * tool_choice (+ disable_parallel_tool_use → parallel_tool_calls:false), thinking and
+ * output_config.effort (→ reasoning_effort), stream (usage asked for on every chunk, so
+ * `message_start` can carry the exact prompt count where the node reports it). Accepted and
+ * not carried (the chat wire has no place for them): top_k, cache_control, thinking blocks of
+ * earlier turns, output_config's format (structured output takes the client's synthetic-tool
+ * path), service_tier, context_management, container, mcp_servers and the rest.
  *
  * @module
  */
 import { FaceError, type JsonObject } from "./face.ts";
 import { anthropicImageUrl } from "./images.ts";
+import { documentPart } from "./anthropic_documents.ts";
 import { argumentsText, isJsonObject, num, obj, str } from "./json.ts";
 
 /** Content blocks that carry nothing upstream and are dropped without complaint. */
@@ -67,9 +72,10 @@ export function toolResultText(content: unknown): string {
 interface SortedBlocks {
   tools: JsonObject[];
   toolCalls: JsonObject[];
-  /** Text and image parts in client order. */
+  /** Text, image and file parts in client order. */
   parts: JsonObject[];
-  hasImage: boolean;
+  /** Whether a part is not text (the content must then stay a list of parts). */
+  hasMedia: boolean;
 }
 
 function sortBlocks(
@@ -78,7 +84,7 @@ function sortBlocks(
   path: string,
   newToolId: () => string,
 ): SortedBlocks {
-  const out: SortedBlocks = { tools: [], toolCalls: [], parts: [], hasImage: false };
+  const out: SortedBlocks = { tools: [], toolCalls: [], parts: [], hasMedia: false };
   content.forEach((raw, i) => {
     const at = `${path}[${i}]`;
     if (typeof raw === "string") {
@@ -94,7 +100,14 @@ function sortBlocks(
         throw new FaceError(400, `${at}: image blocks are only accepted in user messages`);
       }
       out.parts.push({ type: "image_url", image_url: { url: anthropicImageUrl(raw.source, at) } });
-      out.hasImage = true;
+      out.hasMedia = true;
+    } else if (type === "document") {
+      if (role === "assistant") {
+        throw new FaceError(400, `${at}: document blocks are only accepted in user messages`);
+      }
+      out.parts.push(documentPart(raw, at));
+      // Kept as its own part: joined into one string it would run into the question's text.
+      out.hasMedia = true;
     } else if (type === "tool_use") {
       out.toolCalls.push({
         id: str(raw.id) || newToolId(),
@@ -128,8 +141,8 @@ export function mapMessages(messages: unknown[], newToolId: () => string): JsonO
     const path = `messages[${i}]`;
     if (!isJsonObject(raw)) throw mustBe(path, "an object");
     const role = str(raw.role);
-    if (role !== "user" && role !== "assistant") {
-      throw mustBe(`${path}.role`, "'user' or 'assistant'");
+    if (role !== "user" && role !== "assistant" && role !== "system") {
+      throw mustBe(`${path}.role`, "'user', 'assistant' or 'system'");
     }
     const content = raw.content;
     if (typeof content === "string") {
@@ -137,6 +150,11 @@ export function mapMessages(messages: unknown[], newToolId: () => string): JsonO
       return;
     }
     if (!Array.isArray(content)) throw mustBe(`${path}.content`, "a string or an array");
+    if (role === "system") {
+      // A system turn mid-conversation (Claude Code sends them): its text, at its place.
+      out.push({ role, content: systemText(content) });
+      return;
+    }
     const sorted = sortBlocks(content, role, `${path}.content`, newToolId);
     out.push(...sorted.tools);
     const text = joinedText(sorted.parts);
@@ -146,7 +164,7 @@ export function mapMessages(messages: unknown[], newToolId: () => string): JsonO
       if (sorted.toolCalls.length > 0) m.tool_calls = sorted.toolCalls;
       if (text === "" && sorted.toolCalls.length === 0) m.content = "";
       out.push(m);
-    } else if (sorted.hasImage) {
+    } else if (sorted.hasMedia) {
       out.push({ role, content: sorted.parts.filter((p) => p.type !== "text" || p.text !== "") });
     } else if (text !== "") {
       out.push({ role, content: text });
@@ -228,9 +246,35 @@ export function toChatBody(body: JsonObject, newToolId: () => string): JsonObjec
     if (choice !== undefined) out.tool_choice = choice;
     if (obj(body.tool_choice)?.disable_parallel_tool_use === true) out.parallel_tool_calls = false;
   }
+  const effort = reasoningEffort(body);
+  if (effort !== undefined) out.reasoning_effort = effort;
   if (body.stream === true) {
     out.stream = true;
-    out.stream_options = { include_usage: true };
+    // continuous_usage_stats (vLLM, SGLang) puts the prompt count on the first chunk, so
+    // `message_start` carries the exact number; other servers ignore it.
+    out.stream_options = { include_usage: true, continuous_usage_stats: true };
   }
   return out;
+}
+
+/** Thinking budgets (tokens) at or above which the upstream is asked for more reasoning. */
+const MEDIUM_BUDGET = 4096;
+const HIGH_BUDGET = 16384;
+
+/**
+ * The upstream's `reasoning_effort` for a request's `thinking` / `output_config.effort`:
+ * `thinking: {type: "enabled", budget_tokens}` by budget (< 4096 low, < 16384 medium, else
+ * high), `adaptive` thinking medium, an explicit effort as given; undefined when the request
+ * asks for no reasoning (the node's default stays).
+ */
+export function reasoningEffort(body: JsonObject): string | undefined {
+  const effort = str(obj(body.output_config)?.effort);
+  if (effort === "low" || effort === "medium" || effort === "high") return effort;
+  if (effort === "max") return "high";
+  const thinking = obj(body.thinking);
+  const type = thinking && str(thinking.type);
+  if (type === "adaptive") return "medium";
+  if (type !== "enabled") return undefined;
+  const budget = num(thinking?.budget_tokens) ?? MEDIUM_BUDGET;
+  return budget < MEDIUM_BUDGET ? "low" : budget < HIGH_BUDGET ? "medium" : "high";
 }

@@ -1,8 +1,13 @@
 /**
  * Upstream OpenAI chat stream → Anthropic Messages stream events.
  *
- * `message_start` comes first (on the first upstream chunk, or at the end); content blocks open
- * lazily and are numbered by first appearance: the text block on the first non-empty text, one
+ * `message_start` comes first (on the first upstream chunk, or at the end), its
+ * `usage.input_tokens` the node's prompt count when the first chunk carries one (vLLM and SGLang
+ * with `continuous_usage_stats`), else the request's `count_tokens` estimate (context
+ * `input_estimate`); `message_delta` carries the exact counts. Content blocks open lazily and
+ * are numbered by first appearance: a `thinking` block on the first upstream reasoning
+ * (`reasoning_content`, sent as `thinking_delta`, signature empty: an OpenAI-compatible node
+ * signs nothing), the text block on the first non-empty text, one
  * `tool_use` block per upstream `tool_calls[].index`; argument fragments go out verbatim as
  * `input_json_delta` of their call's block. Role-only and usage-only chunks add nothing. At the
  * end every open block closes in opening order, then `message_delta` (stop reason, usage) and
@@ -16,6 +21,7 @@ import { anthropicErrorBody } from "./errors.ts";
 import { sseFrame } from "./sse.ts";
 import { StreamAccounting, StreamState, type ToolCallState } from "./stream_state.ts";
 import { anthropicUsage, readChatTokens } from "./usage.ts";
+import { chunkReasoning } from "./reasoning.ts";
 
 const PING = sseFrame("ping", { type: "ping" });
 
@@ -24,8 +30,10 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
   /** Content type of the translated stream. */
   readonly contentType = "text/event-stream";
   readonly #open: number[] = [];
+  #blocks = 0;
   readonly #toolBlock = new Map<ToolCallState, number>();
   #textBlock: number | undefined;
+  #thinkingBlock: number | undefined;
   #started = false;
   #closed = false;
 
@@ -49,8 +57,25 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
     if (this.#closed) return "";
     const parts = this.state.read(chunk);
     let out = this.#start();
+    const thinking = chunkReasoning(chunk);
+    if (thinking !== "") {
+      if (this.#thinkingBlock === undefined) {
+        this.#thinkingBlock = this.#openBlock();
+        out += sseFrame("content_block_start", {
+          type: "content_block_start",
+          index: this.#thinkingBlock,
+          content_block: { type: "thinking", thinking: "", signature: "" },
+        });
+      }
+      out += sseFrame("content_block_delta", {
+        type: "content_block_delta",
+        index: this.#thinkingBlock,
+        delta: { type: "thinking_delta", thinking },
+      });
+    }
     if (parts.text !== "") {
       if (this.#textBlock === undefined) {
+        out += this.#closeThinking();
         this.#textBlock = this.#openBlock();
         out += sseFrame("content_block_start", {
           type: "content_block_start",
@@ -67,6 +92,7 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
     for (const { call, opened, fragment } of parts.tools) {
       let index = this.#toolBlock.get(call);
       if (opened || index === undefined) {
+        out += this.#closeThinking();
         index = this.#openBlock();
         this.#toolBlock.set(call, index);
         out += sseFrame("content_block_start", {
@@ -115,17 +141,35 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
   }
 
   #openBlock(): number {
-    const index = this.#open.length;
+    const index = this.#blocks++;
     this.#open.push(index);
     return index;
+  }
+
+  /**
+   * Closes the thinking block before another block opens, as Anthropic streams do (thinking
+   * comes first and ends before the answer); reasoning after that opens a new one.
+   */
+  #closeThinking(): string {
+    const index = this.#thinkingBlock;
+    if (index === undefined) return "";
+    this.#thinkingBlock = undefined;
+    this.#open.splice(this.#open.indexOf(index), 1);
+    return sseFrame("content_block_stop", { type: "content_block_stop", index });
   }
 
   #start(): string {
     if (this.#started) return "";
     this.#started = true;
-    const usage = this.state.usage === undefined
-      ? { input_tokens: 0, output_tokens: 0 }
-      : { ...anthropicUsage(readChatTokens(this.state.usage)), output_tokens: 0 };
+    const reported = this.state.usage === undefined
+      ? undefined
+      : anthropicUsage(readChatTokens(this.state.usage));
+    const estimate = typeof this.context?.input_estimate === "number"
+      ? this.context.input_estimate
+      : 0;
+    const usage = reported !== undefined && reported.input_tokens > 0
+      ? { ...reported, output_tokens: 0 }
+      : { input_tokens: estimate, output_tokens: 0 };
     return sseFrame("message_start", {
       type: "message_start",
       message: {

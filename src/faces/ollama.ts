@@ -20,6 +20,7 @@ import { isJsonObject, messageText, obj, str } from "./json.ts";
 import { closingFields, isoAt, ollamaToolCalls } from "./ollama_answer.ts";
 import { chatToOpenAI, embedToOpenAI, generateToOpenAI } from "./ollama_request.ts";
 import { OllamaStreamTranslator } from "./ollama_stream.ts";
+import { reasoningText } from "./reasoning.ts";
 
 /** The routes this face proxies. */
 export const OLLAMA_ENDPOINTS = [
@@ -100,7 +101,8 @@ export class OllamaFace implements Face {
     _context?: JsonObject,
     timings?: AnswerTimings,
   ): JsonObject {
-    const model = str(answer.model) || requestedModel;
+    // The model the client asked for (an alias stays the alias), as the Anthropic face does.
+    const model = requestedModel || str(answer.model) || "";
     if (endpoint === "/api/embeddings") return { embedding: vectors(answer)[0] ?? [] };
     if (endpoint === "/api/embed") {
       const closing = closingFields(answer.usage, timings);
@@ -122,10 +124,14 @@ export class OllamaFace implements Face {
       text = found.text;
       calls = found.calls.map((c) => ({ function: { name: c.name, arguments: c.arguments } }));
     }
+    const thinking = reasoningText(message);
     const out: JsonObject = { model, created_at: isoAt(this.#now()) };
-    if (endpoint === "/api/generate") out.response = text;
-    else {
+    if (endpoint === "/api/generate") {
+      out.response = text;
+      if (thinking !== "") out.thinking = thinking;
+    } else {
       const m: JsonObject = { role: str(message.role) || "assistant", content: text };
+      if (thinking !== "") m.thinking = thinking;
       if (calls.length > 0) m.tool_calls = calls;
       out.message = m;
     }

@@ -8,10 +8,10 @@ import type { ListedModel } from "../core/types.ts";
 import { isoAt } from "./ollama_answer.ts";
 
 /**
- * The Ollama server version `/api/version` reports. Clients gate features on it; 0.6.4 has
- * tools, structured `format` and images, all of which this face carries.
+ * The Ollama server version `/api/version` reports. Clients gate features on it (Codex `--oss`
+ * refuses anything older than 0.13.4); why this one: ADR 0022.
  */
-export const OLLAMA_VERSION = "0.6.4";
+export const OLLAMA_VERSION = "0.13.5";
 
 /** `/api/tags`: the listed models (the same names as `/v1/models`), `modified_at` = now. */
 export function tagsBody(models: readonly ListedModel[], nowMs: number): JsonObject {

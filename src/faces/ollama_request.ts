@@ -4,8 +4,10 @@
  *
  * Carried options: `num_predict` (→ `max_tokens`, when not negative), `temperature`, `top_p`,
  * `stop`, `seed`, `presence_penalty`, `frequency_penalty`; `format` (`"json"` or a schema) →
- * `response_format`; `tools` and `tool_choice` as given. Dropped: the other options (`top_k`,
- * `num_ctx`, …), `think`, `keep_alive`, and generate's `suffix`, `template`, `raw`, `context`.
+ * `response_format`; `think` (`true` → `reasoning_effort: "medium"`, a level as given); `tools`
+ * as given and `tool_choice` in the chat API's form (see `chatToolChoice`). Dropped: the other
+ * options (`top_k`, `num_ctx`, …), `think: false` (the node's default stays), `keep_alive`,
+ * earlier turns' `thinking`, and generate's `suffix`, `template`, `raw`, `context`.
  *
  * @module
  */
@@ -45,6 +47,9 @@ export function addOptions(body: JsonObject, out: JsonObject): void {
     ? o.stop.filter((s) => typeof s === "string")
     : [];
   if (stop.length > 0) out.stop = stop;
+  const think = body.think;
+  if (think === true) out.reasoning_effort = "medium";
+  else if (think === "low" || think === "medium" || think === "high") out.reasoning_effort = think;
   if (body.format === "json") out.response_format = { type: "json_object" };
   else if (isJsonObject(body.format)) {
     out.response_format = {
@@ -134,11 +139,28 @@ export function chatToOpenAI(body: JsonObject): { body: JsonObject; stream: bool
   if (!Array.isArray(messages)) throw mustBe("messages", "an array");
   const out: JsonObject = { model, messages: mapChatMessages(messages) };
   addOptions(body, out);
-  if (Array.isArray(body.tools) && body.tools.length > 0) out.tools = body.tools;
-  if (body.tool_choice !== undefined && body.tool_choice !== null) {
-    out.tool_choice = body.tool_choice;
+  if (Array.isArray(body.tools) && body.tools.length > 0) {
+    out.tools = body.tools;
+    // OpenAI-compatible servers refuse tool_choice without tools.
+    const choice = chatToolChoice(body.tool_choice);
+    if (choice !== undefined) out.tool_choice = choice;
   }
   return { body: out, stream: addStream(body, out) };
+}
+
+/**
+ * A client's `tool_choice` in the chat API's valid form: `auto`, `none`, `required` as given;
+ * a function by name, flat (`{"type":"function","name":…}`, what ollama-ai-provider-v2 sends)
+ * or nested, as `{"type":"function","function":{"name":…}}`. Anything else (a built-in tool
+ * such as `web_search_preview`, which an OpenAI-compatible node cannot run) is left out:
+ * undefined, the node's default `auto`.
+ */
+export function chatToolChoice(choice: unknown): unknown {
+  if (choice === "auto" || choice === "none" || choice === "required") return choice;
+  const c = obj(choice);
+  if (c === undefined || c.type !== "function") return undefined;
+  const name = str(obj(c.function)?.name) ?? str(c.name);
+  return name ? { type: "function", function: { name } } : undefined;
 }
 
 /** `/api/generate` body → OpenAI chat body (system message, then the prompt as the user's). */

@@ -1,8 +1,9 @@
 /**
  * Upstream OpenAI chat stream → Ollama NDJSON (`/api/chat` and `/api/generate`).
  *
- * Each chunk with text becomes `{model, created_at, message:{role, content}, done:false}`
- * (generate: `response` instead of `message`). Tool calls are assembled and sent in the line of
+ * Each chunk with text or reasoning becomes `{model, created_at, message:{role, content,
+ * thinking?}, done:false}` (generate: `response` and `thinking` instead of `message`); `model`
+ * is the one the client asked for. Tool calls are assembled and sent in the line of
  * the chunk that carries the upstream's `finish_reason` (or before the last line when none
  * came). The last line is `done:true` with `done_reason`, the token counts and the durations.
  * A failure ends with `{"error":"..."}`.
@@ -12,6 +13,7 @@
 import type { AnswerTimings, JsonObject, StreamTranslator } from "./face.ts";
 import { closingFields, isoAt, ollamaToolCalls } from "./ollama_answer.ts";
 import { StreamAccounting, StreamState } from "./stream_state.ts";
+import { chunkReasoning } from "./reasoning.ts";
 
 function line(o: unknown): string {
   return JSON.stringify(o) + "\n";
@@ -21,14 +23,14 @@ function line(o: unknown): string {
 export class OllamaStreamTranslator extends StreamAccounting implements StreamTranslator {
   /** Content type of the translated stream. */
   readonly contentType = "application/x-ndjson";
-  #model: string;
+  readonly #model: string;
   #toolsSent = false;
   #closed = false;
 
   /**
    * A translator that has sent nothing yet.
    *
-   * @param requestedModel the model named in the lines until the upstream names its own
+   * @param requestedModel the model named in every line (the client's, not the served model)
    * @param generate true for `/api/generate` lines (`response`), false for `/api/chat` ones
    * (`message`)
    * @param now epoch-ms clock for each line's `created_at`
@@ -46,10 +48,10 @@ export class OllamaStreamTranslator extends StreamAccounting implements StreamTr
   chunk(chunk: JsonObject): string {
     if (this.#closed) return "";
     const parts = this.state.read(chunk);
-    if (this.state.upstreamModel) this.#model = this.state.upstreamModel;
+    const thinking = chunkReasoning(chunk);
     const withTools = parts.finishReason !== undefined && this.#toolsPending();
-    if (parts.text === "" && !withTools) return "";
-    return this.#line(parts.text, withTools);
+    if (parts.text === "" && thinking === "" && !withTools) return "";
+    return this.#line(parts.text, withTools, thinking);
   }
 
   /** Nothing: Ollama streams have no keepalive line. */
@@ -84,11 +86,14 @@ export class OllamaStreamTranslator extends StreamAccounting implements StreamTr
     return !this.generate && !this.#toolsSent && this.state.calls.length > 0;
   }
 
-  #line(text: string, withTools: boolean): string {
+  #line(text: string, withTools: boolean, thinking = ""): string {
     const o: JsonObject = { model: this.#model, created_at: isoAt(this.now()) };
-    if (this.generate) o.response = text;
-    else {
+    if (this.generate) {
+      o.response = text;
+      if (thinking !== "") o.thinking = thinking;
+    } else {
       const message: JsonObject = { role: "assistant", content: text };
+      if (thinking !== "") message.thinking = thinking;
       if (withTools) {
         message.tool_calls = ollamaToolCalls(this.state.toolCalls);
         this.#toolsSent = true;

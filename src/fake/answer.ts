@@ -58,13 +58,22 @@ export interface AnswerPlan {
   pieces: string[];
   /** Tool calls, possibly none. */
   toolCalls: FakeToolCall[];
+  /** Reasoning sent as `reasoning_content` before the answer; `null` when none. */
+  reasoning: string | null;
+  /** The reasoning split into streamed pieces. */
+  reasoningPieces: string[];
+  /** Every stream chunk carries the usage so far (`stream_options.continuous_usage_stats`). */
+  continuousUsage: boolean;
   /** `finish_reason` of the final choice. */
   finishReason: string;
   /** vLLM-style `stop_reason` on the final choice, when the request asked for one. */
   stopReason?: unknown;
   /** Word count of the prompt. */
   promptTokens: number;
-  /** Content pieces + tool-call headers + tool argument pieces: the chunks the stream carries. */
+  /**
+   * Reasoning pieces + content pieces + tool-call headers + tool argument pieces: the chunks
+   * the stream carries.
+   */
   completionTokens: number;
   /** Milliseconds before the first token. */
   ttftMs: number;
@@ -104,7 +113,7 @@ function toolCallsField(body: Record<string, unknown>): FakeToolCall[] {
   if (v === undefined || v === null) return [];
   // `fake_tool_calls_once`: an agent (e.g. a CLI that sends one fixed header on every request)
   // gets its calls until it sends a tool result, then the answer that ends its loop.
-  if (body.fake_tool_calls_once === true && lastIsToolResult(body.messages)) return [];
+  if (body.fake_tool_calls_once === true && lastIsToolResult(body)) return [];
   if (!Array.isArray(v)) throw new FakeRequestError("fake_tool_calls must be an array");
   return v.map((call, i) => {
     if (!isObject(call) || typeof call.name !== "string") {
@@ -120,9 +129,77 @@ function toolCallsField(body: Record<string, unknown>): FakeToolCall[] {
   });
 }
 
+/**
+ * The tool call a request forces with `tool_choice` (`required`, or a function by name) when
+ * no `fake_tool_calls` are given and the last message is not a tool result (the loop then
+ * ends with text): the named (or first) tool, its required properties filled (strings
+ * `tök`, numbers 1, booleans true). This is what lets a client that cannot send `fake_*`
+ * fields make a tool round trip.
+ */
+function forcedToolCalls(body: Record<string, unknown>): FakeToolCall[] {
+  const tools = Array.isArray(body.tools) ? body.tools.filter(isObject) : [];
+  if (tools.length === 0 || lastIsToolResult(body)) return [];
+  const choice = body.tool_choice;
+  let name: string | undefined;
+  if (isObject(choice) && isObject(choice.function) && typeof choice.function.name === "string") {
+    name = choice.function.name;
+  } else if (choice !== "required") return [];
+  const fn = (t: Record<string, unknown>) => (isObject(t.function) ? t.function : t);
+  const tool = tools.find((t) => name === undefined || fn(t).name === name);
+  if (tool === undefined) return [];
+  const def = fn(tool);
+  return [{
+    id: "call_fake_0",
+    name: typeof def.name === "string" ? def.name : "tool",
+    arguments: JSON.stringify(exampleArguments(def.parameters)),
+  }];
+}
+
+/** Arguments that satisfy a JSON schema's required properties, by type. */
+function exampleArguments(schema: unknown): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (!isObject(schema)) return out;
+  const props = isObject(schema.properties) ? schema.properties : {};
+  const required = Array.isArray(schema.required) ? schema.required : Object.keys(props);
+  for (const key of required) {
+    if (typeof key !== "string") continue;
+    const p = props[key];
+    const type = isObject(p) ? p.type : undefined;
+    out[key] = type === "number" || type === "integer"
+      ? 1
+      : type === "boolean"
+      ? true
+      : type === "object"
+      ? {}
+      : type === "array"
+      ? []
+      : "tök";
+  }
+  return out;
+}
+
 /** Whether the conversation's last message is a tool result. */
-function lastIsToolResult(messages: unknown): boolean {
-  return Array.isArray(messages) && isObject(messages.at(-1)) && messages.at(-1).role === "tool";
+function lastIsToolResult(body: Record<string, unknown>): boolean {
+  const messages = body.messages;
+  if (!Array.isArray(messages)) return false;
+  const last = messages[messages.length - 1];
+  return isObject(last) && last.role === "tool";
+}
+
+/**
+ * The reasoning of an answer: `fake_reasoning` as given, else `thinking tök0 …` (as many words
+ * as the answer) when the request asks for reasoning (`reasoning_effort`); `null` otherwise.
+ */
+function reasoningOf(body: Record<string, unknown>, tokens: number): string | null {
+  const given = body.fake_reasoning;
+  if (given !== undefined && given !== null) {
+    if (typeof given !== "string") throw new FakeRequestError("fake_reasoning must be a string");
+    return given;
+  }
+  if (typeof body.reasoning_effort === "string" && body.reasoning_effort !== "none") {
+    return `thinking ${generatedText(tokens)}`;
+  }
+  return null;
 }
 
 /** The answer text when no `fake_text` is given. */
@@ -130,8 +207,9 @@ function defaultText(body: Record<string, unknown>, tokens: number): string {
   const messages = body.messages;
   if (Array.isArray(body.tools) && body.tools.length > 0 && Array.isArray(messages)) {
     // Ends an agent loop: after a tool result, answer with it instead of calling again.
-    if (lastIsToolResult(messages)) {
-      return `The tool said: ${contentText(messages[messages.length - 1].content)}`;
+    const last = messages[messages.length - 1];
+    if (lastIsToolResult(body) && isObject(last)) {
+      return `The tool said: ${contentText(last.content)}`;
     }
   }
   return generatedText(tokens);
@@ -149,7 +227,8 @@ export function planAnswer(
   const ttftMs = numberField(body, "fake_ttft_ms") ?? defaults.ttftMs;
   const itlMs = numberField(body, "fake_itl_ms") ?? defaults.itlMs;
   const cut = numberField(body, "fake_cut_after");
-  const toolCalls = kind === "chat" ? toolCallsField(body) : [];
+  let toolCalls = kind === "chat" ? toolCallsField(body) : [];
+  if (kind === "chat" && toolCalls.length === 0) toolCalls = forcedToolCalls(body);
   const fakeText = body.fake_text;
   if (fakeText !== undefined && typeof fakeText !== "string") {
     throw new FakeRequestError("fake_text must be a string");
@@ -164,6 +243,8 @@ export function planAnswer(
   else if (kind === "chat") text = defaultText(body, tokens);
   else text = generatedText(tokens);
   const pieces = text === null ? [] : textPieces(text);
+  const reasoning = kind === "chat" ? reasoningOf(body, tokens) : null;
+  const reasoningPieces = reasoning === null ? [] : textPieces(reasoning);
   let toolChunks = 0;
   for (const call of toolCalls) toolChunks += 1 + argumentPieces(call.arguments).length;
   const streamOptions = body.stream_options;
@@ -177,9 +258,12 @@ export function planAnswer(
     text,
     pieces,
     toolCalls,
+    reasoning,
+    reasoningPieces,
+    continuousUsage: isObject(streamOptions) && streamOptions.continuous_usage_stats === true,
     finishReason: finish ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),
     promptTokens: kind === "chat" ? chatPromptTokens(body.messages) : inputTokens(body.prompt),
-    completionTokens: pieces.length + toolChunks,
+    completionTokens: reasoningPieces.length + pieces.length + toolChunks,
     ttftMs,
     itlMs,
     cutAfter: cut === undefined ? null : Math.floor(cut),
@@ -194,11 +278,11 @@ export function answerDelayMs(plan: AnswerPlan): number {
   return plan.ttftMs + plan.itlMs * Math.max(0, plan.completionTokens - 1);
 }
 
-function usageOf(plan: AnswerPlan) {
+function usageOf(plan: AnswerPlan, completion = plan.completionTokens) {
   return {
     prompt_tokens: plan.promptTokens,
-    completion_tokens: plan.completionTokens,
-    total_tokens: plan.promptTokens + plan.completionTokens,
+    completion_tokens: completion,
+    total_tokens: plan.promptTokens + completion,
   };
 }
 
@@ -207,6 +291,7 @@ export function jsonAnswer(plan: AnswerPlan): Record<string, unknown> {
   const choice: Record<string, unknown> = { index: 0 };
   if (plan.kind === "chat") {
     const message: Record<string, unknown> = { role: "assistant", content: plan.text };
+    if (plan.reasoning !== null) message.reasoning_content = plan.reasoning;
     if (plan.toolCalls.length > 0) {
       message.tool_calls = plan.toolCalls.map((c) => ({
         id: c.id,
@@ -261,14 +346,31 @@ export function sseSteps(plan: AnswerPlan): TimedStep[] {
     }]));
   }
   const content: string[] = [];
+  for (const piece of plan.reasoningPieces) {
+    content.push(frame([{
+      index: 0,
+      delta: { reasoning_content: piece },
+      logprobs: null,
+      finish_reason: null,
+    }]));
+  }
   for (const piece of plan.pieces) content.push(contentHead + JSON.stringify(piece) + contentTail);
   content.push(...toolCallFrames(plan, frame));
+  if (plan.continuousUsage) {
+    // vLLM's continuous_usage_stats: every chunk carries the counts so far.
+    for (let i = 0; i < before.length; i++) before[i] = withUsage(before[i], usageOf(plan, 0));
+    for (let i = 0; i < content.length; i++) {
+      content[i] = withUsage(content[i], usageOf(plan, i + 1));
+    }
+  }
 
   const last: Record<string, unknown> = chat
     ? { index: 0, delta: {}, logprobs: null, finish_reason: plan.finishReason }
     : { index: 0, text: "", logprobs: null, finish_reason: plan.finishReason };
   if ("stopReason" in plan) last.stop_reason = plan.stopReason;
-  const after = [frame([last])];
+  const after = [
+    plan.continuousUsage ? withUsage(frame([last]), usageOf(plan)) : frame([last]),
+  ];
   if (plan.includeUsage) after.push(frame([], `,"usage":${JSON.stringify(usageOf(plan))}`));
   after.push("data: [DONE]\n\n");
 
@@ -282,6 +384,11 @@ export function sseSteps(plan: AnswerPlan): TimedStep[] {
   if (!cut) steps[steps.length - 1].frames.push(...after);
   if (plan.itlMs > 0 || steps.length === 1) return steps;
   return [{ delayMs: plan.ttftMs, frames: steps.flatMap((s) => s.frames) }];
+}
+
+/** An SSE chunk frame (`data: {…}\n\n`) with `usage` added as its last field. */
+function withUsage(frame: string, usage: Record<string, number>): string {
+  return `${frame.slice(0, -3)},"usage":${JSON.stringify(usage)}}\n\n`;
 }
 
 /**

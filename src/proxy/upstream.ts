@@ -46,9 +46,11 @@ export const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
 
 /**
  * Headers for the upstream call. With `nodeKey` the node's key replaces the client's credentials:
- * `Authorization: Bearer <nodeKey>` is set and the client's `Authorization` and `x-api-key` are
- * dropped; without one the client's headers go through (minus the dropped set). `hops` is this
- * request's hop count (`x-skeid-hops`), one more than it arrived with.
+ * `Authorization: Bearer <nodeKey>` is set and the client's `Authorization` is dropped; without
+ * one the client's headers go through (minus the dropped set), an `x-api-key` (Anthropic
+ * clients) as `Authorization: Bearer` when the client sent no `Authorization`. `x-api-key` and
+ * `anthropic-*` headers are never forwarded. `hops` is this request's hop count
+ * (`x-skeid-hops`), one more than it arrived with.
  */
 export function upstreamHeaders(
   client: Headers,
@@ -64,10 +66,16 @@ export function upstreamHeaders(
     if (DROPPED_REQUEST_HEADERS.has(name) || name === "content-type" || name === HOPS_HEADER) {
       return;
     }
-    if (nodeKey !== undefined && (name === "authorization" || name === "x-api-key")) return;
+    if (nodeKey !== undefined && name === "authorization") return;
+    // Anthropic-only headers mean nothing to an OpenAI-compatible node (ADR 0003); a client's
+    // x-api-key travels as the Bearer token the node reads (below), never as itself.
+    if (name === "x-api-key" || name.startsWith("anthropic-")) return;
     out.push([name, value]);
   });
   if (nodeKey !== undefined) out.push(["authorization", `Bearer ${nodeKey}`]);
+  else if (!client.has("authorization") && client.has("x-api-key")) {
+    out.push(["authorization", `Bearer ${client.get("x-api-key")}`]);
+  }
   out.push(["content-type", "application/json"], [HOPS_HEADER, String(hops)]);
   return out;
 }

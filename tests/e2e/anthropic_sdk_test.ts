@@ -71,10 +71,12 @@ Deno.test("anthropic SDK: messages.create, usage equals the event, x-api-key ide
     strictEqual(ev.output_tokens, msg.usage.output_tokens);
     strictEqual(ev.api_key_id, customerKeyIdOf(CUSTOMER_KEY));
     strictEqual(ev.requested_model, CHAT_MODEL);
-    // The key went as x-api-key only, and the gateway passed it on to the node.
+    // The key went as x-api-key only; the node got it as the Bearer token it reads, and no
+    // Anthropic-only header.
     const up = e.fake.requests.at(-1)!;
-    strictEqual(up.headers["x-api-key"], CUSTOMER_KEY);
-    strictEqual(up.headers["authorization"], undefined);
+    strictEqual(up.headers["x-api-key"], undefined);
+    strictEqual(up.headers["authorization"], `Bearer ${CUSTOMER_KEY}`);
+    strictEqual(up.headers["anthropic-version"], undefined);
     strictEqual(up.path, "/v1/chat/completions");
 
     // The SDK's own Bearer form is billed to the same customer key id.

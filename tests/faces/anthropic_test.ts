@@ -101,7 +101,7 @@ Deno.test("anthropic request: agent flow history maps to user, assistant text, t
   ]);
 });
 
-Deno.test("anthropic request: sampling fields, stop_sequences, metadata; top_k/thinking/output_config dropped", () => {
+Deno.test("anthropic request: sampling fields, stop_sequences, metadata, thinking budget → effort; top_k/output_config format dropped", () => {
   const req = up({
     ...base,
     temperature: 0.2,
@@ -122,15 +122,17 @@ Deno.test("anthropic request: sampling fields, stop_sequences, metadata; top_k/t
     top_p: 0.9,
     stop: ["END", "###"],
     user: "u-77",
+    reasoning_effort: "low",
   });
   deepStrictEqual(req.context, { stop_sequences: ["END", "###"] });
 });
 
-Deno.test("anthropic request: stream asks the upstream for usage", () => {
+Deno.test("anthropic request: stream asks the upstream for usage on every chunk", () => {
   const req = up({ ...base, stream: true, messages: [{ role: "user", content: "hi" }] });
   strictEqual(req.stream, true);
   strictEqual(req.body.stream, true);
-  deepStrictEqual(req.body.stream_options, { include_usage: true });
+  deepStrictEqual(req.body.stream_options, { include_usage: true, continuous_usage_stats: true });
+  deepStrictEqual(req.context, { input_estimate: 1 }, "the count_tokens estimate rides along");
 });
 
 Deno.test("anthropic request: system blocks and text blocks join without separator; thinking dropped", () => {
@@ -259,11 +261,11 @@ Deno.test("anthropic request: an unsupported content block type is a 400 naming 
     () =>
       up({
         ...base,
-        messages: [{ role: "user", content: [{ type: "document", source: {} }] }],
+        messages: [{ role: "user", content: [{ type: "container_upload", file_id: "f" }] }],
       }),
     faceError(
       400,
-      /^messages\[0\]\.content\[0\]\.type: content block type 'document' is not supported/,
+      /^messages\[0\]\.content\[0\]\.type: content block type 'container_upload' is not supported/,
     ),
   );
 });
@@ -348,8 +350,8 @@ Deno.test("anthropic request: validation names the field", () => {
     faceError(400, /^temperature: must be a number$/),
   );
   throws(
-    () => up({ ...base, messages: [{ role: "system", content: "x" }] }),
-    faceError(400, /^messages\[0\]\.role: /),
+    () => up({ ...base, messages: [{ role: "developer", content: "x" }] }),
+    faceError(400, /^messages\[0\]\.role: must be 'user', 'assistant' or 'system'$/),
   );
   throws(
     () => up({ ...base, messages: [{ role: "user", content: 5 }] }),

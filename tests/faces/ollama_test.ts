@@ -51,7 +51,7 @@ Deno.test("ollama request: stream defaults to true and asks the upstream for usa
   strictEqual("stream_options" in off.body, false);
 });
 
-Deno.test("ollama request: carried options and format; the rest dropped", () => {
+Deno.test("ollama request: carried options, format and think; the rest dropped", () => {
   const tools = [{ type: "function", function: { name: "f", parameters: { type: "object" } } }];
   const req = face.toUpstream("/api/chat", {
     model: "m",
@@ -81,6 +81,7 @@ Deno.test("ollama request: carried options and format; the rest dropped", () => 
     seed: 42,
     presence_penalty: 0.5,
     stop: ["\n\n"],
+    reasoning_effort: "medium",
     response_format: { type: "json_object" },
     tools,
   });
@@ -272,7 +273,7 @@ Deno.test("ollama request: validation names the field", () => {
   throws(() => face.toUpstream("/api/pull", { model: "m" }), faceError(404, /ollama face/));
 });
 
-Deno.test("ollama response: the proxy-mapping case, done a JSON boolean, durations in ns", () => {
+Deno.test("ollama response: the requested model, done a JSON boolean, durations in ns", () => {
   const out = face.fromUpstream(
     "/api/chat",
     {
@@ -290,7 +291,7 @@ Deno.test("ollama response: the proxy-mapping case, done a JSON boolean, duratio
     { totalMs: 250, ttftMs: 40 },
   );
   deepStrictEqual(out, {
-    model: "served-model",
+    model: "llama3",
     created_at: NOW_ISO,
     message: { role: "assistant", content: "Hi!" },
     done: true,
@@ -381,7 +382,7 @@ Deno.test("ollama response: embed answers in input order; the older embeddings a
     usage: { prompt_tokens: 6, total_tokens: 6 },
   };
   deepStrictEqual(face.fromUpstream("/api/embed", answer, "e", undefined, { totalMs: 2 }), {
-    model: "served-embed",
+    model: "e",
     embeddings: [[1, 2], [3, 4]],
     total_duration: 2_000_000,
     load_duration: 0,
@@ -395,7 +396,7 @@ Deno.test("ollama response: embed answers in input order; the older embeddings a
   );
 });
 
-Deno.test("ollama stream: text lines, then the done line with counts", () => {
+Deno.test("ollama stream: text lines, then the done line with counts; the requested model", () => {
   const t = face.streamTranslator("/api/chat", "llama3");
   strictEqual(t.contentType, "application/x-ndjson");
   let out = "";
@@ -413,9 +414,9 @@ Deno.test("ollama stream: text lines, then the done line with counts", () => {
   out += t.end({ totalMs: 100, ttftMs: 25 });
   strictEqual(
     out,
-    `{"model":"served-model","created_at":"${NOW_ISO}","message":{"role":"assistant","content":"Hel"},"done":false}\n` +
-      `{"model":"served-model","created_at":"${NOW_ISO}","message":{"role":"assistant","content":"lo"},"done":false}\n` +
-      `{"model":"served-model","created_at":"${NOW_ISO}","message":{"role":"assistant","content":""},"done":true,` +
+    `{"model":"llama3","created_at":"${NOW_ISO}","message":{"role":"assistant","content":"Hel"},"done":false}\n` +
+      `{"model":"llama3","created_at":"${NOW_ISO}","message":{"role":"assistant","content":"lo"},"done":false}\n` +
+      `{"model":"llama3","created_at":"${NOW_ISO}","message":{"role":"assistant","content":""},"done":true,` +
       `"done_reason":"stop","total_duration":100000000,"load_duration":0,"prompt_eval_count":7,` +
       `"prompt_eval_duration":25000000,"eval_count":3,"eval_duration":75000000}\n`,
   );
@@ -574,5 +575,5 @@ Deno.test("ollama listings: tags, ps, version", () => {
   );
   deepStrictEqual(psBody(), { models: [] });
   deepStrictEqual(versionBody(), { version: OLLAMA_VERSION });
-  strictEqual(OLLAMA_VERSION, "0.6.4");
+  strictEqual(OLLAMA_VERSION, "0.13.5", "Codex --oss refuses versions older than 0.13.4");
 });

@@ -78,7 +78,10 @@ Deno.test("anthropic SDK: streamed text + tool_use turn assembles into the final
   // What went upstream: one OpenAI chat call asking for usage.
   strictEqual(seen.length, 1);
   strictEqual(seen[0].path, "/chat/completions");
-  deepStrictEqual(seen[0].body.stream_options, { include_usage: true });
+  deepStrictEqual(seen[0].body.stream_options, {
+    include_usage: true,
+    continuous_usage_stats: true,
+  });
   deepStrictEqual((seen[0].body.messages as JsonObject[])[0], {
     role: "system",
     content: "Be brief.",

@@ -198,7 +198,10 @@ Deno.test("gateway: Anthropic and Ollama faces translate, events carry their api
     strictEqual(names.at(-1), "message_stop");
     ok(!text.includes("[DONE]"));
     const upstreamBody = fake.requests.at(-1)!.body as Record<string, unknown>;
-    deepStrictEqual(upstreamBody.stream_options, { include_usage: true });
+    deepStrictEqual(upstreamBody.stream_options, {
+      include_usage: true,
+      continuous_usage_stats: true,
+    });
 
     const ol = await fetch(`${t.base}/api/chat`, {
       method: "POST",

@@ -29,11 +29,28 @@ Deno.test("upstream headers: hop-by-hop, host, content-length, accept-encoding d
     "authorization",
     "content-type",
     "openai-organization",
-    "x-api-key",
     "x-request-id",
     "x-skeid-hops",
   ]);
   strictEqual(out.get("x-skeid-hops"), "1");
+  strictEqual(out.get("authorization"), "Bearer client-key");
+});
+
+Deno.test("upstream headers: Anthropic-only headers never reach a node; x-api-key as Bearer", () => {
+  const client = new Headers({
+    "x-api-key": "client-key",
+    "anthropic-version": "2023-06-01",
+    "anthropic-beta": "claude-code-20250219",
+    "anthropic-dangerous-direct-browser-access": "true",
+    "x-app": "cli",
+  });
+  const out = new Headers(upstreamHeaders(client, undefined));
+  deepStrictEqual([...out.keys()].sort(), [
+    "authorization",
+    "content-type",
+    "x-app",
+    "x-skeid-hops",
+  ]);
   strictEqual(out.get("authorization"), "Bearer client-key");
 });
 
