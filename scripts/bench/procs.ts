@@ -56,7 +56,12 @@ export function spawnChild(
   name: string,
   cmd: string,
   args: string[],
-  opts: { cpu?: number; env?: Record<string, string> } = {},
+  opts: {
+    cpu?: number;
+    env?: Record<string, string>;
+    /** Called with every complete line of stdout and stderr (e.g. to count log events). */
+    onLine?: (line: string) => void;
+  } = {},
 ): Child {
   const pinned = opts.cpu !== undefined;
   const proc = new Deno.Command(pinned ? "taskset" : cmd, {
@@ -72,9 +77,16 @@ export function spawnChild(
   let sawLine = false;
   const pump = async (stream: ReadableStream<Uint8Array>, tail: Tail, lines: boolean) => {
     const decoder = new TextDecoder();
+    let partial = "";
     try {
       for await (const chunk of stream) {
-        tail.add(decoder.decode(chunk, { stream: true }));
+        const text = decoder.decode(chunk, { stream: true });
+        tail.add(text);
+        if (opts.onLine) {
+          const parts = (partial + text).split("\n");
+          partial = parts.pop() ?? "";
+          for (const line of parts) opts.onLine(line);
+        }
         if (lines && !sawLine && tail.text.includes("\n")) {
           sawLine = true;
           firstLine.resolve(tail.text.split("\n")[0]);
@@ -199,4 +211,42 @@ export function freePort(): number {
   const port = (l.addr as Deno.NetAddr).port;
   l.close();
   return port;
+}
+
+/** The child processes of a run and its temp folder, let go together. */
+export interface ChildScope {
+  /** Push every started child here: `close` stops them by PID. */
+  children: Child[];
+  /** A temp folder of the run, removed by `close`. */
+  dir: string;
+  /** Stops the children, removes the folder and the signal listeners. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens a scope for a run: a temp folder (`prefix…`), and SIGINT/SIGTERM listeners that stop
+ * the children, remove the folder and exit 130.
+ */
+export async function childScope(prefix: string, log: (msg: string) => void): Promise<ChildScope> {
+  const children: Child[] = [];
+  const dir = await Deno.makeTempDir({ prefix });
+  const cleanup = async () => {
+    await Promise.all(children.map((c) => c.stop()));
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  };
+  const onSignal = () => {
+    log("interrupted; stopping children");
+    cleanup().finally(() => Deno.exit(130));
+  };
+  Deno.addSignalListener("SIGINT", onSignal);
+  Deno.addSignalListener("SIGTERM", onSignal);
+  return {
+    children,
+    dir,
+    async close() {
+      Deno.removeSignalListener("SIGINT", onSignal);
+      Deno.removeSignalListener("SIGTERM", onSignal);
+      await cleanup();
+    },
+  };
 }
