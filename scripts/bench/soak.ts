@@ -43,9 +43,19 @@ const MODEL = "soak-model";
 const MESSAGES = [{ role: "user", content: "Write one short sentence about soaks." }];
 /** The fake model's answer: 16 tokens, the first after 10 ms, then one every 10 ms. */
 const FAKE_ARGS = ["--tokens", "16", "--ttft-ms", "10", "--itl-ms", "10"];
-/** Share of requests the client aborts, and the longest delay before it does. */
+/**
+ * Share of requests the client aborts, and the longest delay before it does. Half of the aborts
+ * count the delay from the request's start (most land before the response head when the
+ * machine is busy), half from the response head (mid-stream: a stream lasts ~170 ms).
+ */
 const ABORT_RATE = 0.1;
 const ABORT_MAX_DELAY_MS = 250;
+
+/** When the client aborts a request: `delayMs` after its start or after its response head. */
+interface AbortPlan {
+  from: "start" | "head";
+  delayMs: number;
+}
 /** A request that takes longer than this is a failure (the fake model answers in ~0.2 s). */
 const REQUEST_TIMEOUT_MS = 30_000;
 /** RSS after the soak may exceed the warm value by this share. */
@@ -154,7 +164,7 @@ async function oneRequest(
   ctx: LoadContext,
   face: FaceName,
   stream: boolean,
-  abortAfterMs: number | null,
+  plan: AbortPlan | null,
 ): Promise<void> {
   const id = `${ctx.prefix}-${ctx.sent.length}`;
   const o: Outcome = {
@@ -169,7 +179,11 @@ async function oneRequest(
   ctx.sent.push(o);
   const { path, body } = requestOf(face, stream);
   const abort = new AbortController();
-  const timer = abortAfterMs === null ? undefined : setTimeout(() => abort.abort(), abortAfterMs);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const arm = (p: AbortPlan) => {
+    timer = setTimeout(() => abort.abort(), p.delayMs);
+  };
+  if (plan?.from === "start") arm(plan);
   try {
     const res = await fetch(`${ctx.base}${path}`, {
       method: "POST",
@@ -183,6 +197,7 @@ async function oneRequest(
       client: ctx.client,
     });
     o.status = res.status;
+    if (plan?.from === "head") arm(plan);
     let text = "";
     if (res.body) {
       const decoder = new TextDecoder();
@@ -223,10 +238,13 @@ async function runLoad(
       started++;
       const face = FACES[(w + i) % FACES.length];
       const stream = Math.random() < 0.5;
-      const abortAfter = Math.random() < ABORT_RATE
-        ? Math.floor(Math.random() * ABORT_MAX_DELAY_MS)
+      const plan: AbortPlan | null = Math.random() < ABORT_RATE
+        ? {
+          from: Math.random() < 0.5 ? "start" : "head",
+          delayMs: Math.floor(Math.random() * ABORT_MAX_DELAY_MS),
+        }
         : null;
-      await oneRequest(ctx, face, stream, abortAfter);
+      await oneRequest(ctx, face, stream, plan);
     }
   };
   await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
@@ -477,7 +495,8 @@ function renderSummary(args: {
     `Load: ${args.opts.warmupS} s warm-up, then ${args.opts.durationS} s at concurrency ` +
     `${args.opts.concurrency}; OpenAI \`/v1/chat/completions\`, Anthropic \`/v1/messages\`, ` +
     "Ollama `/api/chat`, half streamed; ~10% aborted by the client after 0–" +
-    `${ABORT_MAX_DELAY_MS} ms; one config rewrite (by rename) per second. Gateway: \`skeid ` +
+    `${ABORT_MAX_DELAY_MS} ms (half counted from the request's start, half from its response ` +
+    "head); one config rewrite (by rename) per second. Gateway: `skeid " +
     "serve`, jsonlog usage store (file mode, no write-behind), two nodes → one fake model " +
     "(16 tokens, 10 ms apart).",
     "",
@@ -664,7 +683,9 @@ async function main(): Promise<number> {
       lastInForce: lastPoll.ok,
       failedStatus: rewrites.failedStatus,
     };
-    log(`load done: ${soak.total} requests; ${reloads.applied}/${reloads.written} rewrites applied`);
+    log(
+      `load done: ${soak.total} requests; ${reloads.applied}/${reloads.written} rewrites applied`,
+    );
 
     const checks: Check[] = [];
     const inflightPoll = await pollUntil(
