@@ -183,15 +183,17 @@ export async function readRss(pid: number): Promise<{ rssMb: number; hwmMb: numb
   }
 }
 
-/** Samples the RSS of `pid` every `everyMs` until `stop` is called; answers the peak MB. */
-export function sampleRss(pid: number, everyMs = 250): { stop(): Promise<number> } {
+/** Calls `read` every `everyMs` until `stop` is called; answers the peak it read (0 for none). */
+export function samplePeak(
+  read: () => Promise<number | null>,
+  everyMs = 250,
+): { stop(): Promise<number> } {
   let peak = 0;
   let running = true;
   const loop = (async () => {
     // bounded: at most an hour of samples
-    for (let i = 0; running && i < 14_400; i++) {
-      const r = await readRss(pid);
-      if (r) peak = Math.max(peak, r.rssMb);
+    for (let i = 0; running && i < 3_600_000 / everyMs; i++) {
+      peak = Math.max(peak, await read() ?? 0);
       if (!running) break;
       await new Promise((res) => setTimeout(res, everyMs));
     }
@@ -203,6 +205,26 @@ export function sampleRss(pid: number, everyMs = 250): { stop(): Promise<number>
       return peak;
     },
   };
+}
+
+/** Samples the RSS of `pid` every `everyMs` until `stop` is called; answers the peak MB. */
+export function sampleRss(pid: number, everyMs = 250): { stop(): Promise<number> } {
+  return samplePeak(async () => (await readRss(pid))?.rssMb ?? null, everyMs);
+}
+
+/** Open file descriptors of `pid` (entries of `/proc/<pid>/fd`, listed by `ls`), or null. */
+export async function countFds(pid: number): Promise<number | null> {
+  try {
+    const out = await new Deno.Command("ls", {
+      args: ["-1U", `/proc/${pid}/fd`],
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    if (!out.success) return null;
+    return new TextDecoder().decode(out.stdout).split("\n").filter((l) => l !== "").length;
+  } catch {
+    return null;
+  }
 }
 
 /** A free TCP port on 127.0.0.1 (closed again; a small race, acceptable for a benchmark). */

@@ -21,9 +21,11 @@ import { parseArgs } from "node:util";
 import {
   type Child,
   childScope,
+  countFds,
   freePort,
   readProc,
   readRss,
+  samplePeak,
   sampleRss,
   spawnChild,
 } from "./procs.ts";
@@ -269,40 +271,6 @@ async function pollUntil<T>(
   return { value, ok: done(value), waitedMs: Date.now() - start };
 }
 
-/** Open file descriptors of `pid` (entries of `/proc/<pid>/fd`, listed by `ls`), or -1. */
-async function countFds(pid: number): Promise<number> {
-  try {
-    const out = await new Deno.Command("ls", {
-      args: ["-1U", `/proc/${pid}/fd`],
-      stdout: "piped",
-      stderr: "null",
-    }).output();
-    if (!out.success) return -1;
-    return new TextDecoder().decode(out.stdout).split("\n").filter((l) => l !== "").length;
-  } catch {
-    return -1;
-  }
-}
-
-/** Samples the fd count of `pid` every `everyMs` until stopped; answers the peak. */
-function sampleFds(pid: number, everyMs = 500): { stop(): Promise<number> } {
-  let peak = 0;
-  let running = true;
-  const loop = (async () => {
-    for (let i = 0; running && i < 7200; i++) {
-      peak = Math.max(peak, await countFds(pid));
-      if (running) await new Promise((r) => setTimeout(r, everyMs));
-    }
-  })();
-  return {
-    async stop() {
-      running = false;
-      await loop;
-      return peak;
-    },
-  };
-}
-
 function gatewayConfig(fakeUrl: string, usageFile: string, weight: number): string {
   const node = (id: string, w: number) => [
     `  - id: ${id}`,
@@ -434,7 +402,7 @@ function renderSummary(args: {
   reloads: ReloadStats;
   rec: Reconciliation;
   rss: { warm: number; peak: number; after: number };
-  fds: { idle: number; peak: number; after: number };
+  fds: { idle: number; peak: number; after: number | null };
   inflight: Map<string, number>;
   checks: Check[];
   elapsedS: number;
@@ -478,7 +446,7 @@ function renderSummary(args: {
       `${reloads.written} / ${reloads.applied}`,
     ],
     ["RSS warm / peak / after", `${mb(rss.warm)} / ${mb(rss.peak)} / ${mb(rss.after)}`],
-    ["open fds idle / peak / after", `${fds.idle} / ${fds.peak} / ${fds.after}`],
+    ["open fds idle / peak / after", `${fds.idle} / ${fds.peak} / ${fds.after ?? "?"}`],
     ["inflight per node after", [...args.inflight].map(([n, v]) => `${n}: ${v}`).join(", ")],
   ]);
   const checks = markdownTable(
@@ -640,17 +608,18 @@ async function main(): Promise<number> {
     );
     warmClient.close();
     // Idle: the client's connections closed, the count steady over a second.
-    let last = -2;
+    let last: number | null = null;
     const idleFds = (await pollUntil(
       async () => {
         const prev = last;
         last = await countFds(gw.pid);
-        return { n: last, steady: last === prev };
+        return { n: last, steady: last !== null && last === prev };
       },
       (v) => v.steady,
       10_000,
       1000,
     )).value.n;
+    if (idleFds === null) throw new Error(`cannot list /proc/${gw.pid}/fd`);
     const warmRss = (await readRss(gw.pid))?.rssMb ?? NaN;
     log(`after warm-up: ${warm.total} requests, RSS ${mb(warmRss)}, ${idleFds} open fds`);
 
@@ -658,7 +627,7 @@ async function main(): Promise<number> {
     const soak = new Tally();
     const client = Deno.createHttpClient({});
     const rssSampler = sampleRss(gw.pid);
-    const fdSampler = sampleFds(gw.pid);
+    const fdSampler = samplePeak(() => countFds(gw.pid), 500);
     const appliedBefore = configApplied;
     const [, rewrites] = await Promise.all([
       runLoad(
@@ -720,7 +689,7 @@ async function main(): Promise<number> {
     });
     const fdPoll = await pollUntil(
       () => countFds(gw.pid),
-      (n) => n >= 0 && n <= idleFds,
+      (n) => n !== null && n <= idleFds,
       SETTLE_MS,
     );
     checks.push({
