@@ -15,6 +15,7 @@ import type { LoadResult } from "./bench/client.ts";
 import {
   canPin,
   type Child,
+  childScope,
   freePort,
   readProc,
   readRss,
@@ -366,18 +367,8 @@ async function main(): Promise<number> {
         : `c=32 and c=256 throughput: the Deno client (${problem})`,
     );
   }
-  const children: Child[] = [];
-  const dir = await Deno.makeTempDir({ prefix: "skeid-bench-" });
-  const cleanup = async () => {
-    await Promise.all(children.map((c) => c.stop()));
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
-  };
-  const onSignal = () => {
-    log("interrupted; stopping children");
-    cleanup().finally(() => Deno.exit(130));
-  };
-  Deno.addSignalListener("SIGINT", onSignal);
-  Deno.addSignalListener("SIGTERM", onSignal);
+  const scope = await childScope("skeid-bench-", log);
+  const { children, dir } = scope;
 
   try {
     // The fake model: the upstream of both sides.
@@ -553,9 +544,7 @@ async function main(): Promise<number> {
     console.log(`report: ${out} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
     return 0;
   } finally {
-    Deno.removeSignalListener("SIGINT", onSignal);
-    Deno.removeSignalListener("SIGTERM", onSignal);
-    await cleanup();
+    await scope.close();
   }
 }
 

@@ -56,7 +56,12 @@ export function spawnChild(
   name: string,
   cmd: string,
   args: string[],
-  opts: { cpu?: number; env?: Record<string, string> } = {},
+  opts: {
+    cpu?: number;
+    env?: Record<string, string>;
+    /** Called with every complete line of stdout and stderr (e.g. to count log events). */
+    onLine?: (line: string) => void;
+  } = {},
 ): Child {
   const pinned = opts.cpu !== undefined;
   const proc = new Deno.Command(pinned ? "taskset" : cmd, {
@@ -72,9 +77,16 @@ export function spawnChild(
   let sawLine = false;
   const pump = async (stream: ReadableStream<Uint8Array>, tail: Tail, lines: boolean) => {
     const decoder = new TextDecoder();
+    let partial = "";
     try {
       for await (const chunk of stream) {
-        tail.add(decoder.decode(chunk, { stream: true }));
+        const text = decoder.decode(chunk, { stream: true });
+        tail.add(text);
+        if (opts.onLine) {
+          const parts = (partial + text).split("\n");
+          partial = parts.pop() ?? "";
+          for (const line of parts) opts.onLine(line);
+        }
         if (lines && !sawLine && tail.text.includes("\n")) {
           sawLine = true;
           firstLine.resolve(tail.text.split("\n")[0]);
@@ -171,15 +183,17 @@ export async function readRss(pid: number): Promise<{ rssMb: number; hwmMb: numb
   }
 }
 
-/** Samples the RSS of `pid` every `everyMs` until `stop` is called; answers the peak MB. */
-export function sampleRss(pid: number, everyMs = 250): { stop(): Promise<number> } {
+/** Calls `read` every `everyMs` until `stop` is called; answers the peak it read (0 for none). */
+export function samplePeak(
+  read: () => Promise<number | null>,
+  everyMs = 250,
+): { stop(): Promise<number> } {
   let peak = 0;
   let running = true;
   const loop = (async () => {
     // bounded: at most an hour of samples
-    for (let i = 0; running && i < 14_400; i++) {
-      const r = await readRss(pid);
-      if (r) peak = Math.max(peak, r.rssMb);
+    for (let i = 0; running && i < 3_600_000 / everyMs; i++) {
+      peak = Math.max(peak, await read() ?? 0);
       if (!running) break;
       await new Promise((res) => setTimeout(res, everyMs));
     }
@@ -193,10 +207,68 @@ export function sampleRss(pid: number, everyMs = 250): { stop(): Promise<number>
   };
 }
 
+/** Samples the RSS of `pid` every `everyMs` until `stop` is called; answers the peak MB. */
+export function sampleRss(pid: number, everyMs = 250): { stop(): Promise<number> } {
+  return samplePeak(async () => (await readRss(pid))?.rssMb ?? null, everyMs);
+}
+
+/** Open file descriptors of `pid` (entries of `/proc/<pid>/fd`, listed by `ls`), or null. */
+export async function countFds(pid: number): Promise<number | null> {
+  try {
+    const out = await new Deno.Command("ls", {
+      args: ["-1U", `/proc/${pid}/fd`],
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    if (!out.success) return null;
+    return new TextDecoder().decode(out.stdout).split("\n").filter((l) => l !== "").length;
+  } catch {
+    return null;
+  }
+}
+
 /** A free TCP port on 127.0.0.1 (closed again; a small race, acceptable for a benchmark). */
 export function freePort(): number {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (l.addr as Deno.NetAddr).port;
   l.close();
   return port;
+}
+
+/** The child processes of a run and its temp folder, let go together. */
+export interface ChildScope {
+  /** Push every started child here: `close` stops them by PID. */
+  children: Child[];
+  /** A temp folder of the run, removed by `close`. */
+  dir: string;
+  /** Stops the children, removes the folder and the signal listeners. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens a scope for a run: a temp folder (`prefix…`), and SIGINT/SIGTERM listeners that stop
+ * the children, remove the folder and exit 130.
+ */
+export async function childScope(prefix: string, log: (msg: string) => void): Promise<ChildScope> {
+  const children: Child[] = [];
+  const dir = await Deno.makeTempDir({ prefix });
+  const cleanup = async () => {
+    await Promise.all(children.map((c) => c.stop()));
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  };
+  const onSignal = () => {
+    log("interrupted; stopping children");
+    cleanup().finally(() => Deno.exit(130));
+  };
+  Deno.addSignalListener("SIGINT", onSignal);
+  Deno.addSignalListener("SIGTERM", onSignal);
+  return {
+    children,
+    dir,
+    async close() {
+      Deno.removeSignalListener("SIGINT", onSignal);
+      Deno.removeSignalListener("SIGTERM", onSignal);
+      await cleanup();
+    },
+  };
 }
