@@ -4,15 +4,9 @@
  *
  * @module
  */
-import type {
-  AnswerTimings,
-  Face,
-  FaceOptions,
-  JsonObject,
-  StreamTranslator,
-  UpstreamRequest,
-} from "./face.ts";
-import { FaceError, servedBody } from "./face.ts";
+import type { AnswerTimings, JsonObject, StreamTranslator, UpstreamRequest } from "./face.ts";
+import { FaceError } from "./face.ts";
+import { TranslatingFace } from "./translating_face.ts";
 import {
   requestContext,
   systemText,
@@ -60,27 +54,9 @@ export function countTokens(body: JsonObject): { input_tokens: number } {
 }
 
 /** The Anthropic face. */
-export class AnthropicFace implements Face {
+export class AnthropicFace extends TranslatingFace {
   /** The face's name. */
   readonly name = "anthropic" as const;
-  /** Answers are translated and upstream errors reshaped (ADR 0012). */
-  readonly passesThrough = false;
-
-  /** The translated body with the served model. */
-  upstreamBody(upstream: UpstreamRequest, served: string): string {
-    return servedBody(upstream, served);
-  }
-
-  /** Streams are always translated. */
-  relayMode(): "translate" {
-    return "translate";
-  }
-  readonly #now: () => number;
-
-  /** Uses `options.now` (epoch ms, default `Date.now`) for fallback message ids. */
-  constructor(options: FaceOptions = {}) {
-    this.#now = options.now ?? Date.now;
-  }
 
   /** A Messages body → the OpenAI chat request (path `/chat/completions`). */
   toUpstream(endpoint: string, body: JsonObject): UpstreamRequest {
@@ -152,7 +128,7 @@ export class AnthropicFace implements Face {
     const stop = anthropicStop(str(choice.finish_reason), matched, context, toolUses.length > 0);
     const id = str(answer.id);
     return {
-      id: `msg_${id || this.#now()}`,
+      id: `msg_${id || this.now()}`,
       type: "message",
       role: "assistant",
       model: requestedModel,
@@ -169,7 +145,7 @@ export class AnthropicFace implements Face {
     requestedModel: string,
     context?: JsonObject,
   ): StreamTranslator {
-    return new AnthropicStreamTranslator(requestedModel, context, this.#now);
+    return new AnthropicStreamTranslator(requestedModel, context, this.now);
   }
 
   /** `{"type":"error","error":{"type","message"}}`, type from the status table. */

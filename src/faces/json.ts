@@ -3,12 +3,9 @@
  *
  * @module
  */
-import type { JsonObject } from "./face.ts";
+import { isJsonObject, type JsonObject, parseJson } from "../json.ts";
 
-/** Whether `v` is a plain JSON object (not null, not an array). */
-export function isJsonObject(v: unknown): v is JsonObject {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
+export { isJsonObject };
 
 /** `v` when it is a string, else undefined. */
 export function str(v: unknown): string | undefined {
@@ -27,12 +24,7 @@ export function obj(v: unknown): JsonObject | undefined {
 
 /** Parses JSON text into an object; anything else (bad JSON, an array, a scalar) → undefined. */
 export function parseJsonObject(text: string): JsonObject | undefined {
-  try {
-    const v: unknown = JSON.parse(text);
-    return isJsonObject(v) ? v : undefined;
-  } catch {
-    return undefined;
-  }
+  return obj(parseJson(text));
 }
 
 /**

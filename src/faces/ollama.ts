@@ -5,15 +5,9 @@
  *
  * @module
  */
-import type {
-  AnswerTimings,
-  Face,
-  FaceOptions,
-  JsonObject,
-  StreamTranslator,
-  UpstreamRequest,
-} from "./face.ts";
-import { FaceError, servedBody } from "./face.ts";
+import type { AnswerTimings, JsonObject, StreamTranslator, UpstreamRequest } from "./face.ts";
+import { FaceError } from "./face.ts";
+import { TranslatingFace } from "./translating_face.ts";
 import { ollamaErrorBody, readUpstreamError } from "./errors.ts";
 import { extractHermesToolCalls } from "./hermes.ts";
 import { isJsonObject, messageText, obj, str } from "./json.ts";
@@ -39,27 +33,9 @@ function vectors(answer: JsonObject): unknown[] {
 }
 
 /** The Ollama face. */
-export class OllamaFace implements Face {
+export class OllamaFace extends TranslatingFace {
   /** The face's name. */
   readonly name = "ollama" as const;
-  /** Answers are translated and upstream errors reshaped (ADR 0012). */
-  readonly passesThrough = false;
-
-  /** The translated body with the served model. */
-  upstreamBody(upstream: UpstreamRequest, served: string): string {
-    return servedBody(upstream, served);
-  }
-
-  /** Streams are always translated. */
-  relayMode(): "translate" {
-    return "translate";
-  }
-  readonly #now: () => number;
-
-  /** Uses `options.now` (epoch ms, default `Date.now`) for `created_at` stamps. */
-  constructor(options: FaceOptions = {}) {
-    this.#now = options.now ?? Date.now;
-  }
 
   /** An Ollama body → the OpenAI request. */
   toUpstream(endpoint: string, body: JsonObject): UpstreamRequest {
@@ -125,7 +101,7 @@ export class OllamaFace implements Face {
       calls = found.calls.map((c) => ({ function: { name: c.name, arguments: c.arguments } }));
     }
     const thinking = reasoningText(message);
-    const out: JsonObject = { model, created_at: isoAt(this.#now()) };
+    const out: JsonObject = { model, created_at: isoAt(this.now()) };
     if (endpoint === "/api/generate") {
       out.response = text;
       if (thinking !== "") out.thinking = thinking;
@@ -146,7 +122,7 @@ export class OllamaFace implements Face {
     requestedModel: string,
     _context?: JsonObject,
   ): StreamTranslator {
-    return new OllamaStreamTranslator(requestedModel, endpoint === "/api/generate", this.#now);
+    return new OllamaStreamTranslator(requestedModel, endpoint === "/api/generate", this.now);
   }
 
   /** `{"error":"..."}`. */

@@ -4,15 +4,9 @@
  *
  * @module
  */
-import type {
-  AnswerTimings,
-  Face,
-  FaceOptions,
-  JsonObject,
-  StreamTranslator,
-  UpstreamRequest,
-} from "./face.ts";
-import { FaceError, servedBody } from "./face.ts";
+import type { AnswerTimings, JsonObject, StreamTranslator, UpstreamRequest } from "./face.ts";
+import { FaceError } from "./face.ts";
+import { TranslatingFace } from "./translating_face.ts";
 import { openaiErrorBody, readUpstreamError } from "./errors.ts";
 import { extractHermesToolCalls } from "./hermes.ts";
 import { argumentsText, messageText, obj, str } from "./json.ts";
@@ -33,27 +27,9 @@ import { ResponsesStreamTranslator } from "./responses_stream.ts";
 export const RESPONSES_ENDPOINT = "/v1/responses";
 
 /** The Responses face. */
-export class ResponsesFace implements Face {
+export class ResponsesFace extends TranslatingFace {
   /** The face's name. */
   readonly name = "responses" as const;
-  /** Answers are translated and upstream errors reshaped (ADR 0012). */
-  readonly passesThrough = false;
-  readonly #now: () => number;
-
-  /** The translated body with the served model. */
-  upstreamBody(upstream: UpstreamRequest, served: string): string {
-    return servedBody(upstream, served);
-  }
-
-  /** Streams are always translated. */
-  relayMode(): "translate" {
-    return "translate";
-  }
-
-  /** Uses `options.now` (epoch ms, default `Date.now`) for `created_at`. */
-  constructor(options: FaceOptions = {}) {
-    this.#now = options.now ?? Date.now;
-  }
 
   /** A Responses body → the OpenAI chat request (path `/chat/completions`). */
   toUpstream(endpoint: string, body: JsonObject): UpstreamRequest {
@@ -117,7 +93,7 @@ export class ResponsesFace implements Face {
     for (const call of calls) output.push(toolCallItem(newId("fc"), call, custom, "completed"));
     return responseObject({
       id: newId("resp"),
-      createdAt: Math.floor(this.#now() / 1000),
+      createdAt: Math.floor(this.now() / 1000),
       status: statusFor(str(choice.finish_reason)),
       model: requestedModel,
       output,
@@ -131,7 +107,7 @@ export class ResponsesFace implements Face {
     requestedModel: string,
     context?: JsonObject,
   ): StreamTranslator {
-    return new ResponsesStreamTranslator(requestedModel, context, this.#now);
+    return new ResponsesStreamTranslator(requestedModel, context, this.now);
   }
 
   /** `{"error":{"message","type"}}`, as the OpenAI face. */
