@@ -261,7 +261,7 @@ export function loadConfigValue(
         return;
       }
       if (node.api_key_env && !node.api_key_ref && !opts.env(node.api_key_env)) {
-        // DESIGN decision 1: such a node is never sent the client's credentials instead.
+        // ADR 0013: such a node is never sent the client's credentials instead.
         warn(
           ["nodes", i, "api_key_env"],
           `variable ${node.api_key_env} is not set: node '${node.id}' has no upstream key and ` +
