@@ -533,3 +533,25 @@ Deno.test("a node whose api_key_env names an unset variable is warned about", ()
   ]);
   assertEquals(loadConfigText(text, { env: env({ GROQ_KEY: "k" }) }).warnings, []);
 });
+
+Deno.test("a keys section of 20k entries loads in linear time (well under 3 s)", () => {
+  // The YAML library's duplicate-key check was quadratic: 20k keys took about 10 s.
+  const lines = ["policies:", "  standard:", "    models: [m]", "keys:"];
+  for (let i = 0; i < 20_000; i++) {
+    lines.push(`  k_${i.toString(16).padStart(40, "0")}: standard`);
+  }
+  const started = performance.now();
+  const loaded = loadConfigText(lines.join("\n") + "\n", { env: env() });
+  const elapsed = performance.now() - started;
+  assertEquals(loaded.policySet?.knownKeyIds.size, 20_000);
+  assert(elapsed < 3000, `20k keys took ${Math.round(elapsed)} ms`);
+});
+
+Deno.test("a duplicate key deep in a large mapping is still found, with its line", () => {
+  const lines = ["keys:"];
+  for (let i = 0; i < 1000; i++) lines.push(`  k_${i.toString(16).padStart(40, "0")}: standard`);
+  lines.push(`  k_${(7).toString(16).padStart(40, "0")}: standard`);
+  const errors = loadErrors(lines.join("\n") + "\n");
+  assertEquals(errors.length, 1);
+  assertMatch(errors[0], /^line 1002, column 3: .*unique/i);
+});
