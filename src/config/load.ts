@@ -31,6 +31,7 @@ import {
   type ManifestSettings,
   resolveManifest,
 } from "./manifest.ts";
+import { ownSecretProblem, ownSecretVariables } from "./own_secrets.ts";
 import { validateRegistryProbeBlock } from "./registry_probe.ts";
 import {
   type Config,
@@ -236,6 +237,7 @@ export function loadConfigValue(
   let nodes: Node[] | undefined;
   if (valid("nodes") && cfg.nodes !== undefined) {
     const byId = new Map<string, { index: number; spec: NodeSpec; node: Node }>();
+    const ownSecrets = ownSecretVariables(cfg);
     (cfg.nodes ?? []).forEach((entry, i) => {
       if (!isRecord(entry)) {
         err(["nodes", i], "must be a mapping (a node needs at least id and url)");
@@ -258,6 +260,11 @@ export function loadConfigValue(
       }
       if (!node) {
         warn(["nodes", i], "skipped: a node needs both id and url");
+        return;
+      }
+      const secret = ownSecretProblem(node.api_key_env, ownSecrets);
+      if (secret !== undefined) {
+        err(["nodes", i, "api_key_env"], secret);
         return;
       }
       if (node.api_key_env && !node.api_key_ref && !opts.env(node.api_key_env)) {

@@ -31,6 +31,7 @@ import {
   parseConfigText,
 } from "./load.ts";
 import type { RegistrySettings } from "./registry.ts";
+import { type OwnSecrets, ownSecretVariables } from "./own_secrets.ts";
 import type { Config } from "./schema.ts";
 import { errorMessage } from "../error_message.ts";
 
@@ -343,6 +344,11 @@ export class ConfigManager {
   /** Whether the manifest is enabled by the config in force. */
   manifestEnabled(): boolean {
     return this.#loaded?.manifest !== undefined;
+  }
+
+  /** The variables Skeid reads as its own secrets under the config in force (see own_secrets). */
+  ownSecretVariables(): OwnSecrets {
+    return ownSecretVariables(this.#loaded?.config);
   }
 
   /** The registry settings in force, or undefined when the registry is off. */

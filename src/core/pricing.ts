@@ -22,7 +22,9 @@ const ZERO_RULE: PricingRule = Object.freeze({ input_per_million: 0, output_per_
 function rate(value: unknown): number | undefined {
   if (typeof value === "number") return Number.isFinite(value) ? value : undefined;
   if (typeof value === "string" && /^\s*\d+(?:\.\d*)?(?:[eE][+-]?\d+)?\s*$/.test(value)) {
-    return Number(value);
+    // "1e400" matches the pattern but is Infinity: a cost of Infinity is stored as 0.
+    const n = Number(value);
+    return Number.isFinite(n) ? n : undefined;
   }
   return undefined;
 }

@@ -555,3 +555,12 @@ Deno.test("a duplicate key deep in a large mapping is still found, with its line
   assertEquals(errors.length, 1);
   assertMatch(errors[0], /^line 1002, column 3: .*unique/i);
 });
+
+Deno.test("a price of 1e400 (quoted or not) is refused naming its path", () => {
+  const errors = loadErrors(
+    'pricing:\n  m:\n    input_per_million: 1e400\n  n:\n    output_per_million: "1e400"\n',
+  );
+  assertEquals(errors.length, 2);
+  assertMatch(errors[0], /^pricing\.m\.input_per_million \(line 3\): .*must be a number >= 0/);
+  assertMatch(errors[1], /^pricing\.n\.output_per_million \(line 5\): .*must be a number >= 0/);
+});
