@@ -104,52 +104,6 @@ function firstLine(message: string): string {
   return message.split("\n")[0].trim();
 }
 
-/**
- * Splits a printed config path (`keys.alice.policy`, `pricing.gpt-4.1`, `nodes[2]`) into
- * segments, resolving each step against `value` so that keys containing dots still match.
- * Steps that do not exist in `value` are split on dots as a fallback.
- */
-export function pathSegments(value: unknown, path: string): PathSegment[] {
-  const out: PathSegment[] = [];
-  let rest = path;
-  let node = value;
-  while (rest !== "") {
-    const before = rest.length;
-    if (rest.startsWith(".")) rest = rest.slice(1);
-    const index = /^\[(\d+)\]/.exec(rest);
-    if (index) {
-      const i = Number(index[1]);
-      out.push(i);
-      node = Array.isArray(node) ? node[i] : undefined;
-      rest = rest.slice(index[0].length);
-      continue;
-    }
-    const quoted = /^\["((?:[^"\\]|\\.)*)"\]/.exec(rest);
-    if (quoted) {
-      const key = JSON.parse(`"${quoted[1]}"`) as string;
-      out.push(key);
-      node = isRecord(node) ? node[key] : undefined;
-      rest = rest.slice(quoted[0].length);
-      continue;
-    }
-    let key: string | undefined;
-    if (isRecord(node)) {
-      for (const k of Object.keys(node)) {
-        if (
-          (rest === k || rest.startsWith(k + ".") || rest.startsWith(k + "[")) &&
-          (key === undefined || k.length > key.length)
-        ) key = k;
-      }
-    }
-    if (key === undefined) key = /^[^.[]*/.exec(rest)![0];
-    out.push(key);
-    node = isRecord(node) ? node[key] : undefined;
-    rest = rest.slice(key.length);
-    if (rest.length >= before) break; // no progress (a stray bracket): stop here
-  }
-  return out;
-}
-
 /** Whether `v` is a plain mapping. */
 export function isRecord(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === "object" && !Array.isArray(v);
