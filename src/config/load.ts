@@ -172,14 +172,30 @@ export function loadConfigValue(
   opts: LoadOptions,
   lineOf: (path: readonly PathSegment[]) => number | undefined = () => undefined,
 ): LoadedConfig {
-  const root = value === null || value === undefined ? {} : value;
-  if (!isRecord(root)) {
-    throw new ConfigLoadError(
-      [{ path: "", line: lineOf([]), message: "the config must be a mapping of sections" }],
-      opts.source,
-    );
-  }
+  return locateIssues(buildConfig(value, opts), opts.source, lineOf);
+}
 
+/** What a parse off the serving path already computed (see parse_worker.ts). */
+export interface Prebuilt {
+  /** {@link configDigest} of the document. */
+  digest: string;
+  /** The policy set and its section digest, when the policy keys built without an error. */
+  policy?: { set: PolicySet; digest: string };
+}
+
+/** A config built, its issues not yet located by line. */
+export interface BuiltConfig {
+  /** The loaded config without its warnings; absent when an error was found. */
+  loaded?: Omit<LoadedConfig, "warnings">;
+  /** Every error and warning, by path segments. */
+  issues: SectionIssue[];
+}
+
+/** Runs each section's schema: the sections that pass, and the issues of those that do not. */
+export function sectionInput(
+  root: Record<string, unknown>,
+  env: (name: string) => string | undefined,
+): { input: SectionInput; issues: SectionIssue[] } {
   // Each section is checked on its own, so one bad section does not hide errors in the others.
   const issues: SectionIssue[] = [];
   const config: Record<string, unknown> = {};
@@ -194,8 +210,22 @@ export function loadConfigValue(
       }
     }
   }
-  const cfg = config as Config;
-  const input: SectionInput = { root, cfg, valid: (key) => key in config, env: opts.env };
+  return { input: { root, cfg: config as Config, valid: (key) => key in config, env }, issues };
+}
+
+/** The policy section's change detector. */
+export function policyDigest(root: Record<string, unknown>): string {
+  return digestOf(POLICY_KEYS.map((k) => root[k] ?? null));
+}
+
+/** Builds every section; what `prebuilt` holds is taken instead of computed again. */
+export function buildConfig(value: unknown, opts: LoadOptions, prebuilt?: Prebuilt): BuiltConfig {
+  const root = value === null || value === undefined ? {} : value;
+  if (!isRecord(root)) {
+    return { issues: [{ segments: [], message: "the config must be a mapping of sections" }] };
+  }
+  const { input, issues } = sectionInput(root, opts.env);
+  const { cfg } = input;
   const take = <T>(section: Section<T>): T | undefined => {
     issues.push(...section.issues);
     return section.value;
@@ -205,7 +235,7 @@ export function loadConfigValue(
   const nodes = take(loadNodes(input));
   const aliases = take(loadAliases(input));
   const pricing = take(loadPricing(input));
-  const policySet = take(loadPolicies(input));
+  const policySet = take(loadPolicies(input, prebuilt?.policy?.set));
   const adminKey = resolveAdminKey(cfg, opts.env, opts.explicitAdminKey);
   const registry = take(loadRegistry(input, adminKey, opts.hostname ?? defaultHostname));
   const manifest = take(loadManifest(input, {
@@ -215,14 +245,7 @@ export function loadConfigValue(
     policyDeclared: policyDeclared(cfg),
   }));
   const usageStore = take(loadUsageStore(input, opts.normalizeUsageStore));
-
-  // Every path is printed here, once, with its line.
-  const located = (warning: boolean): ConfigIssue[] =>
-    issues.filter((i) => (i.warning ?? false) === warning)
-      .map((i) => ({ path: formatPath(i.segments), line: lineOf(i.segments), message: i.message }))
-      .sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity));
-  const errors = located(false);
-  if (errors.length > 0) throw new ConfigLoadError(errors, opts.source);
+  if (issues.some((i) => !i.warning)) return { issues };
 
   const routing: Partial<RoutingSettings> = {};
   for (const key of ROUTING_KEYS) {
@@ -233,24 +256,43 @@ export function loadConfigValue(
   if (cfg.nodes !== undefined) sections.nodes = digestOf(root.nodes ?? []);
   if (cfg.pricing !== undefined) sections.pricing = digestOf(root.pricing ?? {});
   if (cfg.aliases !== undefined) sections.aliases = digestOf(root.aliases ?? {});
-  if (policyDeclared(cfg)) sections.policy = digestOf(POLICY_KEYS.map((k) => root[k] ?? null));
+  if (policyDeclared(cfg)) sections.policy = prebuilt?.policy?.digest ?? policyDigest(root);
   return {
-    config: cfg,
-    digest: configDigest(root),
-    sections,
-    nodeSpecs: nodes?.specs,
-    nodes: nodes?.nodes,
-    aliases,
-    pricing,
-    policySet,
-    routing,
-    adminKey,
-    registry,
-    manifest: manifest?.settings,
-    manifests: manifest?.manifests ?? new Map(),
-    usageStore,
-    warnings: located(true),
+    loaded: {
+      config: cfg,
+      digest: prebuilt?.digest ?? configDigest(root),
+      sections,
+      nodeSpecs: nodes?.specs,
+      nodes: nodes?.nodes,
+      aliases,
+      pricing,
+      policySet,
+      routing,
+      adminKey,
+      registry,
+      manifest: manifest?.settings,
+      manifests: manifest?.manifests ?? new Map(),
+      usageStore,
+    },
+    issues,
   };
+}
+
+/**
+ * Prints every issue's path, once, with its line: the loaded config with its warnings, or a
+ * ConfigLoadError listing every error in source order.
+ */
+export function locateIssues(
+  built: BuiltConfig,
+  source: string | undefined,
+  lineOf: (path: readonly PathSegment[]) => number | undefined,
+): LoadedConfig {
+  const located = (warning: boolean): ConfigIssue[] =>
+    built.issues.filter((i) => (i.warning ?? false) === warning)
+      .map((i) => ({ path: formatPath(i.segments), line: lineOf(i.segments), message: i.message }))
+      .sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity));
+  if (!built.loaded) throw new ConfigLoadError(located(false), source);
+  return { ...built.loaded, warnings: located(true) };
 }
 
 function defaultHostname(): string {

@@ -21,14 +21,16 @@ import { type NormalizedUsageStoreConfig, normalizeUsageStoreConfig } from "../u
 import { type AdminKeyResolution, resolveAdminKey } from "./admin_key.ts";
 import { applyLoadedConfig, type ApplyState, initialApplyState } from "./apply.ts";
 import { digestOf } from "./canonical.ts";
-import { type ConfigIssue, ConfigLoadError, formatIssue } from "./errors.ts";
+import { type ConfigIssue, ConfigLoadError, formatIssue, formatPath } from "./errors.ts";
 import {
+  buildConfig,
   ConfigFileMissingError,
   loadConfigValue,
   type LoadedConfig,
   type LoadOptions,
-  parseConfigText,
+  locateIssues,
 } from "./load.ts";
+import { ConfigParser } from "./parser.ts";
 import type { RegistrySettings } from "./registry.ts";
 import { type OwnSecrets, ownSecretVariables } from "./own_secrets.ts";
 import type { Config } from "./schema.ts";
@@ -195,6 +197,7 @@ export class ConfigManager {
   #pendingCheck?: Promise<boolean>;
   #closed = false;
   #watcher?: ConfigWatcher;
+  readonly #parser = new ConfigParser();
 
   /** Takes the options; reads nothing yet (see `load` and `watch`). */
   constructor(opts: ConfigManagerOptions) {
@@ -293,6 +296,7 @@ export class ConfigManager {
     this.#settleTimer = undefined;
     await this.#watcher?.close();
     await this.#queue;
+    this.#parser.close();
   }
 
   /** Whether the last reload succeeded, and if not why, when and how many times in a row. */
@@ -454,13 +458,17 @@ export class ConfigManager {
     if (this.#fileWarned === "empty") this.#fileWarned = undefined;
     let loaded: LoadedConfig;
     try {
-      const parsed = parseConfigText(text, path);
-      if (this.#loaded && parsed.digest === this.#loaded.digest) {
+      // A large config is parsed in a worker: requests keep being answered meanwhile.
+      const parsed = await this.#parser.parse(text, path);
+      if (this.#loaded && parsed.prebuilt.digest === this.#loaded.digest) {
         // Same content as the config in force (a touch, or a revert after a failed edit).
         this.#succeeded();
         return false;
       }
-      loaded = loadConfigValue(parsed.value, this.#loadOptions(), parsed.lineOf);
+      const built = buildConfig(parsed.value, this.#loadOptions(), parsed.prebuilt);
+      const lines = await parsed.linesOf(built.issues.map((i) => i.segments));
+      loaded = locateIssues(built, path, (segments) => lines.get(formatPath(segments)));
+      parsed.restore(loaded.config);
       await this.#applyChanged(loaded);
     } catch (e) {
       throw this.#fail(e, textDigest);

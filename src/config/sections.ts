@@ -194,13 +194,16 @@ export function policyDeclared(cfg: Config): boolean {
   return POLICY_KEYS.some((k) => cfg[k] !== undefined);
 }
 
-/** `policies`, `default_policy`, `names` and `keys`, resolved together into one policy set. */
-export function loadPolicies(input: SectionInput): Section<PolicySet> {
+/**
+ * `policies`, `default_policy`, `names` and `keys`, resolved together into one policy set
+ * (`prebuilt`: the same set, already built from the same sections off the serving path).
+ */
+export function loadPolicies(input: SectionInput, prebuilt?: PolicySet): Section<PolicySet> {
   const { cfg, root } = input;
   const allValid = POLICY_KEYS.every((k) => !(k in root) || input.valid(k));
   if (!policyDeclared(cfg) || !allValid) return { issues: [] };
   try {
-    const set = buildPolicySet({
+    const set = prebuilt ?? buildPolicySet({
       policies: cfg.policies ?? undefined,
       default_policy: cfg.default_policy ?? null,
       names: cfg.names ?? undefined,
