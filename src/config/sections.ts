@@ -152,38 +152,38 @@ export function loadNodes(input: SectionInput): Section<{ specs: NodeSpec[]; nod
   };
 }
 
-/** The aliases to install, by alias name. */
-export function loadAliases(input: SectionInput): Section<Map<string, Alias>> {
-  const { cfg } = input;
-  if (!input.valid("aliases") || cfg.aliases === undefined) return { issues: [] };
-  const aliases = new Map<string, Alias>();
+/**
+ * A mapping section whose entries are built one by one (`aliases`, `pricing`): every entry that
+ * fails is an error at `<section>.<name>…`, and the others still get checked.
+ */
+function loadEntries<T>(
+  input: SectionInput,
+  section: "aliases" | "pricing",
+  build: (name: string, spec: unknown) => T,
+): Section<Map<string, T>> {
+  const raw = input.cfg[section];
+  if (!input.valid(section) || raw === undefined) return { issues: [] };
+  const built = new Map<string, T>();
   const issues: SectionIssue[] = [];
-  for (const [name, spec] of Object.entries(cfg.aliases ?? {})) {
+  for (const [name, spec] of Object.entries(raw ?? {})) {
     try {
-      aliases.set(name, normalizeAlias(name, spec));
+      built.set(name, build(name, spec));
     } catch (e) {
       const { segments, message } = located(e);
-      issues.push(error(["aliases", name, ...segments], message));
+      issues.push(error([section, name, ...segments], message));
     }
   }
-  return { value: aliases, issues };
+  return { value: built, issues };
+}
+
+/** The aliases to install, by alias name. */
+export function loadAliases(input: SectionInput): Section<Map<string, Alias>> {
+  return loadEntries(input, "aliases", normalizeAlias);
 }
 
 /** The pricing rules to install, by served model (`'*'` = fallback). */
 export function loadPricing(input: SectionInput): Section<Map<string, PricingRule>> {
-  const { cfg } = input;
-  if (!input.valid("pricing") || cfg.pricing === undefined) return { issues: [] };
-  const pricing = new Map<string, PricingRule>();
-  const issues: SectionIssue[] = [];
-  for (const [model, raw] of Object.entries(cfg.pricing ?? {})) {
-    try {
-      pricing.set(model, validatePricingRule(model, raw));
-    } catch (e) {
-      const { segments, message } = located(e);
-      issues.push(error(["pricing", model, ...segments], message));
-    }
-  }
-  return { value: pricing, issues };
+  return loadEntries(input, "pricing", validatePricingRule);
 }
 
 /** The top-level keys the policy set is built from. */
