@@ -9,8 +9,10 @@
  *
  * Change detection is by digest: a new mtime with the same content applies nothing. A failed
  * version is retried with a back-off (1 s doubling to 60 s) while a new mtime is read at once.
- * A deleted file keeps the config in force, warned once until it is back. Nothing here is module
- * state: every gateway in a process has its own manager.
+ * A deleted file keeps the config in force, warned once until it is back. A file changed in place
+ * is read only once it settled (see `#settled`); watching is watch.ts, parsing a large file
+ * off the serving path parser.ts. Nothing here is module state: every gateway in a process has
+ * its own manager.
  *
  * @module
  */
