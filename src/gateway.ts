@@ -277,6 +277,7 @@ export class Gateway implements ProxyContext {
       usageReport: (filters: ReportFilters): Promise<UsageReport> => this.ledger.report(filters),
       metrics: this.metrics,
       probes: () => this.probes.status(),
+      ownSecretVariables: () => config.ownSecretVariables(),
       logger: this.logger,
     };
   }

@@ -20,6 +20,7 @@ import type { GatewayMetrics } from "./metrics.ts";
 import { bearerToken, secretMatches } from "./auth.ts";
 import { errorMessage } from "../error_message.ts";
 import { isJsonObject } from "../json.ts";
+import { ownSecretProblem, type OwnSecrets, ownSecretVariables } from "../config/own_secrets.ts";
 
 /** What the admin plane needs from the gateway around it. */
 export interface AdminDeps {
@@ -39,6 +40,8 @@ export interface AdminDeps {
   metrics: GatewayMetrics;
   /** The capacity probes' states (`GET /skeid/metrics/nodes`), when probes run. */
   probes?: () => readonly unknown[];
+  /** The variables a node's `api_key_env` may not name (Skeid's own secrets). */
+  ownSecretVariables?: () => OwnSecrets;
   /** Where admin actions and failures are logged (never the admin key). */
   logger: Logger;
 }
@@ -112,6 +115,9 @@ export function adminRoutes(deps: AdminDeps): Hono {
       return openaiError(400, "body is not valid JSON");
     }
     if (!isJsonObject(spec)) return openaiError(400, "body must be a JSON object (a node spec)");
+    const own = deps.ownSecretVariables?.() ?? ownSecretVariables(undefined);
+    const secret = ownSecretProblem(spec.api_key_env, own);
+    if (secret !== undefined) return openaiError(400, `api_key_env: ${secret}`);
     try {
       const node = skeid.addNode(spec);
       logger.info("admin_node_added", { node_id: node.id });

@@ -5,8 +5,7 @@
  * @module
  */
 
-/** One segment of a config path: a mapping key or a list index. */
-export type PathSegment = string | number;
+export { formatPath, type PathSegment } from "../core/config_path.ts";
 
 /** One thing wrong with a config (or worth a warning), located. */
 export interface ConfigIssue {
@@ -18,19 +17,6 @@ export interface ConfigIssue {
   col?: number;
   /** What is wrong, without the path. */
   message: string;
-}
-
-const PLAIN_KEY = /^[A-Za-z0-9_*\-]+$/;
-
-/** Prints path segments the way errors name them: `nodes[2].engine`, `pricing["gpt-4.1"]`. */
-export function formatPath(segments: readonly PathSegment[]): string {
-  let out = "";
-  for (const seg of segments) {
-    if (typeof seg === "number") out += `[${seg}]`;
-    else if (PLAIN_KEY.test(seg)) out += out === "" ? seg : `.${seg}`;
-    else out += `[${JSON.stringify(seg)}]`;
-  }
-  return out;
 }
 
 /** `nodes[2].engine (line 14): unknown engine 'foo' ...` */

@@ -11,38 +11,40 @@
  * @module
  */
 import type { Alias, Node, NodeSpec, PricingRule, RoutingSettings } from "../core/types.ts";
-import { NodeSpecError, normalizeNode } from "../core/inventory.ts";
-import { AliasError, normalizeAlias } from "../core/aliases.ts";
-import { validatePricingRule } from "../core/pricing.ts";
-import { buildPolicySet, PolicyError, type PolicySet } from "../core/policies.ts";
-import {
-  type NormalizedUsageStoreConfig,
-  type NormalizeOptions,
-  normalizeUsageStoreConfig,
-} from "../usage/config.ts";
+import type { PolicySet } from "../core/policies.ts";
+import type { NormalizedUsageStoreConfig, NormalizeOptions } from "../usage/config.ts";
 import { digestOf } from "./canonical.ts";
 import { type ConfigIssue, ConfigLoadError, formatPath, type PathSegment } from "./errors.ts";
 import { type AdminKeyResolution, resolveAdminKey } from "./admin_key.ts";
-import { type RegistrySettings, resolveRegistry } from "./registry.ts";
+import type { RegistrySettings } from "./registry.ts";
+import type { ManifestSettings } from "./manifest.ts";
 import {
-  buildManifest,
-  canReach,
-  manifestGrants,
-  type ManifestSettings,
-  resolveManifest,
-} from "./manifest.ts";
-import { validateRegistryProbeBlock } from "./registry_probe.ts";
+  loadAliases,
+  loadManifest,
+  loadNodes,
+  loadPolicies,
+  loadPricing,
+  loadRegistry,
+  loadUsageStore,
+  POLICY_KEYS,
+  policyDeclared,
+  routingWarnings,
+  type Section,
+  type SectionInput,
+  type SectionIssue,
+  type UsageStoreSection,
+} from "./sections.ts";
 import {
   type Config,
   configSchema,
   issuesFromZod,
-  registrySchema,
   ROUTING_KEYS,
-  routingSchema,
   TOP_LEVEL_KEYS,
 } from "./schema.ts";
 import { errorMessage } from "../error_message.ts";
-import { isRecord, parseYaml, pathSegments } from "./yaml.ts";
+import { isRecord, parseYaml } from "./yaml.ts";
+
+export type { UsageStoreSection };
 
 /** What a load needs besides the text. */
 export interface LoadOptions {
@@ -60,18 +62,6 @@ export interface LoadOptions {
   hostname?: () => string;
   /** Usage store normalizer; default the usage module's `normalizeUsageStoreConfig`. */
   normalizeUsageStore?: (raw: unknown, opts: NormalizeOptions) => NormalizedUsageStoreConfig;
-}
-
-/** The usage store a config names (`usage_store`, or the older `usage_db_path`). */
-export interface UsageStoreSection {
-  /** Which key named it. */
-  origin: "usage_store" | "usage_db_path";
-  /** As written (for usage_db_path: `{backend: sqlite, sqlite_path}`). */
-  raw: Record<string, unknown>;
-  /** What the usage module's normalizer made of it (a password in it never prints). */
-  normalized: NormalizedUsageStoreConfig;
-  /** Change detector. */
-  digest: string;
 }
 
 /** A config that loaded: the validated sections and everything built from them. */
@@ -173,11 +163,6 @@ export async function loadConfigFile(path: string, opts: LoadOptions): Promise<L
   return loadConfigText(text, { ...opts, source: opts.source ?? path });
 }
 
-interface Located {
-  segments: PathSegment[];
-  issue: ConfigIssue;
-}
-
 /**
  * Loads an already parsed config (a YAML document's data, or a mapping built in code).
  * `lineOf` maps a config path to its source line, when there is a source.
@@ -187,237 +172,80 @@ export function loadConfigValue(
   opts: LoadOptions,
   lineOf: (path: readonly PathSegment[]) => number | undefined = () => undefined,
 ): LoadedConfig {
-  const errors: Located[] = [];
-  const warnings: Located[] = [];
-  const err = (segments: PathSegment[], message: string) =>
-    errors.push({ segments, issue: { path: formatPath(segments), message } });
-  const warn = (segments: PathSegment[], message: string) =>
-    warnings.push({ segments, issue: { path: formatPath(segments), message } });
-  const finish = (list: Located[]): ConfigIssue[] =>
-    list.map(({ segments, issue }) => ({ ...issue, line: lineOf(segments) }))
-      .sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity));
+  return locateIssues(buildConfig(value, opts), opts.source, lineOf);
+}
 
-  const root = value === null || value === undefined ? {} : value;
-  if (!isRecord(root)) {
-    throw new ConfigLoadError(
-      [{ path: "", line: lineOf([]), message: "the config must be a mapping of sections" }],
-      opts.source,
-    );
-  }
+/** What a parse off the serving path already computed (see parse_worker.ts). */
+export interface Prebuilt {
+  /** {@link configDigest} of the document. */
+  digest: string;
+  /** The policy set and its section digest, when the policy keys built without an error. */
+  policy?: { set: PolicySet; digest: string };
+}
 
+/** A config built, its issues not yet located by line. */
+export interface BuiltConfig {
+  /** The loaded config without its warnings; absent when an error was found. */
+  loaded?: Omit<LoadedConfig, "warnings">;
+  /** Every error and warning, by path segments. */
+  issues: SectionIssue[];
+}
+
+/** Runs each section's schema: the sections that pass, and the issues of those that do not. */
+export function sectionInput(
+  root: Record<string, unknown>,
+  env: (name: string) => string | undefined,
+): { input: SectionInput; issues: SectionIssue[] } {
   // Each section is checked on its own, so one bad section does not hide errors in the others.
+  const issues: SectionIssue[] = [];
   const config: Record<string, unknown> = {};
   const shape = configSchema.shape as Record<string, (typeof configSchema.shape)[keyof Config]>;
   for (const key of Object.keys(shape)) {
     if (!(key in root)) continue;
     const result = shape[key].safeParse(root[key]);
     if (result.success) config[key] = result.data;
-    else for (const e of issuesFromZod(result.error, root[key], [key])) errors.push(e);
-  }
-  const cfg = config as Config;
-  // A registry block with an unknown key still gets its other checks, so one run lists all.
-  let registryBlock = cfg.registry;
-  if (!("registry" in config) && isRecord(root.registry)) {
-    const lenient = registrySchema.loose().safeParse(root.registry);
-    if (lenient.success) registryBlock = lenient.data;
-  }
-  const valid = (key: keyof Config) => key in config;
-
-  if (isRecord(root.routing)) {
-    for (const key of Object.keys(root.routing)) {
-      if (!(key in routingSchema.shape)) {
-        warn(["routing", key], `unknown routing key, ignored (known: ${ROUTING_KEYS.join(", ")})`);
+    else {
+      for (const e of issuesFromZod(result.error, root[key], [key])) {
+        issues.push({ segments: e.segments, message: e.issue.message });
       }
     }
   }
+  return { input: { root, cfg: config as Config, valid: (key) => key in config, env }, issues };
+}
 
-  // ---- nodes ----
-  let nodeSpecs: NodeSpec[] | undefined;
-  let nodes: Node[] | undefined;
-  if (valid("nodes") && cfg.nodes !== undefined) {
-    const byId = new Map<string, { index: number; spec: NodeSpec; node: Node }>();
-    (cfg.nodes ?? []).forEach((entry, i) => {
-      if (!isRecord(entry)) {
-        err(["nodes", i], "must be a mapping (a node needs at least id and url)");
-        return;
-      }
-      if (blank(entry.id) || blank(entry.url)) {
-        warn(["nodes", i], "skipped: a node needs both id and url");
-        return;
-      }
-      for (const p of validateRegistryProbeBlock(entry.capacity)) {
-        err(["nodes", i, "capacity", ...p.segments], p.message);
-      }
-      let node: Node | undefined;
-      try {
-        node = normalizeNode(entry);
-      } catch (e) {
-        const field = e instanceof NodeSpecError && e.field ? pathSegments(entry, e.field) : [];
-        err(["nodes", i, ...field], errorMessage(e));
-        return;
-      }
-      if (!node) {
-        warn(["nodes", i], "skipped: a node needs both id and url");
-        return;
-      }
-      if (node.api_key_env && !node.api_key_ref && !opts.env(node.api_key_env)) {
-        // DESIGN decision 1: such a node is never sent the client's credentials instead.
-        warn(
-          ["nodes", i, "api_key_env"],
-          `variable ${node.api_key_env} is not set: node '${node.id}' has no upstream key and ` +
-            "is skipped by requests until it has one",
-        );
-      }
-      const earlier = byId.get(node.id);
-      if (earlier) {
-        warn(
-          ["nodes", i, "id"],
-          `duplicate node id '${node.id}' (also nodes[${earlier.index}]); the later entry wins`,
-        );
-        byId.delete(node.id);
-      }
-      byId.set(node.id, { index: i, spec: entry, node });
-    });
-    nodeSpecs = [...byId.values()].map((v) => v.spec);
-    nodes = [...byId.values()].map((v) => v.node);
+/** The policy section's change detector. */
+export function policyDigest(root: Record<string, unknown>): string {
+  return digestOf(POLICY_KEYS.map((k) => root[k] ?? null));
+}
+
+/** Builds every section; what `prebuilt` holds is taken instead of computed again. */
+export function buildConfig(value: unknown, opts: LoadOptions, prebuilt?: Prebuilt): BuiltConfig {
+  const root = value === null || value === undefined ? {} : value;
+  if (!isRecord(root)) {
+    return { issues: [{ segments: [], message: "the config must be a mapping of sections" }] };
   }
+  const { input, issues } = sectionInput(root, opts.env);
+  const { cfg } = input;
+  const take = <T>(section: Section<T>): T | undefined => {
+    issues.push(...section.issues);
+    return section.value;
+  };
 
-  // ---- aliases ----
-  let aliases: Map<string, Alias> | undefined;
-  if (valid("aliases") && cfg.aliases !== undefined) {
-    aliases = new Map();
-    for (const [name, spec] of Object.entries(cfg.aliases ?? {})) {
-      try {
-        aliases.set(name, normalizeAlias(name, spec));
-      } catch (e) {
-        let rel = e instanceof AliasError && e.path ? pathSegments(spec, e.path) : [];
-        // A bare list of tiers: the core still names it `tiers[i]`; the file has no `tiers` key.
-        if (Array.isArray(spec) && rel[0] === "tiers") rel = rel.slice(1);
-        let message = errorMessage(e).replace(`alias '${name}': `, "");
-        if (e instanceof AliasError && e.path && message.startsWith(`${e.path} `)) {
-          message = message.slice(e.path.length + 1);
-        }
-        err(["aliases", name, ...rel], message);
-      }
-    }
-  }
-
-  // ---- pricing ----
-  let pricing: Map<string, PricingRule> | undefined;
-  if (valid("pricing") && cfg.pricing !== undefined) {
-    pricing = new Map();
-    for (const [model, raw] of Object.entries(cfg.pricing ?? {})) {
-      try {
-        pricing.set(model, validatePricingRule(model, raw));
-      } catch (e) {
-        const message = errorMessage(e).replace(`pricing for '${model}': `, "");
-        const key = /^(\w+) must be/.exec(message)?.[1];
-        const deeper = key !== undefined && isRecord(raw) && key in raw;
-        err(deeper ? ["pricing", model, key] : ["pricing", model], message);
-      }
-    }
-  }
-
-  // ---- policies, default_policy, names, keys ----
-  let policySet: PolicySet | undefined;
-  const policyKeys = ["policies", "default_policy", "names", "keys"] as const;
-  const policyDeclared = policyKeys.some((k) => cfg[k] !== undefined);
-  const policyValid = policyKeys.every((k) => !(k in root) || valid(k));
-  if (policyDeclared && policyValid) {
-    try {
-      policySet = buildPolicySet({
-        policies: cfg.policies ?? undefined,
-        default_policy: cfg.default_policy ?? null,
-        names: cfg.names ?? undefined,
-        keys: cfg.keys ?? undefined,
-      });
-      for (const w of policySet.warnings) warn(["keys"], w);
-    } catch (e) {
-      if (e instanceof PolicyError) {
-        const segments = pathSegments(root, e.path);
-        const message = errorMessage(e).replace(new RegExp(`^${escapeRe(e.path)}: `), "");
-        err(segments, message);
-      } else err(["policies"], errorMessage(e));
-    }
-  }
-
-  // ---- admin key, registry ----
+  issues.push(...routingWarnings(input));
+  const nodes = take(loadNodes(input));
+  const aliases = take(loadAliases(input));
+  const pricing = take(loadPricing(input));
+  const policySet = take(loadPolicies(input, prebuilt?.policy?.set));
   const adminKey = resolveAdminKey(cfg, opts.env, opts.explicitAdminKey);
-  let registry: RegistrySettings | undefined;
-  if (registryBlock !== undefined) {
-    const r = resolveRegistry(registryBlock, {
-      env: opts.env,
-      hasAdminKey: adminKey.key !== "",
-      hostname: opts.hostname ?? defaultHostname,
-    });
-    for (const p of r.problems) err(["registry", ...p.segments], p.message);
-    registry = r.settings;
-  }
-
-  // ---- manifest ----
-  let manifest: ManifestSettings | undefined;
-  const manifests = new Map<string, string>();
-  if (valid("manifest")) {
-    const m = resolveManifest(cfg.manifest);
-    for (const p of m.problems) err(["manifest", ...p.segments], p.message);
-    manifest = m.settings;
-    if (manifest && valid("keys")) {
-      const { grants, problems } = manifestGrants(cfg.keys);
-      for (const p of problems) err(["keys", ...p.segments], p.message);
-      const reach = {
-        nodes: nodes ?? opts.currentNodes?.() ?? [],
-        aliases: aliases ?? opts.currentAliases?.() ?? new Map<string, Alias>(),
-      };
-      const policyOk = !policyDeclared || policySet !== undefined;
-      for (const grant of grants) {
-        const keyId = policySet?.keyNames.get(grant.entry) ?? grant.entry;
-        const policy = policySet
-          ? policySet.keyPolicies.get(keyId) ?? policySet.shortKeyPolicies.get(keyId) ??
-            policySet.defaultPolicy
-          : null;
-        if (policyOk) {
-          grant.models.forEach((model, i) => {
-            if (canReach(model, policy, reach)) return;
-            const why = policy?.models && !policy.models.has(model)
-              ? "its policy does not grant it"
-              : "no node or alias serves it outside the tags its policy denies";
-            err(
-              ["keys", grant.entry, "manifest", "models", i],
-              `model '${model}' cannot be reached by this key: ${why}`,
-            );
-          });
-        }
-        manifests.set(keyId, buildManifest(manifest, grant.models));
-      }
-    }
-  }
-
-  // ---- usage store ----
-  let usageStore: UsageStoreSection | undefined;
-  const storeRaw = cfg.usage_store ??
-    (cfg.usage_db_path ? { backend: "sqlite", sqlite_path: cfg.usage_db_path } : undefined);
-  const storeInvalid = ("usage_store" in root && !valid("usage_store")) ||
-    ("usage_db_path" in root && !valid("usage_db_path"));
-  if (storeRaw && !storeInvalid) {
-    const origin = cfg.usage_store ? "usage_store" : "usage_db_path";
-    const normalize = opts.normalizeUsageStore ?? normalizeUsageStoreConfig;
-    try {
-      const normalized = normalize(storeRaw, {
-        usageDbPath: cfg.usage_db_path ?? undefined,
-        env: opts.env,
-      });
-      usageStore = { origin, raw: storeRaw, normalized, digest: digestOf(storeRaw) };
-    } catch (e) {
-      const message = errorMessage(e);
-      const m = /^usage_store\.([\w.]+):\s*(.*)$/s.exec(message);
-      if (origin === "usage_db_path") {
-        err(["usage_db_path"], message.replace(/^usage_store:\s*/, ""));
-      } else if (m) err(["usage_store", ...m[1].split(".")], m[2]);
-      else err(["usage_store"], message.replace(/^usage_store:\s*/, ""));
-    }
-  }
-
-  if (errors.length > 0) throw new ConfigLoadError(finish(errors), opts.source);
+  const registry = take(loadRegistry(input, adminKey, opts.hostname ?? defaultHostname));
+  const manifest = take(loadManifest(input, {
+    nodes: nodes?.nodes ?? opts.currentNodes?.() ?? [],
+    aliases: aliases ?? opts.currentAliases?.() ?? new Map<string, Alias>(),
+    policySet,
+    policyDeclared: policyDeclared(cfg),
+  }));
+  const usageStore = take(loadUsageStore(input, opts.normalizeUsageStore));
+  if (issues.some((i) => !i.warning)) return { issues };
 
   const routing: Partial<RoutingSettings> = {};
   for (const key of ROUTING_KEYS) {
@@ -428,34 +256,43 @@ export function loadConfigValue(
   if (cfg.nodes !== undefined) sections.nodes = digestOf(root.nodes ?? []);
   if (cfg.pricing !== undefined) sections.pricing = digestOf(root.pricing ?? {});
   if (cfg.aliases !== undefined) sections.aliases = digestOf(root.aliases ?? {});
-  if (policyDeclared) {
-    sections.policy = digestOf(policyKeys.map((k) => root[k] ?? null));
-  }
+  if (policyDeclared(cfg)) sections.policy = prebuilt?.policy?.digest ?? policyDigest(root);
   return {
-    config: cfg,
-    digest: configDigest(root),
-    sections,
-    nodeSpecs,
-    nodes,
-    aliases,
-    pricing,
-    policySet,
-    routing,
-    adminKey,
-    registry,
-    manifest,
-    manifests,
-    usageStore,
-    warnings: finish(warnings),
+    loaded: {
+      config: cfg,
+      digest: prebuilt?.digest ?? configDigest(root),
+      sections,
+      nodeSpecs: nodes?.specs,
+      nodes: nodes?.nodes,
+      aliases,
+      pricing,
+      policySet,
+      routing,
+      adminKey,
+      registry,
+      manifest: manifest?.settings,
+      manifests: manifest?.manifests ?? new Map(),
+      usageStore,
+    },
+    issues,
   };
 }
 
-function blank(v: unknown): boolean {
-  return v === undefined || v === null || (typeof v === "string" && v.trim() === "");
-}
-
-function escapeRe(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+/**
+ * Prints every issue's path, once, with its line: the loaded config with its warnings, or a
+ * ConfigLoadError listing every error in source order.
+ */
+export function locateIssues(
+  built: BuiltConfig,
+  source: string | undefined,
+  lineOf: (path: readonly PathSegment[]) => number | undefined,
+): LoadedConfig {
+  const located = (warning: boolean): ConfigIssue[] =>
+    built.issues.filter((i) => (i.warning ?? false) === warning)
+      .map((i) => ({ path: formatPath(i.segments), line: lineOf(i.segments), message: i.message }))
+      .sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity));
+  if (!built.loaded) throw new ConfigLoadError(located(false), source);
+  return { ...built.loaded, warnings: located(true) };
 }
 
 function defaultHostname(): string {

@@ -9,12 +9,13 @@
  *
  * Change detection is by digest: a new mtime with the same content applies nothing. A failed
  * version is retried with a back-off (1 s doubling to 60 s) while a new mtime is read at once.
- * A deleted file keeps the config in force, warned once until it is back. Nothing here is module
- * state: every gateway in a process has its own manager.
+ * A deleted file keeps the config in force, warned once until it is back. A file changed in place
+ * is read only once it settled (see `#settled`); watching is watch.ts, parsing a large file
+ * off the serving path parser.ts. Nothing here is module state: every gateway in a process has
+ * its own manager.
  *
  * @module
  */
-import { basename, dirname, resolve } from "node:path";
 import type { Skeid } from "../core/skeid.ts";
 import type { Node, ReloadStatus } from "../core/types.ts";
 import type { Logger } from "../log.ts";
@@ -22,17 +23,21 @@ import { type NormalizedUsageStoreConfig, normalizeUsageStoreConfig } from "../u
 import { type AdminKeyResolution, resolveAdminKey } from "./admin_key.ts";
 import { applyLoadedConfig, type ApplyState, initialApplyState } from "./apply.ts";
 import { digestOf } from "./canonical.ts";
-import { type ConfigIssue, ConfigLoadError, formatIssue } from "./errors.ts";
+import { type ConfigIssue, ConfigLoadError, formatIssue, formatPath } from "./errors.ts";
 import {
+  buildConfig,
   ConfigFileMissingError,
   loadConfigValue,
   type LoadedConfig,
   type LoadOptions,
-  parseConfigText,
+  locateIssues,
 } from "./load.ts";
+import { ConfigParser } from "./parser.ts";
 import type { RegistrySettings } from "./registry.ts";
+import { type OwnSecrets, ownSecretVariables } from "./own_secrets.ts";
 import type { Config } from "./schema.ts";
 import { errorMessage } from "../error_message.ts";
+import { ConfigWatcher } from "./watch.ts";
 
 /** A usage store prepared but not yet installed. */
 export interface PreparedUsageStore {
@@ -110,16 +115,25 @@ export interface ConfigManagerOptions {
   fs?: ConfigFileSystem;
   /** Default registry instance id; default the hostname. */
   hostname?: () => string;
-  /** Whether `watch()` listens to folder events besides polling the mtime; default true. */
+  /** Whether `watch()` listens to file events besides polling the mtime; default true. */
   watchEvents?: boolean;
+  /**
+   * How long a file changed in place must stay unchanged (size, mtime, content digest) before
+   * it is applied, ms; default SKEID_CONFIG_SETTLE_MS, else {@link DEFAULT_SETTLE_MS}. A file
+   * replaced by rename is read at once. 0 applies every change at once.
+   */
+  settleMs?: number;
 }
 
 /** First retry of a failed config version, ms. */
 export const RETRY_BASE_MS = 1000;
 /** Longest retry interval, ms. */
 export const RETRY_MAX_MS = 60_000;
-const WATCH_DEBOUNCE_MS = 50;
-const MIN_POLL_MS = 50;
+/**
+ * Default settle time, ms: longer than the pauses seen between the parts of one in-place write
+ * (60–300 ms), short enough that an edit still lands within about a second.
+ */
+export const DEFAULT_SETTLE_MS = 500;
 
 /** The back-off before retry number `attempt` (1-based) of a failed version: 1, 2, 4 … 60 s. */
 export function retryDelayMs(attempt: number): number {
@@ -131,6 +145,13 @@ export function reloadIntervalFromEnv(env: (name: string) => string | undefined)
   const raw = env("SKEID_CONFIG_RELOAD_INTERVAL");
   const s = raw === undefined || raw.trim() === "" ? NaN : Number(raw);
   return Number.isFinite(s) && s >= 0 ? s * 1000 : 1000;
+}
+
+/** SKEID_CONFIG_SETTLE_MS (ms, ≥ 0) or {@link DEFAULT_SETTLE_MS}. */
+export function settleMsFromEnv(env: (name: string) => string | undefined): number {
+  const raw = env("SKEID_CONFIG_SETTLE_MS");
+  const ms = raw === undefined || raw.trim() === "" ? NaN : Number(raw);
+  return Number.isFinite(ms) && ms >= 0 ? ms : DEFAULT_SETTLE_MS;
 }
 
 /** Loads, applies, watches and reloads one config file for one Skeid. */
@@ -145,6 +166,7 @@ export class ConfigManager {
   readonly #fs: ConfigFileSystem;
   readonly #hostname?: () => string;
   readonly #watchEvents: boolean;
+  readonly #settleMs: number;
   #explicitAdminKey?: string;
 
   #loaded?: LoadedConfig;
@@ -158,6 +180,13 @@ export class ConfigManager {
   };
   /** The stamp (mtime, size, inode) of the version last read, applied or not. */
   #stamp?: string;
+  /** The inode last read: another one means the file was replaced by rename. */
+  #ino?: number | null;
+  /** A version changed in place, waiting to stay unchanged for the settle time. */
+  #settling?: { version: string; since: number };
+  /** The version that last passed the settle check. */
+  #settledVersion?: string;
+  #settleTimer?: ReturnType<typeof setTimeout>;
   /** The failing version and when to try it again. */
   #failed?: { textDigest: string; attempt: number; retryAt: number };
   /** The file trouble last warned about (once until it clears): missing, or empty mid-rewrite. */
@@ -169,10 +198,8 @@ export class ConfigManager {
   #queue: Promise<unknown> = Promise.resolve();
   #pendingCheck?: Promise<boolean>;
   #closed = false;
-  #watcher?: Deno.FsWatcher;
-  #watchLoop?: Promise<void>;
-  #timer?: ReturnType<typeof setInterval>;
-  #debounce?: ReturnType<typeof setTimeout>;
+  #watcher?: ConfigWatcher;
+  readonly #parser = new ConfigParser();
 
   /** Takes the options; reads nothing yet (see `load` and `watch`). */
   constructor(opts: ConfigManagerOptions) {
@@ -186,6 +213,7 @@ export class ConfigManager {
     this.#fs = opts.fs ?? denoFileSystem;
     this.#hostname = opts.hostname;
     this.#watchEvents = opts.watchEvents ?? true;
+    this.#settleMs = opts.settleMs ?? settleMsFromEnv(this.#env);
     this.#explicitAdminKey = opts.explicitAdminKey || undefined;
     this.#adminKey = resolveAdminKey(undefined, this.#env, this.#explicitAdminKey);
   }
@@ -248,54 +276,29 @@ export class ConfigManager {
   }
 
   /**
-   * Watches the file's folder (editors replace files rather than write them) and polls its
-   * mtime every reload interval as a fallback, reloading within about a second of an edit.
+   * Watches the file (file events, and its mtime polled every reload interval as a fallback),
+   * reloading within about a second of an edit (see watch.ts).
    */
   watch(): void {
-    if (this.#path === undefined || this.#closed || this.#timer !== undefined) return;
-    const file = resolve(this.#path);
-    if (this.#watchEvents) this.#watchFolder(file);
-    this.#timer = setInterval(() => {
-      void this.maybeReload();
-    }, Math.max(MIN_POLL_MS, this.#intervalMs));
-  }
-
-  #watchFolder(file: string): void {
-    try {
-      const watcher = Deno.watchFs(dirname(file), { recursive: false });
-      this.#watcher = watcher;
-      this.#watchLoop = (async () => {
-        try {
-          for await (const event of watcher) {
-            if (event.kind === "access") continue; // our own reads
-            if (event.paths.some((p) => basename(p) === basename(file))) this.#scheduleCheck();
-          }
-        } catch (e) {
-          if (!this.#closed) {
-            this.#logger.warn("config_watch_failed", { path: this.#path, error: errorMessage(e) });
-          }
-        }
-      })();
-    } catch (e) {
-      // The folder cannot be watched (permissions, platform): the mtime poll still works.
-      this.#logger.warn("config_watch_failed", { path: this.#path, error: errorMessage(e) });
-    }
+    if (this.#path === undefined || this.#closed || this.#watcher !== undefined) return;
+    this.#watcher = new ConfigWatcher({
+      path: this.#path,
+      intervalMs: this.#intervalMs,
+      events: this.#watchEvents,
+      onEvent: () => void this.fileChanged(),
+      onPoll: () => void this.maybeReload(),
+      logger: this.#logger,
+    });
   }
 
   /** Stops watching and waits for a reload in progress to finish. */
   async close(): Promise<void> {
     this.#closed = true;
-    if (this.#timer !== undefined) clearInterval(this.#timer);
-    if (this.#debounce !== undefined) clearTimeout(this.#debounce);
-    this.#timer = this.#debounce = undefined;
-    try {
-      this.#watcher?.close();
-    } catch {
-      // already closed
-    }
-    this.#watcher = undefined;
-    await this.#watchLoop;
+    if (this.#settleTimer !== undefined) clearTimeout(this.#settleTimer);
+    this.#settleTimer = undefined;
+    await this.#watcher?.close();
     await this.#queue;
+    this.#parser.close();
   }
 
   /** Whether the last reload succeeded, and if not why, when and how many times in a row. */
@@ -345,6 +348,11 @@ export class ConfigManager {
     return this.#loaded?.manifest !== undefined;
   }
 
+  /** The variables Skeid reads as its own secrets under the config in force (see own_secrets). */
+  ownSecretVariables(): OwnSecrets {
+    return ownSecretVariables(this.#loaded?.config);
+  }
+
   /** The registry settings in force, or undefined when the registry is off. */
   registry(): RegistrySettings | undefined {
     return this.#loaded?.registry;
@@ -358,19 +366,8 @@ export class ConfigManager {
     return run;
   }
 
-  #scheduleCheck(): void {
-    if (this.#closed) return;
-    if (this.#debounce !== undefined) clearTimeout(this.#debounce);
-    // A short debounce: an in-place write arrives as several events.
-    this.#debounce = setTimeout(() => {
-      this.#debounce = undefined;
-      if (this.#closed) return;
-      void this.fileChanged();
-    }, WATCH_DEBOUNCE_MS);
-  }
-
   /**
-   * What the folder watcher calls when it saw the file change: reads it even if its stamp looks
+   * What the file watcher calls when it saw the file change: reads it even if its stamp looks
    * the same (an edit within one mtime tick). Never throws; answers whether a changed config was
    * applied. The same failed version read again within its back-off counts no new failure.
    */
@@ -421,7 +418,7 @@ export class ConfigManager {
       this.#logger.info("config_file_back", { path });
     }
     const stamp = `${st.mtimeMs}:${st.size ?? ""}:${st.ino ?? ""}`;
-    if (mode === "poll" && stamp === this.#stamp) {
+    if (mode === "poll" && stamp === this.#stamp && this.#settling === undefined) {
       if (!this.#failed || this.#now() < this.#failed.retryAt) return false;
     }
     this.#stamp = stamp;
@@ -432,6 +429,11 @@ export class ConfigManager {
       throw this.#fail(e instanceof Deno.errors.NotFound ? new ConfigFileMissingError(path) : e);
     }
     const textDigest = digestOf(text);
+    // A new inode is a file replaced by rename: complete by construction, read at once.
+    const ino = st.ino ?? null;
+    const replaced = this.#ino != null && ino !== null && ino !== this.#ino;
+    this.#ino = ino;
+    if (!this.#settled(`${stamp}:${textDigest}`, force || replaced)) return false;
     if (!force && this.#failed?.textDigest === textDigest && this.#now() < this.#failed.retryAt) {
       // The version that just failed, read again (the watcher and the mtime poll both saw the
       // same edit): one failure, not two, and its back-off stands.
@@ -458,18 +460,50 @@ export class ConfigManager {
     if (this.#fileWarned === "empty") this.#fileWarned = undefined;
     let loaded: LoadedConfig;
     try {
-      const parsed = parseConfigText(text, path);
-      if (this.#loaded && parsed.digest === this.#loaded.digest) {
+      // A large config is parsed in a worker: requests keep being answered meanwhile.
+      const parsed = await this.#parser.parse(text, path);
+      if (this.#loaded && parsed.prebuilt.digest === this.#loaded.digest) {
         // Same content as the config in force (a touch, or a revert after a failed edit).
         this.#succeeded();
         return false;
       }
-      loaded = loadConfigValue(parsed.value, this.#loadOptions(), parsed.lineOf);
+      const built = buildConfig(parsed.value, this.#loadOptions(), parsed.prebuilt);
+      const lines = await parsed.linesOf(built.issues.map((i) => i.segments));
+      loaded = locateIssues(built, path, (segments) => lines.get(formatPath(segments)));
+      parsed.restore(loaded.config);
       await this.#applyChanged(loaded);
     } catch (e) {
       throw this.#fail(e, textDigest);
     }
     return true;
+  }
+
+  /**
+   * Whether a version (stamp and content digest) may be read as complete: it was replaced by
+   * rename, or it stayed the same for the settle time. A file written in place in parts (a
+   * truncate, then writes with pauses between them) is otherwise read half-written. Schedules
+   * the next look while a version settles.
+   */
+  #settled(version: string, atOnce: boolean): boolean {
+    if (atOnce || this.#settleMs <= 0 || version === this.#settledVersion) {
+      this.#settledVersion = version;
+      this.#settling = undefined;
+      return true;
+    }
+    const now = this.#now();
+    if (this.#settling?.version !== version) this.#settling = { version, since: now };
+    const left = this.#settling.since + this.#settleMs - now;
+    if (left <= 0) {
+      this.#settledVersion = version;
+      this.#settling = undefined;
+      return true;
+    }
+    if (this.#settleTimer !== undefined) clearTimeout(this.#settleTimer);
+    this.#settleTimer = setTimeout(() => {
+      this.#settleTimer = undefined;
+      if (!this.#closed) void this.fileChanged();
+    }, left);
+    return false;
   }
 
   /** Prepares the store, commits to the core, installs the store; throws before any change. */

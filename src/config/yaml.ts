@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { isMap, isScalar, isSeq, LineCounter, parseDocument } from "yaml";
+import { isMap, isScalar, isSeq, LineCounter, parseDocument, visit } from "yaml";
 import { type ConfigIssue, ConfigLoadError, type PathSegment } from "./errors.ts";
 import { errorMessage } from "../error_message.ts";
 
@@ -19,14 +19,26 @@ export interface ParsedYaml {
 /** Parses YAML text; throws ConfigLoadError naming line and column of every syntax error. */
 export function parseYaml(text: string, source?: string): ParsedYaml {
   const counter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: counter, prettyErrors: false, merge: true });
-  if (doc.errors.length > 0) {
-    const issues: ConfigIssue[] = doc.errors.map((e) => {
-      const pos = counter.linePos(e.pos[0]);
-      return { path: "", line: pos.line, col: pos.col, message: firstLine(e.message) };
-    });
-    throw new ConfigLoadError(issues, source);
+  // The library's own duplicate-key check compares each key with every earlier one of its
+  // mapping: quadratic, 10 s for a `keys:` section of 20k entries. It is off; duplicateKeys
+  // does the same check with a set.
+  const doc = parseDocument(text, {
+    lineCounter: counter,
+    prettyErrors: false,
+    merge: true,
+    uniqueKeys: false,
+  });
+  const issues: ConfigIssue[] = doc.errors.map((e) => {
+    const pos = counter.linePos(e.pos[0]);
+    return { path: "", line: pos.line, col: pos.col, message: firstLine(e.message) };
+  });
+  if (issues.length === 0) {
+    for (const offset of duplicateKeys(doc)) {
+      const pos = counter.linePos(offset);
+      issues.push({ path: "", line: pos.line, col: pos.col, message: "Map keys must be unique" });
+    }
   }
+  if (issues.length > 0) throw new ConfigLoadError(issues, source);
   let value: unknown;
   try {
     value = doc.toJS({ maxAliasCount: 1000 });
@@ -60,6 +72,26 @@ export function parseYaml(text: string, source?: string): ParsedYaml {
   };
 }
 
+/**
+ * Source offsets of every mapping key that repeats an earlier key of the same mapping (scalar
+ * keys by value; YAML merge keys `<<` may repeat). One set per mapping: linear in the document.
+ */
+function duplicateKeys(doc: ReturnType<typeof parseDocument>): number[] {
+  const out: number[] = [];
+  visit(doc, {
+    Map(_, map) {
+      const seen = new Set<unknown>();
+      for (const pair of map.items) {
+        if (!isScalar(pair.key) || pair.key.value === "<<") continue;
+        const value = pair.key.value;
+        if (seen.has(value)) out.push(rangeStart(pair.key) ?? 0);
+        else seen.add(value);
+      }
+    },
+  });
+  return out;
+}
+
 function rangeStart(node: unknown): number | undefined {
   if (node !== null && typeof node === "object" && "range" in node) {
     const range = (node as { range?: [number, number, number] | null }).range;
@@ -70,52 +102,6 @@ function rangeStart(node: unknown): number | undefined {
 
 function firstLine(message: string): string {
   return message.split("\n")[0].trim();
-}
-
-/**
- * Splits a printed config path (`keys.alice.policy`, `pricing.gpt-4.1`, `nodes[2]`) into
- * segments, resolving each step against `value` so that keys containing dots still match.
- * Steps that do not exist in `value` are split on dots as a fallback.
- */
-export function pathSegments(value: unknown, path: string): PathSegment[] {
-  const out: PathSegment[] = [];
-  let rest = path;
-  let node = value;
-  while (rest !== "") {
-    const before = rest.length;
-    if (rest.startsWith(".")) rest = rest.slice(1);
-    const index = /^\[(\d+)\]/.exec(rest);
-    if (index) {
-      const i = Number(index[1]);
-      out.push(i);
-      node = Array.isArray(node) ? node[i] : undefined;
-      rest = rest.slice(index[0].length);
-      continue;
-    }
-    const quoted = /^\["((?:[^"\\]|\\.)*)"\]/.exec(rest);
-    if (quoted) {
-      const key = JSON.parse(`"${quoted[1]}"`) as string;
-      out.push(key);
-      node = isRecord(node) ? node[key] : undefined;
-      rest = rest.slice(quoted[0].length);
-      continue;
-    }
-    let key: string | undefined;
-    if (isRecord(node)) {
-      for (const k of Object.keys(node)) {
-        if (
-          (rest === k || rest.startsWith(k + ".") || rest.startsWith(k + "[")) &&
-          (key === undefined || k.length > key.length)
-        ) key = k;
-      }
-    }
-    if (key === undefined) key = /^[^.[]*/.exec(rest)![0];
-    out.push(key);
-    node = isRecord(node) ? node[key] : undefined;
-    rest = rest.slice(key.length);
-    if (rest.length >= before) break; // no progress (a stray bracket): stop here
-  }
-  return out;
 }
 
 /** Whether `v` is a plain mapping. */

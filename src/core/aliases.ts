@@ -8,12 +8,22 @@
 import type { Alias, Tier } from "./types.ts";
 import { normalizeEngineId } from "./engines.ts";
 import { normalizeTags } from "./tags.ts";
+import { ConfigPathError, formatPath, type PathSegment } from "./config_path.ts";
 
 /** An alias spec that cannot be used; `path` is relative to the alias (`tiers[1].wait_ms`). */
-export class AliasError extends Error {
-  /** `path` is relative to the alias (`tiers[1].wait_ms`; `''` for the alias itself). */
-  constructor(message: string, readonly path: string) {
-    super(message);
+export class AliasError extends ConfigPathError {
+  /**
+   * `path` is relative to the alias in its map form (`tiers[1].wait_ms`; `''` for the alias
+   * itself); `segments` are relative to the spec as written (a bare list of tiers has no
+   * `tiers` key: `[1, "wait_ms"]`).
+   */
+  constructor(
+    message: string,
+    readonly path: string,
+    segments: readonly PathSegment[] = [],
+    detail?: string,
+  ) {
+    super(message, segments, detail);
     this.name = "AliasError";
   }
 }
@@ -29,29 +39,32 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
  */
 export function normalizeAlias(name: string, spec: unknown): Alias {
   if (typeof name !== "string" || name === "") throw new AliasError("alias name required", "");
-  const fail = (what: string, path: string): never => {
-    throw new AliasError(`alias '${name}': ${path ? `${path} ` : ""}${what}`, path);
+  const bareList = Array.isArray(spec);
+  const fail = (what: string, rel: readonly PathSegment[]): never => {
+    const path = formatPath(rel);
+    const segments = bareList && rel[0] === "tiers" ? rel.slice(1) : rel;
+    throw new AliasError(`alias '${name}': ${path ? `${path} ` : ""}${what}`, path, segments, what);
   };
   let tiers: unknown;
   if (Array.isArray(spec)) tiers = spec;
   else if (isPlainObject(spec)) tiers = spec.tiers;
-  else fail("must be a map with tiers, or a list of tiers", "");
-  if (!Array.isArray(tiers)) return fail("must be a list", "tiers");
-  if (tiers.length === 0) fail("needs at least one tier", "tiers");
+  else fail("must be a map with tiers, or a list of tiers", []);
+  if (!Array.isArray(tiers)) return fail("must be a list", ["tiers"]);
+  if (tiers.length === 0) fail("needs at least one tier", ["tiers"]);
 
   const normalized = tiers.map((tier: unknown, i): Omit<Tier, "deny_tags"> => {
-    const at = `tiers[${i}]`;
+    const at = ["tiers", i];
     if (!isPlainObject(tier)) return fail("must be a map", at);
     let tags: string[] = [];
     try {
       tags = normalizeTags(tier.tags);
     } catch (err) {
-      fail((err as Error).message.replace(/^tags /, ""), `${at}.tags`);
+      fail((err as Error).message.replace(/^tags /, ""), [...at, "tags"]);
     }
     let model = name;
     if (tier.model !== undefined && tier.model !== null && tier.model !== "") {
       if (typeof tier.model !== "string" && typeof tier.model !== "number") {
-        fail("must be a string", `${at}.model`);
+        fail("must be a string", [...at, "model"]);
       }
       model = String(tier.model);
     }
@@ -59,7 +72,7 @@ export function normalizeAlias(name: string, spec: unknown): Alias {
     try {
       engine = normalizeEngineId(tier.engine);
     } catch (err) {
-      fail((err as Error).message, `${at}.engine`);
+      fail((err as Error).message, [...at, "engine"]);
     }
     let waitMs = 0;
     if (tier.wait_ms !== undefined && tier.wait_ms !== null) {
@@ -67,7 +80,7 @@ export function normalizeAlias(name: string, spec: unknown): Alias {
         ? Number(tier.wait_ms)
         : tier.wait_ms;
       if (typeof w !== "number" || !Number.isFinite(w) || w < 0) {
-        fail("must be a number >= 0", `${at}.wait_ms`);
+        fail("must be a number >= 0", [...at, "wait_ms"]);
       }
       waitMs = w as number;
     }

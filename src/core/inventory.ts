@@ -9,16 +9,25 @@ import type { CapacitySpec, Node, NodeSpec } from "./types.ts";
 import { DEFAULT_ENGINE_ID, normalizeEngineId } from "./engines.ts";
 import { normalizeTags, TagsError } from "./tags.ts";
 import { NodeCounters } from "./admission.ts";
+import { ConfigPathError, formatPath, type PathSegment } from "./config_path.ts";
 import { errorMessage } from "../error_message.ts";
 
 /**
  * A node spec that cannot be used. `field` names the field (`engine`, `capacity.probe`); from
  * {@link normalizeNodeList} it is the config path (`nodes[2].engine`) and the message starts with it.
  */
-export class NodeSpecError extends Error {
-  /** `field` names the offending field or config path. */
-  constructor(message: string, readonly field?: string) {
-    super(message);
+export class NodeSpecError extends ConfigPathError {
+  /**
+   * `field` names the offending field or config path as printed (`capacity.probe`); `segments`
+   * default to its dotted parts (node field names hold no dots).
+   */
+  constructor(
+    message: string,
+    readonly field?: string,
+    segments: readonly PathSegment[] = field ? field.split(".") : [],
+    detail?: string,
+  ) {
+    super(message, segments, detail);
     this.name = "NodeSpecError";
   }
 }
@@ -255,8 +264,9 @@ export function normalizeNodeList(
       if (node && validate) checkNode(node, validate);
     } catch (err) {
       if (!(err instanceof NodeSpecError)) throw err;
-      const path = err.field ? `nodes[${i}].${err.field}` : `nodes[${i}]`;
-      throw new NodeSpecError(`${path}: ${err.message}`, path);
+      const segments = ["nodes", i, ...err.segments];
+      const path = formatPath(segments);
+      throw new NodeSpecError(`${path}: ${err.message}`, path, segments, err.detail);
     }
     if (!node) {
       warnings.push(`nodes[${i}]: skipped, a node needs an id and a url`);

@@ -8,12 +8,19 @@
  */
 import type { Policy } from "./types.ts";
 import { normalizeTags } from "./tags.ts";
+import { ConfigPathError, type PathSegment } from "./config_path.ts";
 
-/** Thrown by buildPolicySet; `path` is the config path of the offending entry (`keys.alice`). */
-export class PolicyError extends Error {
-  /** `path` is the config path of the offending entry. */
-  constructor(message: string, readonly path: string) {
-    super(message);
+/**
+ * Thrown by buildPolicySet; `segments` locate the offending entry from the config's root
+ * (`["keys", "alice"]`), `path` is them dotted (`keys.alice`) as API callers read it.
+ */
+export class PolicyError extends ConfigPathError {
+  /** The segments joined with dots (`keys.alice.policy`). */
+  readonly path: string;
+  /** See the class comment; `detail` is the message without the path, when it differs. */
+  constructor(message: string, segments: readonly PathSegment[], detail?: string) {
+    super(message, segments, detail);
+    this.path = segments.join(".");
     this.name = "PolicyError";
   }
 }
@@ -98,12 +105,16 @@ function parseModels(v: unknown): ReadonlySet<string> | null {
   let list: unknown[];
   if (typeof v === "string") list = v.split(/[,\s]+/);
   else if (Array.isArray(v)) list = v;
-  else throw new PolicyError("must be a list of model names or a comma-separated string", "models");
+  else {throw new PolicyError("must be a list of model names or a comma-separated string", [
+      "models",
+    ]);}
   const names = new Set<string>();
   for (const entry of list) {
     if (entry === undefined || entry === null || entry === "") continue;
     if (typeof entry !== "string" && typeof entry !== "number") {
-      throw new PolicyError("must be a list of model names or a comma-separated string", "models");
+      throw new PolicyError("must be a list of model names or a comma-separated string", [
+        "models",
+      ]);
     }
     names.add(String(entry));
   }
@@ -114,7 +125,7 @@ function parseDenyTags(v: unknown): string[] {
   try {
     return normalizeTags(v);
   } catch (err) {
-    throw new PolicyError((err as Error).message.replace(/^tags /, ""), "deny_tags");
+    throw new PolicyError((err as Error).message.replace(/^tags /, ""), ["deny_tags"]);
   }
 }
 
@@ -148,23 +159,28 @@ function canonical(policy: Policy): string {
  */
 export function resolvePolicy(spec: unknown): Policy {
   if (spec === undefined || spec === null) return makePolicy(null, []);
-  if (!isPlainObject(spec)) throw new PolicyError("a policy must be a map", "");
+  if (!isPlainObject(spec)) throw new PolicyError("a policy must be a map", []);
   return makePolicy(parseModels(spec.models ?? spec.aliases), parseDenyTags(spec.deny_tags));
 }
 
 /** Re-raises an error of a nested field under the config path of its entry. */
-function under(prefix: string, fn: () => Policy): Policy {
+function under(prefix: readonly PathSegment[], fn: () => Policy): Policy {
   try {
     return fn();
   } catch (err) {
     if (!(err instanceof PolicyError)) throw err;
-    const path = err.path ? `${prefix}.${err.path}` : prefix;
-    throw new PolicyError(`${path}: ${err.message}`, path);
+    throw underPath(prefix, err);
   }
 }
 
+/** The same error located under `prefix`: `<path>: <message>`, detail kept. */
+export function underPath(prefix: readonly PathSegment[], err: PolicyError): PolicyError {
+  const segments = [...prefix, ...err.segments];
+  return new PolicyError(`${segments.join(".")}: ${err.message}`, segments, err.detail);
+}
+
 function parseManifest(label: string, v: unknown): string[] {
-  const path = `keys.${label}.manifest`;
+  const path = ["keys", label, "manifest"];
   if (!isPlainObject(v) || !Array.isArray(v.models)) {
     throw new PolicyError(`key '${label}': manifest must be a map with a models list`, path);
   }
@@ -173,7 +189,7 @@ function parseManifest(label: string, v: unknown): string[] {
     if (typeof m !== "string" || m === "") {
       throw new PolicyError(
         `key '${label}': manifest models must be non-empty model names`,
-        `${path}.models`,
+        [...path, "models"],
       );
     }
     if (!models.includes(m)) models.push(m);
@@ -202,23 +218,23 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
   const policies: unknown = sections.policies;
   if (policies !== undefined && policies !== null) {
     if (!isPlainObject(policies)) {
-      throw new PolicyError("policies must be a map of policy name to policy", "policies");
+      throw new PolicyError("policies must be a map of policy name to policy", ["policies"]);
     }
     for (const [name, spec] of Object.entries(policies)) {
-      set.policies.set(name, intern(under(`policies.${name}`, () => resolvePolicy(spec))));
+      set.policies.set(name, intern(under(["policies", name], () => resolvePolicy(spec))));
     }
   }
 
   const defaultName: unknown = sections.default_policy;
   if (defaultName !== undefined && defaultName !== null && defaultName !== "") {
     if (typeof defaultName !== "string") {
-      throw new PolicyError("default_policy must be a policy name", "default_policy");
+      throw new PolicyError("default_policy must be a policy name", ["default_policy"]);
     }
     const policy = set.policies.get(defaultName);
     if (!policy) {
       throw new PolicyError(
         `default_policy '${defaultName}' is not defined in policies`,
-        "default_policy",
+        ["default_policy"],
       );
     }
     set.defaultPolicy = policy;
@@ -227,14 +243,14 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
   const names: unknown = sections.names;
   if (names !== undefined && names !== null) {
     if (!isPlainObject(names)) {
-      throw new PolicyError("names must be a map of name to customer key id", "names");
+      throw new PolicyError("names must be a map of name to customer key id", ["names"]);
     }
     for (const [name, id] of Object.entries(names)) {
       // The value is never echoed: it should be an id, but a mistake could make it a customer key.
       if (typeof id !== "string" || id === "") {
         throw new PolicyError(
           `name '${name}' must map to a non-empty key id string`,
-          `names.${name}`,
+          ["names", name],
         );
       }
       set.keyNames.set(name, id);
@@ -245,7 +261,7 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
   const labelOf = new Map<string, string>();
   if (keys !== undefined && keys !== null) {
     if (!isPlainObject(keys)) {
-      throw new PolicyError("keys must be a map of customer key id or name", "keys");
+      throw new PolicyError("keys must be a map of customer key id or name", ["keys"]);
     }
     for (const [label, entry] of Object.entries(keys)) {
       const id = set.keyNames.get(label) ?? label;
@@ -254,7 +270,7 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
         throw new PolicyError(
           `keys entry '${label}' resolves to key id '${id}', which another entry ('${other}') ` +
             "already claims",
-          `keys.${label}`,
+          ["keys", label],
         );
       }
       labelOf.set(id, label);
@@ -275,7 +291,7 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
       throw new PolicyError(
         `customer key id '${short}' is the short form of '${id}', and both have a keys entry: ` +
           "one customer key would match both; keep only the full id",
-        `keys.${shortLabel}`,
+        ["keys", shortLabel],
       );
     }
   }
@@ -293,7 +309,7 @@ function resolveKeyEntry(
   set: PolicySet,
   intern: (p: Policy) => Policy,
 ): Policy {
-  const path = `keys.${label}`;
+  const path = ["keys", label];
   if (typeof entry === "string" && entry !== "") {
     const named = set.policies.get(entry);
     if (!named) {
@@ -309,13 +325,13 @@ function resolveKeyEntry(
   const policyName = entry.policy;
   if (policyName !== undefined && policyName !== null && policyName !== "") {
     if (typeof policyName !== "string") {
-      throw new PolicyError(`key '${label}': policy must be a policy name`, `${path}.policy`);
+      throw new PolicyError(`key '${label}': policy must be a policy name`, [...path, "policy"]);
     }
     const named = set.policies.get(policyName);
     if (!named) {
       throw new PolicyError(
         `key '${label}' references undefined policy '${policyName}'`,
-        `${path}.policy`,
+        [...path, "policy"],
       );
     }
     base = named;
@@ -325,7 +341,7 @@ function resolveKeyEntry(
   // allowed to use cloud" is one line rather than a restated profile.
   const nested = isPlainObject(entry.overrides);
   const overrides = nested ? entry.overrides as Record<string, unknown> : entry;
-  const overridesPath = nested ? `${path}.overrides` : path;
+  const overridesPath = nested ? [...path, "overrides"] : path;
   const manifest = "manifest" in entry ? parseManifest(label, entry.manifest) : undefined;
   return under(overridesPath, () => {
     const models = "models" in overrides || "aliases" in overrides

@@ -6,6 +6,16 @@
  * @module
  */
 import type { Cost, PricingRule, Usage } from "./types.ts";
+import { ConfigPathError, type PathSegment } from "./config_path.ts";
+
+/** A pricing rule that cannot be used; `segments` name the rate key (relative to the rule). */
+export class PricingError extends ConfigPathError {
+  /** See ConfigPathError. */
+  constructor(message: string, segments: readonly PathSegment[], detail?: string) {
+    super(message, segments, detail);
+    this.name = "PricingError";
+  }
+}
 
 /** The rate keys of a rule, in the order they are checked. */
 const RATE_KEYS = [
@@ -22,7 +32,9 @@ const ZERO_RULE: PricingRule = Object.freeze({ input_per_million: 0, output_per_
 function rate(value: unknown): number | undefined {
   if (typeof value === "number") return Number.isFinite(value) ? value : undefined;
   if (typeof value === "string" && /^\s*\d+(?:\.\d*)?(?:[eE][+-]?\d+)?\s*$/.test(value)) {
-    return Number(value);
+    // "1e400" matches the pattern but is Infinity: a cost of Infinity is stored as 0.
+    const n = Number(value);
+    return Number.isFinite(n) ? n : undefined;
   }
   return undefined;
 }
@@ -33,10 +45,14 @@ function rate(value: unknown): number | undefined {
  */
 export function validatePricingRule(model: string, raw: unknown): PricingRule {
   if (typeof model !== "string" || model === "") {
-    throw new Error("pricing: a model name is required");
+    throw new PricingError("pricing: a model name is required", [], "a model name is required");
   }
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
-    throw new Error(`pricing for '${model}': must be a map of rates`);
+    throw new PricingError(
+      `pricing for '${model}': must be a map of rates`,
+      [],
+      "must be a map of rates",
+    );
   }
   const spec = raw as Record<string, unknown>;
   const rule: PricingRule = { input_per_million: 0, output_per_million: 0 };
@@ -45,7 +61,8 @@ export function validatePricingRule(model: string, raw: unknown): PricingRule {
     if (value === undefined || value === null) continue;
     const n = rate(value);
     if (n === undefined || n < 0) {
-      throw new Error(`pricing for '${model}': ${key} must be a number >= 0`);
+      const detail = `${key} must be a number >= 0`;
+      throw new PricingError(`pricing for '${model}': ${detail}`, [key], detail);
     }
     rule[key] = n;
   }

@@ -42,6 +42,7 @@ import {
   resolvePolicy,
   shortKeyIdOf,
   shortKeyIdWarning,
+  underPath,
 } from "./policies.ts";
 import { CapacityTable } from "./capacity.ts";
 import { type EjectionOptions, type EjectionSnapshot, EjectionTable } from "./ejection.ts";
@@ -350,15 +351,14 @@ export class Skeid {
   /** Defines a named policy profile; throws PolicyError (`policies.<name>...`) on a bad spec. */
   setPolicy(name: string, spec: unknown): Policy {
     if (typeof name !== "string" || name === "") {
-      throw new PolicyError("policy name required", "policies");
+      throw new PolicyError("policy name required", ["policies"]);
     }
     let policy: Policy;
     try {
       policy = resolvePolicy(spec);
     } catch (err) {
       if (!(err instanceof PolicyError)) throw err;
-      const path = err.path ? `policies.${name}.${err.path}` : `policies.${name}`;
-      throw new PolicyError(`${path}: ${err.message}`, path);
+      throw underPath(["policies", name], err);
     }
     this.#policySet.policies.set(name, policy);
     return policy;

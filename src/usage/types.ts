@@ -5,35 +5,10 @@
  * @module
  */
 
-/** The token counts a usage event bills; 0 where the upstream reported nothing. */
-export interface TokenCounts {
-  /** Prompt tokens as the upstream reported them. */
-  input_tokens: number;
-  /** Completion tokens. */
-  output_tokens: number;
-  /** The reported total, else input + output. */
-  total_tokens: number;
-  /** Prompt tokens read from a cache. */
-  cached_tokens: number;
-  /** Prompt tokens written to a cache. */
-  cache_write_tokens: number;
-  /** Tool calls in the answer. */
-  tool_calls: number;
-}
+import type { CostAmounts, TokenCounts } from "../core/types.ts";
 
-/** What a usage event costs (USD, the served model's rule); the parts sum to the total. */
-export interface CostAmounts {
-  /** USD for the input tokens (the uncached ones when the rule has a cache rate). */
-  cost_input_usd: number;
-  /** USD for the output tokens. */
-  cost_output_usd: number;
-  /** USD for cache-read tokens. */
-  cost_cache_read_usd: number;
-  /** USD for cache-write tokens. */
-  cost_cache_write_usd: number;
-  /** USD, the sum of the four parts. */
-  cost_total_usd: number;
-}
+// The core prices events and owns these shapes (it imports nothing from src/usage/).
+export type { CostAmounts, TokenCounts };
 
 /** One usage event. Costs arrive already priced with the served model's rule. */
 export interface UsageEvent extends TokenCounts, CostAmounts {

@@ -15,13 +15,13 @@ import {
 
 /** An in-memory config file system; every read is counted. */
 export class FakeFs implements ConfigFileSystem {
-  readonly files = new Map<string, { text: string; mtimeMs: number }>();
+  readonly files = new Map<string, { text: string; mtimeMs: number; ino?: number }>();
   reads = 0;
   stats = 0;
 
-  /** Writes `text` with the given mtime. */
-  write(path: string, text: string, mtimeMs: number): void {
-    this.files.set(path, { text, mtimeMs });
+  /** Writes `text` with the given mtime (and inode: a new one is a file replaced by rename). */
+  write(path: string, text: string, mtimeMs: number, ino?: number): void {
+    this.files.set(path, { text, mtimeMs, ino });
   }
 
   /** Deletes the file. */
@@ -29,10 +29,10 @@ export class FakeFs implements ConfigFileSystem {
     this.files.delete(path);
   }
 
-  stat(path: string): Promise<{ mtimeMs: number } | null> {
+  stat(path: string): Promise<{ mtimeMs: number; ino?: number } | null> {
     this.stats++;
     const f = this.files.get(path);
-    return Promise.resolve(f ? { mtimeMs: f.mtimeMs } : null);
+    return Promise.resolve(f ? { mtimeMs: f.mtimeMs, ino: f.ino } : null);
   }
 
   readTextFile(path: string): Promise<string> {
@@ -70,6 +70,8 @@ export function harness(
     hooks?: ConfigHooks;
     explicitAdminKey?: string;
     routing?: Partial<RoutingSettings>;
+    /** Settle time of in-place writes, ms; default 0 (each write here is complete). */
+    settleMs?: number;
   } = {},
 ): Harness {
   const fs = new FakeFs();
@@ -97,6 +99,7 @@ export function harness(
     now: clock.now,
     explicitAdminKey: opts.explicitAdminKey,
     hostname: () => "test-host",
+    settleMs: opts.settleMs ?? 0,
     hooks: {
       ...opts.hooks,
       onApplied(cfg) {

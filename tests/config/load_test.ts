@@ -1,4 +1,5 @@
 import { assert, assertEquals, assertMatch, assertThrows } from "../_assert.ts";
+import { cpuUsage } from "node:process";
 import { ConfigLoadError, formatIssue } from "../../src/config/errors.ts";
 import { configDigest, loadConfigText, parseConfigText } from "../../src/config/load.ts";
 
@@ -532,4 +533,37 @@ Deno.test("a node whose api_key_env names an unset variable is warned about", ()
     "key and is skipped by requests until it has one",
   ]);
   assertEquals(loadConfigText(text, { env: env({ GROQ_KEY: "k" }) }).warnings, []);
+});
+
+Deno.test("a keys section of 20k entries loads in linear time (well under 3 s)", () => {
+  // The YAML library's duplicate-key check was quadratic: 20k keys took about 10 s.
+  const lines = ["policies:", "  standard:", "    models: [m]", "keys:"];
+  for (let i = 0; i < 20_000; i++) {
+    lines.push(`  k_${i.toString(16).padStart(40, "0")}: standard`);
+  }
+  // CPU time, not wall time: the machine running the tests may be shared.
+  const started = cpuUsage();
+  const loaded = loadConfigText(lines.join("\n") + "\n", { env: env() });
+  const used = cpuUsage(started);
+  const elapsedMs = (used.user + used.system) / 1000;
+  assertEquals(loaded.policySet?.knownKeyIds.size, 20_000);
+  assert(elapsedMs < 3000, `20k keys took ${Math.round(elapsedMs)} ms of CPU`);
+});
+
+Deno.test("a duplicate key deep in a large mapping is still found, with its line", () => {
+  const lines = ["keys:"];
+  for (let i = 0; i < 1000; i++) lines.push(`  k_${i.toString(16).padStart(40, "0")}: standard`);
+  lines.push(`  k_${(7).toString(16).padStart(40, "0")}: standard`);
+  const errors = loadErrors(lines.join("\n") + "\n");
+  assertEquals(errors.length, 1);
+  assertMatch(errors[0], /^line 1002, column 3: .*unique/i);
+});
+
+Deno.test("a price of 1e400 (quoted or not) is refused naming its path", () => {
+  const errors = loadErrors(
+    'pricing:\n  m:\n    input_per_million: 1e400\n  n:\n    output_per_million: "1e400"\n',
+  );
+  assertEquals(errors.length, 2);
+  assertMatch(errors[0], /^pricing\.m\.input_per_million \(line 3\): .*must be a number >= 0/);
+  assertMatch(errors[1], /^pricing\.n\.output_per_million \(line 5\): .*must be a number >= 0/);
 });

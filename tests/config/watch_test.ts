@@ -3,6 +3,8 @@ import { Skeid } from "../../src/core/skeid.ts";
 import { ConfigManager } from "../../src/config/manager.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { tempDir } from "../_helpers/temp.ts";
+import { until } from "../_helpers/poll.ts";
+import { ConfigWatcher } from "../../src/config/watch.ts";
 
 /** Resolves with `p`, or rejects after `ms` (the timer is always cleared). */
 async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -88,4 +90,78 @@ Deno.test("watch: close stops watching; later edits are not applied", async () =
   assertEquals(await t.manager.maybeReload(), false);
   assertEquals(t.skeid.routing.wait_timeout_ms, 10);
   await t.cleanup();
+});
+
+/** A ConfigWatcher on `path` counting its event callbacks; `nextEvent()` resolves on the next. */
+function countingWatcher(path: string) {
+  let events = 0;
+  let wake: (() => void) | undefined;
+  const watcher = new ConfigWatcher({
+    path,
+    intervalMs: 60_000,
+    events: true,
+    onEvent: () => {
+      events++;
+      wake?.();
+    },
+    onPoll: () => {},
+    logger: memoryLogger(),
+  });
+  const nextEvent = () => new Promise<void>((resolve) => (wake = resolve));
+  return { watcher, nextEvent, events: () => events };
+}
+
+Deno.test("ConfigWatcher: follows the file across a rename, ignores its neighbours", async () => {
+  const { dir, cleanup } = await tempDir("skeid-config-watcher-");
+  const path = `${dir}/skeid.yaml`;
+  await Deno.writeTextFile(path, "{}\n");
+  const w = countingWatcher(path);
+  try {
+    let next = w.nextEvent();
+    await Deno.writeTextFile(path, "routing: {}\n");
+    await within(next, 5000, "in-place write seen");
+
+    next = w.nextEvent();
+    await Deno.writeTextFile(`${dir}/new.tmp`, "routing: {wait_poll_ms: 5}\n");
+    await Deno.rename(`${dir}/new.tmp`, path);
+    await within(next, 5000, "rename seen");
+
+    // The watch moved to the new inode: an in-place write after the rename is still seen.
+    await until(() => w.watcher.watching, "watch re-opened after the rename");
+    next = w.nextEvent();
+    await Deno.writeTextFile(path, "routing: {wait_poll_ms: 6}\n");
+    await within(next, 5000, "in-place write after the rename seen");
+
+    // Another file in the folder (a store's -wal) is not the config: no event for it.
+    const before = w.events();
+    const other = `${dir}/usage.sqlite-wal`;
+    await Deno.writeTextFile(other, "x");
+    next = w.nextEvent();
+    await Deno.writeTextFile(path, "routing: {wait_poll_ms: 7}\n");
+    await within(next, 5000, "the config's own write seen");
+    assertEquals(w.events(), before + 1, "only the config's write was an event");
+  } finally {
+    await w.watcher.close();
+    await cleanup();
+  }
+});
+
+Deno.test("ConfigWatcher: the poll runs without events and close stops it", async () => {
+  const { dir, cleanup } = await tempDir("skeid-config-watcher-");
+  let polls = 0;
+  const watcher = new ConfigWatcher({
+    path: `${dir}/missing.yaml`,
+    intervalMs: 10,
+    events: true,
+    onEvent: () => {},
+    onPoll: () => polls++,
+    logger: memoryLogger(),
+  });
+  await until(() => polls >= 2, "two polls");
+  assertEquals(watcher.watching, false, "a missing file is not watched (the poll retries)");
+  await watcher.close();
+  const after = polls;
+  await new Promise((resolve) => setTimeout(resolve, 120));
+  assertEquals(polls, after, "no poll after close");
+  await cleanup();
 });

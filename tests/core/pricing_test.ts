@@ -174,3 +174,10 @@ Deno.test("table: exact model, else '*', else all zero; replace; copies", () => 
   assert.deepEqual(t.entries(), [["n", { input_per_million: 5, output_per_million: 6 }]]);
   assert.deepEqual(t.get("m"), { input_per_million: 0, output_per_million: 0 });
 });
+
+Deno.test('validate: a quoted rate beyond a double ("1e400") is refused, not Infinity', () => {
+  assert.throws(
+    () => validatePricingRule("gpt-x", { input_per_million: "1e400" }),
+    { message: "pricing for 'gpt-x': input_per_million must be a number >= 0" },
+  );
+});
