@@ -322,4 +322,6 @@ export interface RoutingSettings {
   max_body_bytes: number;
   /** Upstream attempts per request across failover (default 3). */
   max_attempts: number;
+  /** How often budgets re-read the period's totals from a shared ledger, ms (default 2000). */
+  budget_refresh_ms: number;
 }
