@@ -11,8 +11,8 @@ import { normalizeTags } from "./tags.ts";
 import {
   KeyLimitsError,
   resolveTenancy,
-  type TenancyFields,
   tenancyCanonical,
+  type TenancyFields,
 } from "./key_limits.ts";
 
 /** Thrown by buildPolicySet; `path` is the config path of the offending entry (`keys.alice`). */
