@@ -216,6 +216,32 @@ export class FairShareQueue<T> {
   }
 
   /**
+   * Charges a request that took a free slot without waiting while other keys of its band wait
+   * (contention): its tokens count as service like a dispatched waiter's. Returns the charge to
+   * `correct` later, or null when its band has no waiters (nothing to be fair against: the path
+   * where nothing waits stays free of work).
+   */
+  charge(
+    keyId: string,
+    share: ShareSettings,
+    item: T,
+    estimateTokens: number,
+  ): FairShareTicket<T> | null {
+    const band = this.#bands.get(share.priority);
+    if (!band || band.heap.length === 0) return null;
+    const ticket = this.enqueue(keyId, { ...share, max_queued: null }, item, estimateTokens);
+    if (!ticket) return null;
+    const t = ticket as Ticket<T>;
+    const key = t.key;
+    this.#unlink(t);
+    t.charged = key.weight;
+    key.counter += t.estimate / key.weight;
+    if (key.queued === 0) this.#removeFromHeap(key);
+    else this.#fix(key);
+    return t;
+  }
+
+  /**
    * Corrects a dispatched request's charge with its real token count (input + output of its
    * usage event): the key's counter moves by the difference divided by the weight it was
    * charged at.

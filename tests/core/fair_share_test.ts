@@ -74,6 +74,20 @@ Deno.test("corrections with the real count move the counter", () => {
   assertEquals(q.drain(() => true).map((t) => t.item), ["a1", "b1", "a2"]);
 });
 
+Deno.test("charge: a request served without waiting counts only while others wait", () => {
+  const q = new FairShareQueue<string>();
+  assertEquals(q.charge("A", share(), "direct", 100), null, "nobody waits: nothing to do");
+  q.enqueue("B", share(), "b0", 100);
+  q.enqueue("B", share(), "b1", 100);
+  const c = q.charge("A", share(), "a-direct", 500);
+  assert(c !== null, "charged under contention");
+  assertEquals(q.size, 2, "a charge does not wait");
+  q.enqueue("A", share(), "a0", 100);
+  let slots = 3;
+  assertEquals(q.drain(() => slots-- > 0).map((t) => t.item), ["b0", "b1", "a0"]);
+  q.correct(c, 0);
+});
+
 // ---- simulation: a node with 4 slots, time in ms, one step = 10 ms ----
 
 interface SimKey {
