@@ -9,13 +9,8 @@ import { dirname, join } from "node:path";
 import type { JsonlogStoreConfig } from "./config.ts";
 import { aggregate } from "./report.ts";
 import { errorMessage } from "./secret.ts";
-import type {
-  KeyPeriodTotals,
-  ReportFilters,
-  UsageEvent,
-  UsageReport,
-  UsageStore,
-} from "./types.ts";
+import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";
+import type { KeyPeriodTotals } from "./types.ts";
 import { toAmount, toCount } from "./event.ts";
 
 const encoder = new TextEncoder();

@@ -11,13 +11,8 @@ import type { SqliteStoreConfig } from "./config.ts";
 import { addColumnStatements, createTable, USAGE_COLUMNS, USAGE_INDEXES } from "./schema.ts";
 import { errorMessage } from "./secret.ts";
 import { type ReportDialect, type SqlArg, sqlPeriodTotals, sqlReport } from "./sql_report.ts";
-import type {
-  KeyPeriodTotals,
-  ReportFilters,
-  UsageEvent,
-  UsageReport,
-  UsageStore,
-} from "./types.ts";
+import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";
+import type { KeyPeriodTotals } from "./types.ts";
 
 /** How long a writer waits for another process's lock (several workers, one file). */
 const BUSY_TIMEOUT_MS = 2000;
