@@ -9,6 +9,7 @@ import type { Skeid } from "../core/skeid.ts";
 import type { Node } from "../core/types.ts";
 
 import type { RefusalStatus } from "../proxy/errors.ts";
+import { ShareStats, type ShareWire, type TierBacklog } from "../proxy/share_stats.ts";
 
 export type { RefusalStatus } from "../proxy/errors.ts";
 
@@ -89,6 +90,20 @@ export class GatewayMetrics {
   readonly #attemptFailures = new LabelledCounter("node");
   readonly #responses = new LabelledCounter("node");
   readonly #durations = new Map<string, Histogram>();
+  /** Fair share: wait times and served tokens (the waiter queue and the usage hook feed it). */
+  readonly share: ShareStats;
+  /** Reads the waiter queue's backlog per tier (set by the gateway). */
+  shareBacklog: (() => TierBacklog[]) | undefined;
+
+  /** `keyLabel`: a customer key id's label in the fair share metrics (default: the id). */
+  constructor(keyLabel: (keyId: string) => string = (id) => id) {
+    this.share = new ShareStats(keyLabel);
+  }
+
+  /** Fair share per tier and served tokens per key, for `/skeid/metrics/nodes`. */
+  shareSnapshot(): ShareWire {
+    return this.share.snapshot(this.shareBacklog?.() ?? []);
+  }
 
   /** A request refused before forwarding (no usage event is written for it). */
   refusal(model: string, status: RefusalStatus, reason: string): void {
@@ -241,6 +256,7 @@ export class GatewayMetrics {
       "Requests refused before forwarding, by requested model, status and reason.",
     );
     for (const s of this.#refusals.samples()) sample("skeid_refusals_total", s.labels, s.n);
+    out.push(...this.share.prometheus(this.shareBacklog?.() ?? [], escapeLabel));
 
     return out.join("\n") + "\n";
   }

@@ -179,6 +179,8 @@ export class Skeid {
   readonly #warned = new Set<string>();
   #aliases = new Map<string, Alias>();
   #policySet: PolicySet = emptyPolicySet();
+  /** `keyNames` reversed, for the policy set it was made from. */
+  #keyNamesById: { set: PolicySet; byId: Map<string, string> } | undefined;
   /** Alias plans per policy: resolved once, shared (frozen) by every request. */
   #plans = new WeakMap<Policy, Map<string, RoutePlan>>();
   #openPlans = new Map<string, RoutePlan>();
@@ -417,6 +419,16 @@ export class Skeid {
   /** The customer key id a `names:` name maps to. */
   keyIdForName(name: string): string | undefined {
     return this.#policySet.keyNames.get(name);
+  }
+
+  /** The `keys:` name of a customer key id (metrics labels), undefined for a key not named. */
+  keyNameForId(id: string): string | undefined {
+    const set = this.#policySet;
+    if (this.#keyNamesById?.set !== set) {
+      const byId = new Map([...set.keyNames].map(([name, keyId]) => [keyId, name]));
+      this.#keyNamesById = { set, byId };
+    }
+    return this.#keyNamesById.byId.get(id);
   }
 
   // ---- routing -----------------------------------------------------------------------------
