@@ -62,6 +62,8 @@ interface KeyState<T> {
   head: Ticket<T> | undefined;
   tail: Ticket<T> | undefined;
   queued: number;
+  /** Dispatched requests whose charge is not corrected yet (the key is kept while any is). */
+  open: number;
   /** Position in the band's heap; -1 when not backlogged. */
   index: number;
 }
@@ -122,6 +124,7 @@ export class FairShareQueue<T> {
         head: undefined,
         tail: undefined,
         queued: 0,
+        open: 0,
         index: -1,
       };
       this.#keys.set(keyId, key);
@@ -205,6 +208,7 @@ export class FairShareQueue<T> {
         this.#unlink(taken);
         band.vtime = Math.max(band.vtime, key.counter);
         taken.charged = key.weight;
+        key.open++;
         key.counter += taken.estimate / key.weight;
         admitted.push(taken);
         if (key.queued === 0) this.#removeFromHeap(key);
@@ -235,6 +239,7 @@ export class FairShareQueue<T> {
     const key = t.key;
     this.#unlink(t);
     t.charged = key.weight;
+    key.open++;
     key.counter += t.estimate / key.weight;
     if (key.queued === 0) this.#removeFromHeap(key);
     else this.#fix(key);
@@ -252,6 +257,7 @@ export class FairShareQueue<T> {
     const key = t.key;
     key.counter += (Math.max(0, actualTokens) - t.estimate) / t.charged;
     t.charged = 0;
+    key.open--;
     if (key.index >= 0) this.#fix(key);
     else this.#maybeForget(key);
   }
@@ -301,9 +307,13 @@ export class FairShareQueue<T> {
     return band.heap.length > 0 ? band.heap[0].counter : band.vtime;
   }
 
-  /** An idle key without a debt is forgotten: joining again starts at the floor anyway. */
+  /**
+   * An idle key without a debt is forgotten: joining again starts at the floor anyway. A key with
+   * a charge still to correct is kept, so the correction reaches the state the key queues on.
+   */
   #maybeForget(key: KeyState<T>): void {
-    if (key.queued === 0 && key.counter <= this.#floor(key.band)) this.#keys.delete(key.keyId);
+    if (key.queued > 0 || key.open > 0 || key.counter > this.#floor(key.band)) return;
+    if (this.#keys.get(key.keyId) === key) this.#keys.delete(key.keyId);
   }
 
   #unlink(t: Ticket<T>): void {

@@ -228,3 +228,18 @@ Deno.test("simulation: the key over its share spills to the next tier, the light
   const fifo = simulate(keys, { waitMs: 500, fifo: true });
   assert((fifo.spilled.get("B") ?? 0) > 0, `under FIFO B spills too (${fifo.spilled.get("B")})`);
 });
+
+Deno.test("a key idle with charges still open keeps its state: corrections land on it", () => {
+  const q = new FairShareQueue<string>();
+  q.enqueue("A", share(), "a0", 10);
+  q.enqueue("B", share(), "b0", 10);
+  q.enqueue("B", share(), "b1", 10);
+  const [, b0, b1] = q.drain(() => true); // B idle with two charges open
+  q.correct(b0, 0); // short answers: B is owed, not in debt
+  q.enqueue("B", share(), "b2", 10); // B queues again before its second correction
+  q.enqueue("A", share(), "a1", 10);
+  q.correct(b1, 0);
+  q.enqueue("B", share(), "b3", 10);
+  assertEquals(q.backlogged().map((k) => k.keyId).sort(), ["A", "B"], "B once in its band");
+  assertEquals(q.drain(() => true).map((t) => t.item), ["b2", "a1", "b3"]);
+});
