@@ -281,7 +281,7 @@ async function main(): Promise<void> {
     const base = { weightA: 1, spill: false, bStartsMs: 0, loopsB: LOOPS_B };
     const late = Math.round(durationMs / 3);
     const scenarios: Scenario[] = [
-      { ...base, name: "FIFO, equal load per client", keys: "fifo" },
+      { ...base, name: "FIFO (one key for the gateway)", keys: "fifo" },
       { ...base, name: "fair share, equal weights", keys: "fair" },
       { ...base, name: "fair share, weights 2:1", keys: "fair", weightA: 2 },
       { ...base, name: `fair share, B joins at ${late / 1000} s`, keys: "fair", bStartsMs: late },
@@ -316,7 +316,7 @@ async function main(): Promise<void> {
         : "—";
       rows.push(
         `| ${s.name} | ${a} : ${b} | ${(a / b).toFixed(2)} : 1 | ${
-          jain([a, b / 1]).toFixed(3)
+          jain([a / s.weightA, b]).toFixed(3)
         } | ` +
           `${latency(r.a)} | ${latency(r.b)} | ${waits} | ${share} | ${errors} |`,
       );
@@ -337,7 +337,10 @@ async function main(): Promise<void> {
       "share).",
       "",
       "Latency is per request, wait for capacity included (service alone is ~100 ms): p50 / p90 / " +
-      "p99 / max, ms. The longest wait is the gateway's own (`/skeid/metrics/nodes`), per key label.",
+      "p99 / max, ms. The longest wait is the gateway's own (`/skeid/metrics/nodes`), per key label. " +
+      "The Jain index is over the served tokens divided by each key's weight (1 = exactly the " +
+      "configured shares). B reaches its share: from B's first request until B's part of the " +
+      "tokens served in every 1 s window of the next 3 s is within 10% of its fair part.",
       "",
       "| scenario | served output tokens A : B | A : B | Jain index | latency A | latency B | " +
       "longest wait, ms | B reaches its share | errors |",
