@@ -23,7 +23,14 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { type Child, childScope, freePort, spawnChild } from "./procs.ts";
+import {
+  childEnv,
+  childScope,
+  freePort,
+  spawnChild,
+  startFakeChild,
+  waitHealthy,
+} from "./procs.ts";
 import { summarize } from "./stats.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
@@ -111,22 +118,6 @@ function keyIdOf(key: string): string {
   return "k_" + new Deno.Command("sh", {
     args: ["-c", `printf %s '${key}' | sha1sum | cut -d' ' -f1`],
   }).outputSync().stdout.reduce((s, b) => s + String.fromCharCode(b), "").trim();
-}
-
-async function waitHealthy(url: string, child: Child, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  for (let i = 0; Date.now() < end; i++) {
-    if (child.done) throw new Error(`${child.name} exited: ${child.tail()}`);
-    try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
-      await res.body?.cancel();
-      if (res.ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${child.name} not healthy at ${url}`);
 }
 
 /** `loops` closed loops of one client from `startMs` to `endMs` (ms since `t0`). */
@@ -252,31 +243,13 @@ async function main(): Promise<void> {
     `${ROOT}/docs/bench/${values.quick ? "fair-quick.tmp" : "fair.md"}`;
   const log = (msg: string) => console.error(`[fair] ${msg}`);
   const adminKey = `fair-admin-${crypto.randomUUID()}`;
-  const env = {
-    PATH: `${Deno.execPath().replace(/\/[^/]*$/, "")}:${Deno.env.get("PATH") ?? ""}`,
-    SKEID_LOG_LEVEL: "warn",
-    SKEID_ADMIN_API_KEY: adminKey,
-  };
+  const env = childEnv(adminKey);
   const scope = await childScope("skeid-fair-", log);
   const { children, dir } = scope;
   try {
     await Deno.mkdir(`${dir}/usage`);
-    const fake = spawnChild("fake model", SKEID, [
-      "fake-model",
-      "--listen",
-      "127.0.0.1:0",
-      "--record",
-      "0",
-      "--tokens",
-      "8",
-      "--ttft-ms",
-      "20",
-      "--itl-ms",
-      "10",
-    ], { env });
-    children.push(fake);
-    const fakeUrl = (await fake.firstLine(60_000)).trim();
-    await waitHealthy(`${fakeUrl.replace(/\/v1$/, "")}/health`, fake, 30_000);
+    const fakeArgs = ["--tokens", "8", "--ttft-ms", "20", "--itl-ms", "10"];
+    const { url: fakeUrl } = await startFakeChild(SKEID, fakeArgs, env, children);
 
     const base = { weightA: 1, spill: false, bStartsMs: 0, loopsB: LOOPS_B };
     const late = Math.round(durationMs / 3);

@@ -9,26 +9,17 @@ import type { Skeid } from "../core/skeid.ts";
 import type { Node } from "../core/types.ts";
 
 import type { RefusalStatus } from "../proxy/errors.ts";
-import { ShareStats, type ShareWire, type TierBacklog } from "../proxy/share_stats.ts";
+import {
+  LATENCY_BUCKETS_S,
+  ShareStats,
+  type ShareWire,
+  type TierBacklog,
+} from "../proxy/share_stats.ts";
 
 export type { RefusalStatus } from "../proxy/errors.ts";
 
 /** Upper bounds of the request duration histogram, seconds. */
-export const DURATION_BUCKETS_S: readonly number[] = Object.freeze([
-  0.005,
-  0.01,
-  0.025,
-  0.05,
-  0.1,
-  0.25,
-  0.5,
-  1,
-  2.5,
-  5,
-  10,
-  30,
-  60,
-]);
+export const DURATION_BUCKETS_S: readonly number[] = LATENCY_BUCKETS_S;
 
 /**
  * Distinct label sets kept per labelled counter. Model names come from clients, so without a

@@ -7,8 +7,9 @@
  * @module
  */
 
-/** Upper bounds of the wait-time histogram, seconds. */
-export const WAIT_BUCKETS_S: readonly number[] = Object.freeze([
+/** Upper bounds of the latency histograms (request durations, waits), seconds. */
+export const LATENCY_BUCKETS_S: readonly number[] = Object.freeze([
+  0.005,
   0.01,
   0.025,
   0.05,
@@ -96,12 +97,12 @@ export class ShareStats {
     const key = this.#keyLabel(keyId);
     let h = perKey.get(key);
     if (!h) {
-      h = { buckets: new Array(WAIT_BUCKETS_S.length + 1).fill(0), count: 0, sum: 0, max: 0 };
+      h = { buckets: new Array(LATENCY_BUCKETS_S.length + 1).fill(0), count: 0, sum: 0, max: 0 };
       perKey.set(key, h);
     }
     const s = Math.max(0, ms) / 1000;
     let i = 0;
-    while (i < WAIT_BUCKETS_S.length && s > WAIT_BUCKETS_S[i]) i++;
+    while (i < LATENCY_BUCKETS_S.length && s > LATENCY_BUCKETS_S[i]) i++;
     h.buckets[i]++;
     h.count++;
     h.sum += s;
@@ -202,7 +203,7 @@ export class ShareStats {
 /** `[le, cumulative count]` pairs of a histogram, `+Inf` last. */
 function cumulative(h: WaitHistogram): [string, number][] {
   let n = 0;
-  const out: [string, number][] = WAIT_BUCKETS_S.map((le, i) => [String(le), n += h.buckets[i]]);
+  const out: [string, number][] = LATENCY_BUCKETS_S.map((le, i) => [String(le), n += h.buckets[i]]);
   out.push(["+Inf", h.count]);
   return out;
 }
