@@ -213,6 +213,14 @@ Deno.test("fair share: more than max_queued waiters of a key get 429 key_queue_f
     const error = full.json.error as Record<string, unknown>;
     assertEquals(error.code, "key_queue_full");
     assertEquals(error.type, "rate_limit_error");
+    const anthropic = await post(`${t.base}/v1/messages`, {
+      model: "m",
+      max_tokens: 8,
+      messages: [{ role: "user", content: "hi" }],
+    }, { "x-api-key": "sk-a" });
+    assertEquals(anthropic.status, 429, "the Anthropic face refuses too");
+    assertEquals(anthropic.json.type, "error", "in its own shape");
+    assertEquals((anthropic.json.error as Record<string, unknown>).type, "rate_limit_error");
     held.push(send("b"));
     await until(() => t.gw.waiters.size === 3, 3000, "another key still queues");
     for (const r of await Promise.all(held)) assertEquals(r.status, 200, r.text);
