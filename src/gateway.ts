@@ -28,6 +28,7 @@ import { KeyIdCache } from "./proxy/identity.ts";
 import { IdleWatch } from "./proxy/idle_watch.ts";
 import { SecondStamp } from "./proxy/usage.ts";
 import { WaiterQueue } from "./proxy/wait.ts";
+import { shareKeyLabel } from "./proxy/share_stats.ts";
 import { LinkedList } from "./proxy/linked_list.ts";
 import { type CapacityProbes, startCapacityProbes } from "./capacity/manager.ts";
 import type { KeyBroker } from "./keys/broker.ts";
@@ -125,7 +126,7 @@ export class Gateway implements ProxyContext {
   /** Resolves nodes' `api_key_ref` (OpenBao), when one is configured. */
   keyBroker: KeyBroker | undefined;
   readonly #fatal = Promise.withResolvers<string>();
-  /** Requests waiting, first come first served, for a tier's capacity. */
+  /** Requests waiting for a tier's capacity, served by fair share between customer keys. */
   readonly waiters: WaiterQueue;
   /** Customer key → customer key id cache. */
   readonly keyIds: KeyIdCache;
@@ -166,7 +167,7 @@ export class Gateway implements ProxyContext {
     });
     this.ledger = new UsageLedger({ logger: this.logger, spillPath: opts.spillPath });
     this.recorder = this.ledger;
-    this.metrics = new GatewayMetrics();
+    this.metrics = new GatewayMetrics((id) => shareKeyLabel(id, this.skeid.keyNameForId(id)));
     this.upstreamTimeoutMs = opts.upstreamTimeoutMs ??
       positiveInt(env("SKEID_UPSTREAM_TIMEOUT"), 300) * 1000;
     this.keepaliveMs = Math.max(0, opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS);
@@ -202,7 +203,9 @@ export class Gateway implements ProxyContext {
       subscribe: (listener) => skeid.onCapacityChange(listener),
       nextChangeAt: () => skeid.nextCapacityChangeAt(),
       pollMs: () => skeid.routing.wait_poll_ms,
+      stats: this.metrics.share,
     });
+    this.metrics.shareBacklog = () => this.waiters.backlog();
     const ledger = this.ledger;
     this.config = new ConfigManager({
       skeid,

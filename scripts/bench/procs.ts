@@ -272,3 +272,57 @@ export async function childScope(prefix: string, log: (msg: string) => void): Pr
     },
   };
 }
+
+/** The environment of the bench's children: this Deno first on PATH, warn logs, the admin key. */
+export function childEnv(adminKey: string): Record<string, string> {
+  return {
+    // scripts/skeid uses the Deno on PATH: this one.
+    PATH: `${Deno.execPath().replace(/\/[^/]*$/, "")}:${Deno.env.get("PATH") ?? ""}`,
+    SKEID_LOG_LEVEL: "warn",
+    SKEID_ADMIN_API_KEY: adminKey,
+  };
+}
+
+/** Polls `url` until it answers 2xx (bounded by `ms`); throws when `child` exits or time runs out. */
+export async function waitHealthy(url: string, child: Child, ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  let last = "not polled";
+  while (Date.now() < end) {
+    if (child.done) throw new Error(`${child.name} exited: ${child.tail()}`);
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
+      await res.body?.cancel();
+      if (res.ok) return;
+      last = `status ${res.status}`;
+    } catch (e) {
+      last = e instanceof Error ? e.message : String(e);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${child.name} not healthy at ${url}: ${last}`);
+}
+
+/**
+ * Starts `skeid fake-model` on 127.0.0.1:0 with `args` (timings), pushed to `children`; answers
+ * once its printed base URL answers `/health`.
+ */
+export async function startFakeChild(
+  skeid: string,
+  args: string[],
+  env: Record<string, string>,
+  children: Child[],
+): Promise<{ child: Child; url: string }> {
+  const child = spawnChild("fake model", skeid, [
+    "fake-model",
+    "--listen",
+    "127.0.0.1:0",
+    "--record",
+    "0",
+    ...args,
+  ], { env });
+  children.push(child);
+  const url = (await child.firstLine(60_000)).trim();
+  if (!/^http:\/\/127\.0\.0\.1:\d+\/v1$/.test(url)) throw new Error(`fake model printed '${url}'`);
+  await waitHealthy(`${url.replace(/\/v1$/, "")}/health`, child, 30_000);
+  return { child, url };
+}

@@ -19,7 +19,7 @@
  */
 import { parseArgs } from "node:util";
 import {
-  type Child,
+  childEnv,
   childScope,
   countFds,
   freePort,
@@ -28,6 +28,8 @@ import {
   samplePeak,
   sampleRss,
   spawnChild,
+  startFakeChild,
+  waitHealthy,
 } from "./procs.ts";
 import {
   markdownTable,
@@ -365,25 +367,6 @@ async function nodeWeight(
 }
 
 /** Waits until `url` answers 200, or the child exits; throws naming what happened. */
-async function waitHealthy(url: string, child: Child, ms: number): Promise<void> {
-  const r = await pollUntil(
-    async () => {
-      if (child.done) return `${child.name} exited: ${child.tail()}`;
-      try {
-        const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
-        await res.body?.cancel();
-        return res.ok ? "ok" : `status ${res.status}`;
-      } catch (e) {
-        return e instanceof Error ? e.message : String(e);
-      }
-    },
-    (s) => s === "ok" || child.done,
-    ms,
-    100,
-  );
-  if (!r.ok) throw new Error(`${child.name} not healthy at ${url}: ${r.value}`);
-}
-
 interface Check {
   name: string;
   ok: boolean;
@@ -544,29 +527,11 @@ async function main(): Promise<number> {
     console.error(`soak [${((Date.now() - started) / 1000).toFixed(1)}s]: ${msg}`);
 
   const adminKey = `soak-admin-${crypto.randomUUID()}`;
-  const env = {
-    // scripts/skeid uses the Deno on PATH: this one.
-    PATH: `${Deno.execPath().replace(/\/[^/]*$/, "")}:${Deno.env.get("PATH") ?? ""}`,
-    SKEID_LOG_LEVEL: "warn",
-    SKEID_ADMIN_API_KEY: adminKey,
-  };
+  const env = childEnv(adminKey);
   const scope = await childScope("skeid-soak-", log);
   const { children, dir } = scope;
   try {
-    const fake = spawnChild("fake model", SKEID, [
-      "fake-model",
-      "--listen",
-      "127.0.0.1:0",
-      "--record",
-      "0",
-      ...FAKE_ARGS,
-    ], { env });
-    children.push(fake);
-    const fakeUrl = (await fake.firstLine(60_000)).trim();
-    if (!/^http:\/\/127\.0\.0\.1:\d+\/v1$/.test(fakeUrl)) {
-      throw new Error(`fake model printed '${fakeUrl}'`);
-    }
-    await waitHealthy(`${fakeUrl.replace(/\/v1$/, "")}/health`, fake, 30_000);
+    const { child: fake, url: fakeUrl } = await startFakeChild(SKEID, FAKE_ARGS, env, children);
 
     // The usage file in a folder of its own: the config watcher reads the config's folder.
     const config = `${dir}/skeid.yaml`;

@@ -9,25 +9,17 @@ import type { Skeid } from "../core/skeid.ts";
 import type { Node } from "../core/types.ts";
 
 import type { RefusalStatus } from "../proxy/errors.ts";
+import {
+  LATENCY_BUCKETS_S,
+  ShareStats,
+  type ShareWire,
+  type TierBacklog,
+} from "../proxy/share_stats.ts";
 
 export type { RefusalStatus } from "../proxy/errors.ts";
 
 /** Upper bounds of the request duration histogram, seconds. */
-export const DURATION_BUCKETS_S: readonly number[] = Object.freeze([
-  0.005,
-  0.01,
-  0.025,
-  0.05,
-  0.1,
-  0.25,
-  0.5,
-  1,
-  2.5,
-  5,
-  10,
-  30,
-  60,
-]);
+export const DURATION_BUCKETS_S: readonly number[] = LATENCY_BUCKETS_S;
 
 /**
  * Distinct label sets kept per labelled counter. Model names come from clients, so without a
@@ -89,6 +81,20 @@ export class GatewayMetrics {
   readonly #attemptFailures = new LabelledCounter("node");
   readonly #responses = new LabelledCounter("node");
   readonly #durations = new Map<string, Histogram>();
+  /** Fair share: wait times and served tokens (the waiter queue and the usage hook feed it). */
+  readonly share: ShareStats;
+  /** Reads the waiter queue's backlog per tier (set by the gateway). */
+  shareBacklog: (() => TierBacklog[]) | undefined;
+
+  /** `keyLabel`: a customer key id's label in the fair share metrics (default: the id). */
+  constructor(keyLabel: (keyId: string) => string = (id) => id) {
+    this.share = new ShareStats(keyLabel);
+  }
+
+  /** Fair share per tier and served tokens per key, for `/skeid/metrics/nodes`. */
+  shareSnapshot(): ShareWire {
+    return this.share.snapshot(this.shareBacklog?.() ?? []);
+  }
 
   /** A request refused before forwarding (no usage event is written for it). */
   refusal(model: string, status: RefusalStatus, reason: string): void {
@@ -241,6 +247,7 @@ export class GatewayMetrics {
       "Requests refused before forwarding, by requested model, status and reason.",
     );
     for (const s of this.#refusals.samples()) sample("skeid_refusals_total", s.labels, s.n);
+    out.push(...this.share.prometheus(this.shareBacklog?.() ?? [], escapeLabel));
 
     return out.join("\n") + "\n";
   }

@@ -164,6 +164,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
       json({
         metrics: skeid.nodeMetrics().map(nodeMetricsToWire),
         probes: deps.probes?.() ?? [],
+        fair_share: deps.metrics.shareSnapshot(),
       }),
   );
 

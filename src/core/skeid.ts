@@ -44,6 +44,7 @@ import {
   shortKeyIdWarning,
   underPath,
 } from "./policies.ts";
+import { type KeyPolicy, keyPolicyOf } from "./key_limits.ts";
 import { CapacityTable } from "./capacity.ts";
 import { type EjectionOptions, type EjectionSnapshot, EjectionTable } from "./ejection.ts";
 import { costFor, PricingTable } from "./pricing.ts";
@@ -179,6 +180,8 @@ export class Skeid {
   readonly #warned = new Set<string>();
   #aliases = new Map<string, Alias>();
   #policySet: PolicySet = emptyPolicySet();
+  /** `keyNames` reversed, for the policy set it was made from. */
+  #keyNamesById: { set: PolicySet; byId: Map<string, string> } | undefined;
   /** Alias plans per policy: resolved once, shared (frozen) by every request. */
   #plans = new WeakMap<Policy, Map<string, RoutePlan>>();
   #openPlans = new Map<string, RoutePlan>();
@@ -404,9 +407,28 @@ export class Skeid {
     return set.defaultPolicy;
   }
 
+  /**
+   * What a customer key is held to: its policy's rate limits, budget and fair share settings
+   * (key overrides applied). Read on every request, so a reload's new numbers apply to the next
+   * one while the counters (kept elsewhere by customer key id) carry on.
+   */
+  keyPolicy(apiKeyId: string | undefined): KeyPolicy {
+    return keyPolicyOf(this.policyForKey(apiKeyId));
+  }
+
   /** The customer key id a `names:` name maps to. */
   keyIdForName(name: string): string | undefined {
     return this.#policySet.keyNames.get(name);
+  }
+
+  /** The `keys:` name of a customer key id (metrics labels), undefined for a key not named. */
+  keyNameForId(id: string): string | undefined {
+    const set = this.#policySet;
+    if (this.#keyNamesById?.set !== set) {
+      const byId = new Map([...set.keyNames].map(([name, keyId]) => [keyId, name]));
+      this.#keyNamesById = { set, byId };
+    }
+    return this.#keyNamesById.byId.get(id);
   }
 
   // ---- routing -----------------------------------------------------------------------------

@@ -40,7 +40,7 @@ export interface ProxyContext extends IntakeContext, UpstreamClients {
   readonly logger: Logger;
   /** Whether one debug line per request is wanted (checked before building it). */
   readonly logRequests: boolean;
-  /** The gateway's FIFO of requests waiting for a tier's capacity. */
+  /** The gateway's requests waiting for a tier's capacity (fair share between keys). */
   readonly waiters: WaiterQueue;
   /** Customer key → customer key id, so the SHA-1 is not redone on every request. */
   readonly keyIds: KeyIdCache;

@@ -38,9 +38,21 @@ export function errorResponse(
  */
 export type RefusalStatus = 400 | 401 | 403 | 404 | 413 | 429 | 503 | 508;
 
+/** Refusal reasons an OpenAI-shaped error also names as `error.code`, for clients to branch on. */
+const CODED_REASONS: ReadonlySet<string> = new Set(["key_queue_full"]);
+
 /** The refusal as the face's error response, with the request id. */
 export function refusalResponse(face: Face, refusal: Refusal, requestId: string): Response {
-  return errorResponse(face, refusal.status, refusal.type, refusal.message, requestId);
+  const body = face.errorBody(refusal.status, refusal.type, refusal.message);
+  if (CODED_REASONS.has(refusal.reason) && isOpenAIError(body)) body.error.code = refusal.reason;
+  return jsonResponse(refusal.status, body, requestId);
+}
+
+/** `{error: {...}}` without the Anthropic shape's `type: "error"`. */
+function isOpenAIError(body: unknown): body is { error: Record<string, unknown> } {
+  if (typeof body !== "object" || body === null || "type" in body) return false;
+  const error = (body as { error?: unknown }).error;
+  return typeof error === "object" && error !== null && !Array.isArray(error);
 }
 
 /** A request the gateway refuses before routing or forwarding. */

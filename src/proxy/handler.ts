@@ -105,6 +105,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   #upstreamStatus = 0;
   #relaying = false;
   #ended = false;
+  /** The walk: its fair share charge is corrected by the usage event. */
+  #walk: RouteWalk | undefined;
 
   /** Stamps the start time and the request id; nothing else happens until `run()`. */
   constructor(ctx: ProxyContext, face: Face, endpoint: string, req: Request) {
@@ -192,6 +194,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     }
 
     const walk = new RouteWalk(skeid, ctx.waiters, plan.tiers, this.requestedModel);
+    this.#walk = walk.sharing(id, upstream.body);
     const maxAttempts = Math.max(1, routing.max_attempts);
     let last: Failure | undefined;
     let keyMissing = 0;
@@ -400,7 +403,9 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   /** The usage event of this request (only once a node was attempted). */
   #record(status: number, ok: boolean, extra: UsageOutcome & { durationMs?: number }): void {
     const node = this.#node;
-    if (node) recordUsage(this.ctx, this, node, this.#servedModel, status, ok, extra);
+    if (!node) return;
+    const event = recordUsage(this.ctx, this, node, this.#servedModel, status, ok, extra);
+    this.ctx.waiters.served(this.#walk, event);
   }
 
   #end(): void {

@@ -1,21 +1,36 @@
 /**
- * The waiter queue: requests that found every eligible node full wait here, first come first
- * served, until admission may take them or their tier's wait runs out.
+ * The waiter queue: requests that found every eligible node full wait here until admission may
+ * take them or their tier's wait runs out. Freed capacity goes by fair share between customer
+ * keys (ADR 0024, `src/core/fair_share.ts`): the highest priority band first, in it the
+ * backlogged key with the lowest virtual counter, within one key first come first served. Waiters
+ * that name no customer key are one key: first come first served among them, as before.
  *
  * Waiting is event-driven. The core tells the queue when admission may now admit more (a slot was
  * freed, a reading changed, a node was added); the queue then offers the slot to its waiters in
- * arrival order, synchronously, before any newcomer can run. Time-driven changes the core cannot
- * announce (a backoff ending) are covered by one timer at the core's next change moment; a timer at
- * `pollMs` is only a safety net. The queue owns at most one timer, whatever its length.
+ * fair-share order, synchronously, before any newcomer can run. Time-driven changes the core
+ * cannot announce (a backoff ending) are covered by one timer at the core's next change moment; a
+ * timer at `pollMs` is only a safety net. The queue owns at most one timer, whatever its length.
  *
  * @module
  */
-import { type Linked, LinkedList } from "./linked_list.ts";
+import { FairShareQueue, type FairShareTicket } from "../core/fair_share.ts";
+import { DEFAULT_SHARE, type ShareSettings } from "../core/key_limits.ts";
+import type { ShareStats, TierBacklog } from "./share_stats.ts";
 
 /** Something waiting for a slot: it tries to take one when told the state changed. */
 export interface Waiter {
   /** Tries to take a slot now; true when admitted (the waiter then leaves the queue). */
   tryAdmit(): boolean;
+  /** The customer key the waiter is counted to (absent: one shared anonymous key). */
+  readonly keyId?: string;
+  /** The key's fair share settings (absent: weight 1, priority 0, no queue limit). */
+  readonly share?: ShareSettings;
+  /** Tokens charged to the key when it is admitted (input estimate + output limit). */
+  estimateTokens?(): number;
+  /** The tier it waits for, as metrics name it. */
+  readonly tierName?: string;
+  /** Set by the queue when a wait admits it: hand it to `served` with the usage event. */
+  shareTicket?: ShareTicket;
 }
 
 /** Timer functions (tests inject a manual clock). */
@@ -38,17 +53,40 @@ export interface WaiterQueueOptions {
   pollMs: () => number;
   /** Default: `setTimeout`/`clearTimeout`. */
   timers?: Timers;
+  /** Wait times and served tokens for the metrics (none kept when absent). */
+  stats?: ShareStats;
 }
 
-/** How a wait ended. */
-export type WaitResult = "admitted" | "timeout" | "aborted";
+/** What a usage event tells fair share. */
+export interface ServedTokens {
+  /** The customer key id. */
+  readonly api_key_id: string;
+  /** Input tokens. */
+  readonly input_tokens: number;
+  /** Output tokens. */
+  readonly output_tokens: number;
+}
 
-interface Entry extends Linked<Entry> {
+/**
+ * How a wait ended; `queue_full`: the key already had `share.max_queued` waiters, so this one
+ * did not wait at all (429 `key_queue_full`).
+ */
+export type WaitResult = "admitted" | "timeout" | "aborted" | "queue_full";
+
+/** A slot given by fair share: hand it back to `served` when the usage event is recorded. */
+export type ShareTicket = FairShareTicket<unknown>;
+
+type Ticket = FairShareTicket<Entry | null>;
+
+interface Entry {
   waiter: Waiter;
   deadline: number;
+  since: number;
   resolve: (result: WaitResult) => void;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
+  ticket: Ticket | undefined;
+  settled: boolean;
 }
 
 const defaultTimers: Timers = {
@@ -56,13 +94,30 @@ const defaultTimers: Timers = {
   clear: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 };
 
-/** A FIFO queue of waiting requests, woken by capacity changes. */
+/** Waiters that name no customer key share this one. */
+const NO_KEY = "";
+
+function tryAdmit(entry: Entry | null): boolean {
+  if (entry === null) return false;
+  try {
+    return entry.waiter.tryAdmit();
+  } catch {
+    return false;
+  }
+}
+
+/** The key's tokens estimate; a waiter without one is charged one token (order, no weight). */
+function estimateOf(waiter: Waiter): number {
+  return waiter.estimateTokens?.() ?? 1;
+}
+
+/** A fair-share queue of waiting requests, woken by capacity changes. */
 export class WaiterQueue {
   readonly #opts: WaiterQueueOptions;
   readonly #timers: Timers;
   readonly #unsubscribe: () => void;
-  /** Waiting requests in arrival order. */
-  readonly #entries = new LinkedList<Entry>();
+  /** Waiting requests in fair-share order (`null` items: charges of direct admissions). */
+  readonly #fair = new FairShareQueue<Entry | null>();
   #draining = false;
   #again = false;
   #timer: unknown;
@@ -79,7 +134,7 @@ export class WaiterQueue {
 
   /** How many requests are waiting. */
   get size(): number {
-    return this.#entries.size;
+    return this.#fair.size;
   }
 
   /**
@@ -88,28 +143,76 @@ export class WaiterQueue {
    */
   wait(waiter: Waiter, deadline: number, signal?: AbortSignal): Promise<WaitResult> {
     if (signal?.aborted) return Promise.resolve("aborted");
-    if (this.#closed || deadline <= this.#opts.now()) return Promise.resolve("timeout");
+    const now = this.#opts.now();
+    if (this.#closed || deadline <= now) return Promise.resolve("timeout");
     return new Promise<WaitResult>((resolve) => {
       const entry: Entry = {
         waiter,
         deadline,
+        since: now,
         resolve,
         signal,
         onAbort: undefined,
+        ticket: undefined,
+        settled: false,
       };
+      const wasEmpty = this.#fair.size === 0;
+      const ticket = this.#fair.enqueue(
+        waiter.keyId ?? NO_KEY,
+        waiter.share ?? DEFAULT_SHARE,
+        entry,
+        estimateOf(waiter),
+      );
+      if (ticket === null) {
+        resolve("queue_full");
+        return;
+      }
+      entry.ticket = ticket;
       if (signal) {
         entry.onAbort = () => this.#settle(entry, "aborted");
         signal.addEventListener("abort", entry.onAbort, { once: true });
       }
-      if (this.#entries.size === 0) this.#lastPoll = this.#opts.now();
-      this.#entries.add(entry);
+      if (wasEmpty) this.#lastPoll = now;
       this.#schedule();
     });
   }
 
-  /** Offers freed capacity to the waiters in arrival order (the core's change listener). */
+  /**
+   * A waiter admitted without waiting while others wait: its service counts to its key like a
+   * dispatched waiter's (ADR 0024). Nothing happens when nobody waits. Returns the ticket to hand
+   * to `served`, or undefined.
+   */
+  charge(waiter: Waiter): Ticket | undefined {
+    if (this.#fair.size === 0) return undefined;
+    const ticket = this.#fair.charge(
+      waiter.keyId ?? NO_KEY,
+      waiter.share ?? DEFAULT_SHARE,
+      null,
+      estimateOf(waiter),
+    );
+    return ticket ?? undefined;
+  }
+
+  /**
+   * A request's usage event was recorded (undefined: lost): the charge of the waiter's admission
+   * is corrected with the real tokens (input + output), which count as served to the key.
+   */
+  served(waiter: Waiter | undefined, event: ServedTokens | undefined): void {
+    if (event === undefined) return;
+    const ticket = waiter?.shareTicket;
+    const tokens = event.input_tokens + event.output_tokens;
+    if (ticket !== undefined) this.#fair.correct(ticket as Ticket, tokens);
+    this.#opts.stats?.served(event.api_key_id, event.input_tokens, event.output_tokens);
+  }
+
+  /** Gives back the charge of an admission whose attempt served nothing (failover). */
+  uncharge(ticket: ShareTicket | undefined): void {
+    if (ticket !== undefined) this.#fair.correct(ticket as Ticket, 0);
+  }
+
+  /** Offers freed capacity to the waiters in fair-share order (the core's change listener). */
   wake(): void {
-    if (this.#entries.size === 0) return;
+    if (this.#fair.size === 0) return;
     if (this.#draining) {
       // A change announced while a waiter was being admitted: run the round again after this one.
       this.#again = true;
@@ -119,23 +222,24 @@ export class WaiterQueue {
     try {
       do {
         this.#again = false;
-        let entry = this.#entries.first;
-        while (entry) {
-          const next = entry.linkNext;
-          let admitted = false;
-          try {
-            admitted = entry.waiter.tryAdmit();
-          } catch {
-            admitted = false;
-          }
-          if (admitted) this.#settle(entry, "admitted");
-          entry = next;
-        }
-      } while (this.#again && this.#entries.size > 0);
+        for (const t of this.#fair.drain(tryAdmit)) this.#settle(t.item!, "admitted");
+      } while (this.#again && this.#fair.size > 0);
     } finally {
       this.#draining = false;
     }
     this.#schedule();
+  }
+
+  /** Waiting requests per tier: backlogged keys and their queue lengths (metrics). */
+  backlog(): TierBacklog[] {
+    const tiers = new Map<string, Map<string, number>>();
+    for (const t of this.#fair.tickets()) {
+      const tier = t.item?.waiter.tierName ?? "";
+      let keys = tiers.get(tier);
+      if (!keys) tiers.set(tier, keys = new Map());
+      keys.set(t.keyId, (keys.get(t.keyId) ?? 0) + 1);
+    }
+    return [...tiers].map(([tier, keys]) => ({ tier, keys }));
   }
 
   /** Ends every wait (timeout) and stops listening; used at shutdown. */
@@ -143,18 +247,33 @@ export class WaiterQueue {
     if (this.#closed) return;
     this.#closed = true;
     this.#unsubscribe();
-    for (let entry = this.#entries.first; entry; entry = this.#entries.first) {
-      this.#settle(entry, "timeout");
-    }
+    for (const entry of this.#entries()) this.#settle(entry, "timeout");
     this.#clearTimer();
   }
 
+  /** The waiting entries, collected (settling one changes the queue). */
+  #entries(): Entry[] {
+    const out: Entry[] = [];
+    for (const t of this.#fair.tickets()) if (t.item) out.push(t.item);
+    return out;
+  }
+
   #settle(entry: Entry, result: WaitResult): void {
-    // An entry is settled once: the first settle unlinks it, a later one finds it gone.
-    if (!this.#entries.delete(entry)) return;
+    // An entry is settled once; one `drain` admitted has already left the fair queue.
+    if (entry.settled) return;
+    entry.settled = true;
+    const ticket = entry.ticket!;
+    this.#fair.remove(ticket);
     if (entry.signal && entry.onAbort) entry.signal.removeEventListener("abort", entry.onAbort);
+    const waiter = entry.waiter;
+    if (result === "admitted") waiter.shareTicket = ticket;
+    this.#opts.stats?.waited(
+      waiter.tierName ?? "",
+      ticket.keyId,
+      this.#opts.now() - entry.since,
+    );
     entry.resolve(result);
-    if (this.#entries.size === 0) this.#clearTimer();
+    if (this.#fair.size === 0) this.#clearTimer();
     else if (result === "aborted") this.#schedule();
   }
 
@@ -162,20 +281,15 @@ export class WaiterQueue {
     this.#timer = undefined;
     this.#timerAt = Infinity;
     const now = this.#opts.now();
-    let entry = this.#entries.first;
-    while (entry) {
-      const next = entry.linkNext;
-      if (entry.deadline <= now) {
-        // One last try at the deadline, so a slot freed in the same instant is not lost.
-        let admitted = false;
-        try {
-          admitted = entry.waiter.tryAdmit();
-        } catch {
-          admitted = false;
-        }
-        this.#settle(entry, admitted ? "admitted" : "timeout");
-      }
-      entry = next;
+    for (const entry of this.#entries()) {
+      if (entry.deadline > now || entry.settled) continue;
+      // One last try at the deadline, so a slot freed in the same instant is not lost; taken
+      // out of fair-share order, it is charged like a direct admission.
+      this.#fair.remove(entry.ticket!);
+      if (tryAdmit(entry)) {
+        entry.ticket = this.charge(entry.waiter) ?? entry.ticket;
+        this.#settle(entry, "admitted");
+      } else this.#settle(entry, "timeout");
     }
     this.#lastPoll = now;
     this.wake();
@@ -183,14 +297,17 @@ export class WaiterQueue {
   }
 
   #schedule(): void {
-    if (this.#entries.size === 0 || this.#closed) {
+    if (this.#fair.size === 0 || this.#closed) {
       this.#clearTimer();
       return;
     }
     const now = this.#opts.now();
     let at = this.#lastPoll + Math.max(1, this.#opts.pollMs());
     if (at <= now) at = now + Math.max(1, this.#opts.pollMs());
-    for (let e = this.#entries.first; e; e = e.linkNext) if (e.deadline < at) at = e.deadline;
+    for (const t of this.#fair.tickets()) {
+      const deadline = t.item?.deadline ?? Infinity;
+      if (deadline < at) at = deadline;
+    }
     // A change moment already past says nothing new (the poll covers it); only a future one counts.
     const change = this.#opts.nextChangeAt?.();
     if (change !== undefined && change > now && change < at) at = change;

@@ -9,8 +9,16 @@
  *
  * @module
  */
+import {
+  DEFAULT_RESERVE_TOKENS,
+  DEFAULT_SHARE,
+  type KeyPolicy,
+  type ShareSettings,
+} from "../core/key_limits.ts";
 import type { PickedNode, RouteState, Selection, Tier } from "../core/types.ts";
-import type { Waiter, WaiterQueue } from "./wait.ts";
+import type { JsonObject } from "../json.ts";
+import { requestTokensEstimate } from "./estimate.ts";
+import type { ShareTicket, Waiter, WaiterQueue } from "./wait.ts";
 
 /** What the walk needs from the core (a `Skeid` satisfies it). */
 export interface WalkCore {
@@ -22,6 +30,14 @@ export interface WalkCore {
   startRequest(id: string): boolean;
   /** The core's clock, epoch ms. */
   now(): number;
+  /** What a customer key is held to (its fair share settings); absent: the defaults. */
+  keyPolicy?(apiKeyId: string | undefined): KeyPolicy;
+}
+
+/** A tier as the fair share metrics name it: its model, then its tags. */
+export function tierName(tier: Selection): string {
+  const tags = tier.tags ?? [];
+  return tags.length > 0 ? `${tier.model}|${tags.join("+")}` : tier.model;
 }
 
 /** A node was admitted: the caller owns its slot and must finish it. */
@@ -40,13 +56,14 @@ export interface WalkRefused {
   kind: "refused";
   /**
    * 403: only nodes the customer key's deny tags forbid would be eligible; 429: eligible but never
-   * admitted within the waits; 503: no eligible node.
+   * admitted within the waits, or the key already had `share.max_queued` waiters; 503: no
+   * eligible node.
    */
   status: 403 | 429 | 503;
   /** The error type in the face's error body. */
   type: "permission_error" | "rate_limit_error" | "model_not_found";
   /** Short reason for metrics and logs (the refusal words of CONTEXT.md). */
-  reason: "denied_by_tags" | "no_capacity" | "no_eligible_node";
+  reason: "denied_by_tags" | "no_capacity" | "no_eligible_node" | "key_queue_full";
   /** What the client is told. */
   message: string;
 }
@@ -79,6 +96,12 @@ export class RouteWalk implements Waiter {
   #pickedId: string | undefined;
   #waitedMs = 0;
   #admitted: PickedNode | undefined;
+  /** The customer key the walk's waits count to (fair share). */
+  keyId: string | undefined;
+  /** Waiter: the fair share charge of the current admission, corrected by the usage event. */
+  shareTicket: ShareTicket | undefined;
+  #body: JsonObject | undefined;
+  #policy: KeyPolicy | undefined;
 
   /**
    * A walk starting at the first tier; nothing is asked until `next()`.
@@ -93,6 +116,38 @@ export class RouteWalk implements Waiter {
     this.#queue = queue;
     this.#tiers = tiers;
     this.#requestedModel = requestedModel;
+  }
+
+  /**
+   * Counts the walk's waits to customer key `keyId` (fair share); `body`, the upstream body, is
+   * read only to estimate its tokens when it has to share. Without it every walk is one key.
+   */
+  sharing(keyId: string, body: JsonObject): this {
+    this.keyId = keyId;
+    this.#body = body;
+    return this;
+  }
+
+  /** Waiter: the customer key's fair share settings, read once per request. */
+  get share(): ShareSettings {
+    return this.#keyPolicy()?.share ?? DEFAULT_SHARE;
+  }
+
+  /** Waiter: the tokens charged at dispatch (input estimate + output limit or default). */
+  estimateTokens(): number {
+    if (this.#body === undefined) return 1;
+    const reserve = this.#keyPolicy()?.budget?.default_reserve_tokens ?? DEFAULT_RESERVE_TOKENS;
+    return requestTokensEstimate(this.#body, reserve);
+  }
+
+  /** Waiter: the tier waited for, as metrics name it. */
+  get tierName(): string {
+    const tier = this.#tiers[this.#index];
+    return tier === undefined ? "" : tierName(tier);
+  }
+
+  #keyPolicy(): KeyPolicy | undefined {
+    return this.#policy ??= this.#core.keyPolicy?.(this.keyId);
   }
 
   /** Milliseconds spent waiting for capacity so far. */
@@ -113,6 +168,11 @@ export class RouteWalk implements Waiter {
   next(client?: { readonly signal: AbortSignal }): WalkResult | Promise<WalkResult> {
     // The usual case answers synchronously: the first tier admits at once (no promise, no
     // microtask); waiting goes on in `#nextAsync`.
+    if (this.shareTicket !== undefined) {
+      // A failover: the attempt the last admission was charged for served nothing.
+      this.#queue.uncharge(this.shareTicket);
+      this.shareTicket = undefined;
+    }
     const tiers = this.#tiers;
     while (this.#index < tiers.length) {
       const tier = tiers[this.#index];
@@ -122,7 +182,7 @@ export class RouteWalk implements Waiter {
         continue;
       }
       this.#everEligible = true;
-      if (this.tryAdmit()) return this.#take(tier);
+      if (this.tryAdmit()) return this.#take(tier, true);
       return this.#nextAsync(client, true);
     }
     return this.#refusal();
@@ -145,7 +205,7 @@ export class RouteWalk implements Waiter {
           continue;
         }
         this.#everEligible = true;
-        if (this.tryAdmit()) return this.#take(tier);
+        if (this.tryAdmit()) return this.#take(tier, true);
       }
       tried = false;
       const wait = this.#waitOf(tier);
@@ -155,8 +215,9 @@ export class RouteWalk implements Waiter {
         signal ??= client?.signal;
         const result = await this.#queue.wait(this, started + wait, signal);
         this.#waitedMs += this.#core.now() - started;
-        if (result === "admitted") return this.#take(tier);
+        if (result === "admitted") return this.#take(tier, false);
         if (result === "aborted") return { kind: "aborted" };
+        if (result === "queue_full") return this.#queueFull();
       }
       this.#index++;
     }
@@ -189,11 +250,24 @@ export class RouteWalk implements Waiter {
     return tier.wait_ms > 0 ? tier.wait_ms : 0;
   }
 
-  #take(tier: Tier): WalkAdmitted {
+  /** `direct`: admitted without waiting (charged to the key while others wait, ADR 0024). */
+  #take(tier: Tier, direct: boolean): WalkAdmitted {
+    if (direct && this.#queue.size > 0) this.shareTicket = this.#queue.charge(this);
     const node = this.#admitted!;
     this.#admitted = undefined;
     this.#waitedUpTo = Math.max(this.#waitedUpTo, this.#index);
     return { kind: "admitted", node, tier };
+  }
+
+  #queueFull(): WalkRefused {
+    const max = this.share.max_queued;
+    return {
+      kind: "refused",
+      status: 429,
+      type: "rate_limit_error",
+      reason: "key_queue_full",
+      message: `Too many requests of this key waiting for capacity (share.max_queued: ${max})`,
+    };
   }
 
   #refusal(): WalkRefused {

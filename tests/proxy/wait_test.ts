@@ -1,5 +1,12 @@
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
-import { type Timers, type Waiter, WaiterQueue, type WaitResult } from "../../src/proxy/wait.ts";
+import {
+  type ShareTicket,
+  type Timers,
+  type Waiter,
+  WaiterQueue,
+  type WaitResult,
+} from "../../src/proxy/wait.ts";
+import { assert, assertEquals } from "../_assert.ts";
 
 /** A manual clock and timer table: time moves only when the test says so. */
 class ManualClock implements Timers {
@@ -197,5 +204,56 @@ Deno.test("wait: real timers — a deadline is honoured and nothing leaks", asyn
   const start = Date.now();
   strictEqual(await q.wait(new Taker(pool, "a", []), start + 30), "timeout");
   strictEqual(Date.now() - start >= 29, true);
+  q.close();
+});
+
+/** A Taker counted to a customer key, with its share and token estimate. */
+class KeyTaker extends Taker {
+  constructor(
+    pool: Pool,
+    name: string,
+    log: string[],
+    readonly keyId: string,
+    readonly share = { weight: 1, priority: 0, max_queued: null as number | null },
+  ) {
+    super(pool, name, log);
+  }
+  shareTicket?: ShareTicket;
+  estimateTokens(): number {
+    return 10;
+  }
+}
+
+Deno.test("wait: fair share between keys — a burst of one key does not push the other back", async () => {
+  const { clock, pool, q } = setup(1_000_000);
+  const log: string[] = [];
+  const waits: Promise<WaitResult>[] = [];
+  for (const n of ["a1", "a2", "a3", "a4"]) {
+    waits.push(q.wait(new KeyTaker(pool, n, log, "A"), clock.t + 5000));
+  }
+  const b = new KeyTaker(pool, "b1", log, "B");
+  waits.push(q.wait(b, clock.t + 5000));
+  for (let i = 0; i < 5; i++) pool.release();
+  await Promise.all(waits);
+  assertEquals(log, ["a1", "b1", "a2", "a3", "a4"], "B's one request is second, not last");
+  assert(b.shareTicket !== undefined, "the admission's charge is handed to the waiter");
+  q.served(b, { api_key_id: "B", input_tokens: 1, output_tokens: 1 });
+  q.close();
+});
+
+Deno.test("wait: a key at share.max_queued gets queue_full at once; direct admissions are charged", async () => {
+  const { clock, pool, q } = setup(1_000_000);
+  const log: string[] = [];
+  const share = { weight: 1, priority: 0, max_queued: 1 };
+  const first = q.wait(new KeyTaker(pool, "a1", log, "A", share), clock.t + 5000);
+  assertEquals(
+    await q.wait(new KeyTaker(pool, "a2", log, "A", share), clock.t + 5000),
+    "queue_full",
+  );
+  assertEquals(q.size, 1);
+  assert(q.charge(new KeyTaker(pool, "b-direct", log, "B")) !== undefined, "charged while A waits");
+  pool.release();
+  assertEquals(await first, "admitted");
+  assertEquals(q.charge(new KeyTaker(pool, "b-idle", log, "B")), undefined, "nobody waits: free");
   q.close();
 });
