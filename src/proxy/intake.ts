@@ -9,6 +9,7 @@ import { concatBytes } from "../bytes.ts";
 import type { RoutingSettings } from "../core/types.ts";
 import { type Face, FaceError, type UpstreamRequest } from "../faces/face.ts";
 import { isJsonObject, type JsonObject, parseJson } from "../json.ts";
+import { jsonDepth, MAX_JSON_DEPTH } from "../json_scan.ts";
 import { Refusal } from "./errors.ts";
 import { ANONYMOUS, type KeyIdCache, requestKeyId } from "./identity.ts";
 import { hopsOf, MAX_HOPS } from "./upstream.ts";
@@ -100,8 +101,20 @@ export async function readBody(req: Request, limit: number): Promise<Uint8Array<
 
 const decoder = new TextDecoder();
 
-/** The body as a JSON object; a refusal (400) for anything else. */
+/**
+ * The body as a JSON object; a refusal (400) for anything else, and before any parsing for a body
+ * nested deeper than `MAX_JSON_DEPTH` (parsing and serializing such a body would hold the event
+ * loop for seconds).
+ */
 export function jsonBody(bytes: Uint8Array): JsonObject {
+  if (jsonDepth(bytes) > MAX_JSON_DEPTH) {
+    throw new Refusal(
+      400,
+      "invalid_request_error",
+      `JSON body nested deeper than ${MAX_JSON_DEPTH} levels (limit ${MAX_JSON_DEPTH})`,
+      "json_too_deep",
+    );
+  }
   const parsed = parseJson(decoder.decode(bytes));
   if (!isJsonObject(parsed)) {
     throw new Refusal(400, "invalid_request_error", "Invalid JSON body", "invalid_json");
