@@ -40,7 +40,11 @@ export type RefusalStatus = 400 | 401 | 403 | 404 | 413 | 429 | 503 | 508;
 
 /** The refusal as the face's error response, with the request id. */
 export function refusalResponse(face: Face, refusal: Refusal, requestId: string): Response {
-  return errorResponse(face, refusal.status, refusal.type, refusal.message, requestId);
+  const res = errorResponse(face, refusal.status, refusal.type, refusal.message, requestId);
+  if (refusal.retryAfterS !== undefined) {
+    res.headers.set("retry-after", String(refusal.retryAfterS));
+  }
+  return res;
 }
 
 /** A request the gateway refuses before routing or forwarding. */
@@ -59,6 +63,8 @@ export class Refusal extends Error {
     message: string,
     /** Short reason for metrics and logs (`body_too_large`, `no_capacity`, ...). */
     readonly reason: string,
+    /** Seconds the client is told to wait before it retries (`Retry-After`), when it should. */
+    readonly retryAfterS?: number,
   ) {
     super(message);
     this.name = "Refusal";
