@@ -17,7 +17,7 @@ import { UsageLedger } from "./usage/ledger.ts";
 import { buildUsageEvent } from "./usage/event.ts";
 import { normalizeUsageStoreConfig } from "./usage/config.ts";
 import type { ReportFilters, UsageReport } from "./usage/types.ts";
-import { GatewayMetrics } from "./admin/metrics.ts";
+import { GatewayMetrics, knownModels } from "./admin/metrics.ts";
 import { BufferBudget, maxBufferedBytes } from "./proxy/buffer_budget.ts";
 import type { AdminDeps } from "./admin/routes.ts";
 import { createLogger, type Logger, type LogLevel, parseLogLevel } from "./log.ts";
@@ -169,7 +169,7 @@ export class Gateway implements ProxyContext {
     });
     this.ledger = new UsageLedger({ logger: this.logger, spillPath: opts.spillPath });
     this.recorder = this.ledger;
-    this.metrics = new GatewayMetrics();
+    this.metrics = new GatewayMetrics(knownModels(this.skeid));
     this.upstreamTimeoutMs = opts.upstreamTimeoutMs ??
       positiveInt(env("SKEID_UPSTREAM_TIMEOUT"), 300) * 1000;
     this.keepaliveMs = Math.max(0, opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS);
