@@ -81,7 +81,8 @@ async function peakRssOf(pid: number): Promise<number> {
   return m ? Number(m[1]) * 1024 : 0;
 }
 
-async function readListening(reader: ReadableStreamDefaultReader<string>): Promise<string> {
+/** The `listening on http://…` address `skeid serve` prints, read off its stdout (30 s at most). */
+export async function readListening(reader: ReadableStreamDefaultReader<string>): Promise<string> {
   let buf = "";
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
