@@ -144,7 +144,6 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
         this.#end();
       }
       this.ctx.buffered?.release(this.#held);
-      this.#held = 0;
     }
   }
 
