@@ -17,7 +17,8 @@ import { UsageLedger } from "./usage/ledger.ts";
 import { buildUsageEvent } from "./usage/event.ts";
 import { normalizeUsageStoreConfig } from "./usage/config.ts";
 import type { ReportFilters, UsageReport } from "./usage/types.ts";
-import { GatewayMetrics } from "./admin/metrics.ts";
+import { GatewayMetrics, knownModels } from "./admin/metrics.ts";
+import { BufferBudget, maxBufferedBytes } from "./proxy/buffer_budget.ts";
 import type { AdminDeps } from "./admin/routes.ts";
 import { createLogger, type Logger, type LogLevel, parseLogLevel } from "./log.ts";
 import type { ProxyContext } from "./proxy/context.ts";
@@ -130,6 +131,8 @@ export class Gateway implements ProxyContext {
   readonly waiters: WaiterQueue;
   /** Customer key → customer key id cache. */
   readonly keyIds: KeyIdCache;
+  /** The cap on request-body bytes buffered at once (`SKEID_MAX_BUFFERED_BYTES`). */
+  readonly buffered: BufferBudget;
   /** The one deadline watch over upstream header waits, body inactivity and stream keepalives. */
   readonly idle: IdleWatch;
   /** The environment as the gateway sees it (injected in tests); upstream keys are read from it. */
@@ -167,7 +170,10 @@ export class Gateway implements ProxyContext {
     });
     this.ledger = new UsageLedger({ logger: this.logger, spillPath: opts.spillPath });
     this.recorder = this.ledger;
-    this.metrics = new GatewayMetrics((id) => shareKeyLabel(id, this.skeid.keyNameForId(id)));
+    this.metrics = new GatewayMetrics(
+      knownModels(this.skeid),
+      (id) => shareKeyLabel(id, this.skeid.keyNameForId(id)),
+    );
     this.upstreamTimeoutMs = opts.upstreamTimeoutMs ??
       positiveInt(env("SKEID_UPSTREAM_TIMEOUT"), 300) * 1000;
     this.keepaliveMs = Math.max(0, opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS);
@@ -197,6 +203,7 @@ export class Gateway implements ProxyContext {
       }),
     );
     this.keyIds = new KeyIdCache({ derive: keyIdForKey });
+    this.buffered = new BufferBudget(maxBufferedBytes(env("SKEID_MAX_BUFFERED_BYTES")));
     const skeid = this.skeid;
     this.waiters = new WaiterQueue({
       now: skeid.now,

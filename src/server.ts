@@ -10,21 +10,13 @@ import type { Context } from "hono";
 import type { Gateway } from "./gateway.ts";
 import { adminRoutes } from "./admin/routes.ts";
 import { registrySnapshotRoute } from "./registry/route.ts";
-import {
-  countTokens,
-  type Face,
-  faceFor,
-  modelsBody,
-  psBody,
-  tagsBody,
-  versionBody,
-} from "./faces/index.ts";
+import { countTokens, faceFor, modelsBody, psBody, tagsBody, versionBody } from "./faces/index.ts";
 import type { FaceName } from "./faces/face.ts";
-import { isJsonObject, parseJson } from "./json.ts";
 import { handleProxy } from "./proxy/handler.ts";
-import { errorResponse, jsonResponse, Refusal, refusalResponse } from "./proxy/errors.ts";
+import { errorResponse, jsonResponse } from "./proxy/errors.ts";
 import { requestKeyId } from "./proxy/identity.ts";
-import { customerKeyId, requestIdOf } from "./proxy/intake.ts";
+import { requestIdOf } from "./proxy/intake.ts";
+import { localKeyId, withLocalBody } from "./proxy/local_intake.ts";
 import { ollamaRootResponse, showResponse, withOllamaLoad } from "./faces/ollama_local.ts";
 import { notFoundResponse } from "./faces/not_found.ts";
 
@@ -40,21 +32,6 @@ const PROXIED: readonly { face: FaceName; path: string }[] = [
   { face: "ollama", path: "/api/embed" },
   { face: "ollama", path: "/api/embeddings" },
 ];
-
-/** The customer key id of a listing request, or a refusal when known keys are required. */
-async function listingKeyId(
-  gw: Gateway,
-  req: Request,
-  face: Face,
-): Promise<string | Response> {
-  try {
-    return await customerKeyId(gw, req.headers);
-  } catch (err) {
-    if (!(err instanceof Refusal)) throw err;
-    gw.metrics.refusal("", err.status, err.reason);
-    return refusalResponse(face, err, requestIdOf(req.headers, Date.now()));
-  }
-}
 
 /** Builds the Hono app over a gateway. */
 export function buildApp(gw: Gateway): Hono {
@@ -74,52 +51,69 @@ export function buildApp(gw: Gateway): Hono {
   for (const { face, path } of PROXIED) {
     const f = faces[face];
     // Ollama load/unload requests are answered locally (no node call, no usage event).
-    const handle = withOllamaLoad(path, (req) => handleProxy(gw, f, path, req), gw.skeid.now);
+    const proxy = (req: Request) => handleProxy(gw, f, path, req);
+    const load = withOllamaLoad(path, proxy, gw.skeid.now);
+    // A load/unload request Skeid answers itself takes the known-key rule first, like any other.
+    const handle = load === proxy ? proxy : async (req: Request) => {
+      const id = await localKeyId(gw, f, req);
+      return id instanceof Response ? id : load(req);
+    };
     proxied.set(path, handle);
     app.post(path, (c: Context) => handle(c.req.raw));
   }
 
-  app.post("/v1/messages/count_tokens", async (c: Context) => {
+  app.post("/v1/messages/count_tokens", (c: Context) => {
     const face = faces.anthropic;
-    const rid = requestIdOf(c.req.raw.headers, Date.now());
-    const body = parseJson(await c.req.text());
-    if (!isJsonObject(body)) {
-      return errorResponse(face, 400, "invalid_request_error", "Invalid JSON body", rid);
-    }
-    try {
-      return jsonResponse(200, countTokens(body), rid);
-    } catch (err) {
-      const status = typeof (err as { status?: unknown }).status === "number"
-        ? (err as { status: number }).status
-        : 400;
-      const message = errorMessage(err);
-      return errorResponse(face, status, "invalid_request_error", message, rid);
-    }
+    const req = c.req.raw;
+    return withLocalBody(gw, face, req, ({ body }) => {
+      const rid = requestIdOf(req.headers, Date.now());
+      try {
+        return jsonResponse(200, countTokens(body), rid);
+      } catch (err) {
+        const status = typeof (err as { status?: unknown }).status === "number"
+          ? (err as { status: number }).status
+          : 400;
+        const message = errorMessage(err);
+        return errorResponse(face, status, "invalid_request_error", message, rid);
+      }
+    });
   });
 
   app.get("/v1/models", async (c: Context) => {
-    const id = await listingKeyId(gw, c.req.raw, faces.openai);
+    const id = await localKeyId(gw, faces.openai, c.req.raw);
     if (id instanceof Response) return id;
     const models = gw.skeid.listModels({ api_key_id: id });
     return Response.json(modelsBody(models, gw.skeid.now()));
   });
 
   app.get("/api/tags", async (c: Context) => {
-    const id = await listingKeyId(gw, c.req.raw, faces.ollama);
+    const id = await localKeyId(gw, faces.ollama, c.req.raw);
     if (id instanceof Response) return id;
     const models = gw.skeid.listModels({ api_key_id: id });
     return Response.json(tagsBody(models, gw.skeid.now()));
   });
-  app.get("/api/ps", () => Response.json(psBody()));
-  app.get("/api/version", () => Response.json(versionBody()));
-  // Ollama's local answers: the `Ollama is running` probe (GET and HEAD) and /api/show.
-  app.get("/", () => ollamaRootResponse());
-  app.post("/api/show", async (c: Context) => {
-    const id = await listingKeyId(gw, c.req.raw, faces.ollama);
-    if (id instanceof Response) return id;
-    const body = await c.req.json().catch(() => undefined);
-    return showResponse(body, gw.skeid.listModels({ api_key_id: id }), gw.skeid.now());
+  app.get("/api/ps", async (c: Context) => {
+    const id = await localKeyId(gw, faces.ollama, c.req.raw);
+    return id instanceof Response ? id : Response.json(psBody());
   });
+  app.get("/api/version", async (c: Context) => {
+    const id = await localKeyId(gw, faces.ollama, c.req.raw);
+    return id instanceof Response ? id : Response.json(versionBody());
+  });
+  // Ollama's local answers: the `Ollama is running` probe (GET and HEAD: open, like /health; it
+  // says nothing but that the server runs) and /api/show.
+  app.get("/", () => ollamaRootResponse());
+  app.post(
+    "/api/show",
+    (c: Context) =>
+      withLocalBody(
+        gw,
+        faces.ollama,
+        c.req.raw,
+        ({ id, body }) =>
+          showResponse(body, gw.skeid.listModels({ api_key_id: id }), gw.skeid.now()),
+      ),
+  );
 
   app.get("/.well-known/langertha.json", async (c: Context) => {
     if (!gw.config.manifestEnabled()) return c.text("Not Found", 404);

@@ -28,6 +28,41 @@ export const DURATION_BUCKETS_S: readonly number[] = LATENCY_BUCKETS_S;
  */
 const MAX_SERIES = 1000;
 
+/**
+ * Longest label value kept, in characters: a longer one is cut to this many and marked with `…`
+ * (names the config knows are short; a client's name may be megabytes).
+ */
+export const MAX_LABEL_CHARS = 128;
+
+/** The one label every requested model the config does not know is counted under. */
+export const UNKNOWN_MODEL = "_unknown";
+
+/** A label value, cut to `MAX_LABEL_CHARS`. */
+export function cappedLabel(value: string): string {
+  return value.length <= MAX_LABEL_CHARS ? value : `${value.slice(0, MAX_LABEL_CHARS - 1)}…`;
+}
+
+/**
+ * Whether the core's config knows a model name (a node's model or an alias), from a set rebuilt
+ * only when the inventory or the aliases changed.
+ */
+export function knownModels(skeid: Skeid): (model: string) => boolean {
+  let names = new Set<string>();
+  let seen: [number, ReadonlyMap<string, unknown>, number] | undefined;
+  return (model) => {
+    const aliases = skeid.aliases;
+    if (
+      seen === undefined || seen[0] !== skeid.generation || seen[1] !== aliases ||
+      seen[2] !== aliases.size
+    ) {
+      names = new Set(aliases.keys());
+      for (const node of skeid.listNodes()) if (node.model !== "") names.add(node.model);
+      seen = [skeid.generation, aliases, aliases.size];
+    }
+    return names.has(model);
+  };
+}
+
 /** One node's duration histogram: non-cumulative bucket counts (last = +Inf), sum, count. */
 interface Histogram {
   buckets: number[];
@@ -59,6 +94,7 @@ class LabelledCounter {
   constructor(readonly overflowLabel: string) {}
 
   add(pairs: [string, string][]): void {
+    pairs = pairs.map(([k, v]) => [k, cappedLabel(v)]);
     let key = JSON.stringify(pairs);
     let entry = this.#series.get(key);
     if (!entry && this.#series.size >= MAX_SERIES) {
@@ -85,9 +121,18 @@ export class GatewayMetrics {
   readonly share: ShareStats;
   /** Reads the waiter queue's backlog per tier (set by the gateway). */
   shareBacklog: (() => TierBacklog[]) | undefined;
+  readonly #known: ((model: string) => boolean) | undefined;
 
-  /** `keyLabel`: a customer key id's label in the fair share metrics (default: the id). */
-  constructor(keyLabel: (keyId: string) => string = (id) => id) {
+  /**
+   * `known`: whether the config knows a requested model (see `knownModels`); any other model is
+   * counted as `_unknown`. Without it every model is kept (cut to `MAX_LABEL_CHARS`).
+   * `keyLabel`: a customer key id's label in the fair share metrics (default: the id).
+   */
+  constructor(
+    known?: (model: string) => boolean,
+    keyLabel: (keyId: string) => string = (id) => id,
+  ) {
+    this.#known = known;
     this.share = new ShareStats(keyLabel);
   }
 
@@ -98,7 +143,10 @@ export class GatewayMetrics {
 
   /** A request refused before forwarding (no usage event is written for it). */
   refusal(model: string, status: RefusalStatus, reason: string): void {
-    this.#refusals.add([["model", model], ["status", String(status)], ["reason", reason]]);
+    const label = model === "" || this.#known === undefined || this.#known(model)
+      ? model
+      : UNKNOWN_MODEL;
+    this.#refusals.add([["model", label], ["status", String(status)], ["reason", reason]]);
   }
 
   /** 503: no eligible (healthy, matching) node at all (`no_eligible_node`). */
@@ -119,6 +167,7 @@ export class GatewayMetrics {
   /** A forwarded request ended on a node with `status` after `durationMs` (capacity wait included). */
   requestDone(nodeId: string, status: number, durationMs: number): void {
     this.#responses.add([["node", nodeId], ["status", String(status)]]);
+    nodeId = cappedLabel(nodeId);
     let h = this.#durations.get(nodeId);
     if (!h) {
       if (this.#durations.size >= MAX_SERIES) return;

@@ -139,6 +139,9 @@ export class RouteTable {
         current: new Float64Array(nodes.length),
         dead: false,
       };
+      // A selection no node matches (a requested model the config does not know: client input,
+      // up to megabytes) is answered but never kept; it has no cursor worth keeping either.
+      if (nodes.length === 0) return entry;
       // FIFO eviction keeps memory bounded whatever names clients send; an evicted route
       // restarts its fairness if it comes back.
       while (this.#byKey.size >= this.maxEntries) {

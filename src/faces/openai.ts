@@ -17,7 +17,8 @@ import type {
 } from "./face.ts";
 import { FaceError } from "./face.ts";
 import { openaiErrorBody, readUpstreamError } from "./errors.ts";
-import { isJsonObject } from "../json.ts";
+import { isJsonObject, parseJson } from "../json.ts";
+import { replaceString, topLevelModelSpan } from "../json_scan.ts";
 import { StreamAccounting, StreamState } from "./stream_state.ts";
 import type { ListedModel } from "../core/types.ts";
 
@@ -100,6 +101,20 @@ export class OpenAIStreamTranslator extends StreamAccounting implements StreamTr
   }
 }
 
+const utf8 = new TextDecoder();
+
+/** `raw` with its top-level `model` (`asked`) set to `served`, or undefined when not found as such. */
+function withModel(
+  raw: Uint8Array<ArrayBuffer>,
+  asked: string,
+  served: string,
+): Uint8Array<ArrayBuffer> | undefined {
+  const span = topLevelModelSpan(raw);
+  if (span === undefined) return undefined;
+  if (parseJson(utf8.decode(raw.subarray(span.start, span.end))) !== asked) return undefined;
+  return replaceString(raw, span, served);
+}
+
 /** The OpenAI face. */
 export class OpenAIFace implements Face {
   /** The face's name. */
@@ -141,6 +156,15 @@ export class OpenAIFace implements Face {
     const body = upstream.body;
     const strip = stripsUsage(upstream);
     if (body.model === served && !strip && raw !== undefined) return raw;
+    if (!strip && raw !== undefined) {
+      // Only the model changes (an alias tier): set it in the client's bytes instead of
+      // serializing the whole body again (seconds for a large, deep body).
+      const spliced = withModel(raw, upstream.requestedModel, served);
+      if (spliced !== undefined) {
+        body.model = served;
+        return spliced;
+      }
+    }
     body.model = served;
     if (strip) {
       const options = body.stream_options;

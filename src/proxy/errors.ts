@@ -45,7 +45,11 @@ const CODED_REASONS: ReadonlySet<string> = new Set(["key_queue_full"]);
 export function refusalResponse(face: Face, refusal: Refusal, requestId: string): Response {
   const body = face.errorBody(refusal.status, refusal.type, refusal.message);
   if (CODED_REASONS.has(refusal.reason) && isOpenAIError(body)) body.error.code = refusal.reason;
-  return jsonResponse(refusal.status, body, requestId);
+  const res = jsonResponse(refusal.status, body, requestId);
+  if (refusal.retryAfterS !== undefined) {
+    res.headers.set("retry-after", String(refusal.retryAfterS));
+  }
+  return res;
 }
 
 /** `{error: {...}}` without the Anthropic shape's `type: "error"`. */
@@ -71,6 +75,8 @@ export class Refusal extends Error {
     message: string,
     /** Short reason for metrics and logs (`body_too_large`, `no_capacity`, ...). */
     readonly reason: string,
+    /** Seconds the client is told to wait before it retries (`Retry-After`), when it should. */
+    readonly retryAfterS?: number,
   ) {
     super(message);
     this.name = "Refusal";

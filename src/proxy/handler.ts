@@ -97,6 +97,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   #bodyModel: string | undefined;
   #bodyBytes: Uint8Array<ArrayBuffer> | string | undefined;
   #hops = 1;
+  /** Body bytes this request holds in the gateway's buffered-bytes cap, until `run` ends. */
+  #held = 0;
   /** The node of the last attempt (the usage event's node). */
   #node: PickedNode | undefined;
   /** The node whose admission slot this request holds, until `release`. */
@@ -143,6 +145,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
         this.release({ aborted: true });
         this.#end();
       }
+      this.ctx.buffered?.release(this.#held);
     }
   }
 
@@ -173,7 +176,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     let id = customerKeyId(ctx, this.req.headers);
     if (id instanceof Promise) id = await id;
     this.apiKeyId = id;
-    const raw = await readBody(this.req, routing.max_body_bytes);
+    const raw = await readBody(this.req, routing.max_body_bytes, ctx.buffered);
+    this.#held = raw.byteLength;
     this.#rawBody = raw;
     const upstream = upstreamRequest(this.face, this.endpoint, jsonBody(raw));
     this.#upstream = upstream;

@@ -247,7 +247,7 @@ export class Http1Client {
     body: Uint8Array,
     abort: Http1Abort | undefined,
   ): Promise<Http1Answer> {
-    const bytes = requestBytes(target, method, headers, body);
+    const pieces = requestBytes(target, method, headers, body);
     // A reused connection the server closed as the request went out answers nothing: the request
     // is sent once more, on a new connection (another pooled one may be just as stale).
     for (let attempt = 0;; attempt++) {
@@ -263,7 +263,7 @@ export class Http1Client {
       let coding: Coding | undefined;
       try {
         c.received = 0;
-        await c.write(bytes);
+        for (const piece of pieces) await c.write(piece);
         for (;;) {
           head = parseHead(await c.head());
           // Informational answers (100 Continue, 103 Early Hints) precede the real one.
@@ -393,13 +393,19 @@ function targetOf(url: URL): Target {
   };
 }
 
-/** The request's bytes: head and body in one buffer, one write. */
+/** Bodies larger than this go out in a write of their own instead of being copied behind the head. */
+const SEPARATE_BODY_BYTES = 64 * 1024;
+
+/**
+ * The request's bytes to write in order: head and body in one buffer (one write), or, for a large
+ * body, the head and then the body itself (no copy of a body of many megabytes).
+ */
 function requestBytes(
   target: Target,
   method: string,
   headers: Iterable<readonly [string, string]>,
   body: Uint8Array,
-): Uint8Array {
+): Uint8Array[] {
   let head = `${method} ${target.path} HTTP/1.1\r\nhost: ${target.host}\r\n`;
   let encoding = false;
   for (const [name, value] of headers) {
@@ -414,12 +420,14 @@ function requestBytes(
   // Bodies are relayed as received, never decoded here: ask for them uncompressed.
   if (!encoding) head += "accept-encoding: identity\r\n";
   head += `content-length: ${body.byteLength}\r\n\r\n`;
-  const out = new Uint8Array(head.length + body.byteLength);
+  const separate = body.byteLength > SEPARATE_BODY_BYTES;
+  const out = new Uint8Array(head.length + (separate ? 0 : body.byteLength));
   // ASCII (the usual case) is encoded natively; a byte character >= 0x80 takes the slow way.
   const done = encoder.encodeInto(head, out.subarray(0, head.length));
   if (done.read !== head.length || done.written !== head.length) latin1Bytes(head, out, 0);
+  if (separate) return [out, body];
   out.set(body, head.length);
-  return out;
+  return [out];
 }
 
 function abortError(): Error {

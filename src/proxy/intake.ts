@@ -9,6 +9,8 @@ import { concatBytes } from "../bytes.ts";
 import type { RoutingSettings } from "../core/types.ts";
 import { type Face, FaceError, type UpstreamRequest } from "../faces/face.ts";
 import { isJsonObject, type JsonObject, parseJson } from "../json.ts";
+import { jsonDepth, MAX_JSON_DEPTH } from "../json_scan.ts";
+import type { BufferBudget } from "./buffer_budget.ts";
 import { Refusal } from "./errors.ts";
 import { ANONYMOUS, type KeyIdCache, requestKeyId } from "./identity.ts";
 import { hopsOf, MAX_HOPS } from "./upstream.ts";
@@ -22,6 +24,8 @@ export interface IntakeContext {
   };
   /** Customer key → customer key id. */
   readonly keyIds: KeyIdCache;
+  /** The cap on request-body bytes buffered at once (`SKEID_MAX_BUFFERED_BYTES`); none when absent. */
+  readonly buffered?: BufferBudget;
 }
 
 /** Longest `x-request-id` a client may give (a longer one is replaced). */
@@ -84,24 +88,103 @@ function knownKey(ctx: IntakeContext, id: string | undefined, required: boolean)
 
 /**
  * The request body's bytes, at most `limit`: a declared `Content-Length` over it is refused at
- * once (413), a chunked body as soon as it passes it.
+ * once (413), a chunked body as soon as it passes it. With a `budget` the bytes are reserved in it
+ * before they are read (a declared length whole, a chunked body as it arrives) and refused (503,
+ * `Retry-After`) past it; the caller gives back `byteLength` of the answer once it lets the body
+ * go. A declared body is read into one buffer of its size (no second copy).
  */
-export async function readBody(req: Request, limit: number): Promise<Uint8Array<ArrayBuffer>> {
+export async function readBody(
+  req: Request,
+  limit: number,
+  budget?: BufferBudget,
+): Promise<Uint8Array<ArrayBuffer>> {
   const declared = req.headers.get("content-length");
-  if (declared !== null) {
-    const n = Number(declared);
-    if (Number.isFinite(n) && n > limit) throw bodyTooLarge(limit);
+  const n = declared === null ? NaN : Number(declared);
+  if (Number.isFinite(n) && n > limit) throw bodyTooLarge(limit);
+  if (req.body === null) return new Uint8Array(0);
+  if (!Number.isSafeInteger(n) || n < 0) return await readLimited(req.body, limit, budget);
+  reserve(budget, n);
+  try {
+    return await readDeclared(req.body, n);
+  } catch (err) {
+    budget?.release(n);
+    throw err;
   }
-  if (declared === null && req.body !== null) return await readLimited(req.body, limit);
-  const bytes = new Uint8Array(await req.arrayBuffer());
-  if (bytes.byteLength > limit) throw bodyTooLarge(limit);
-  return bytes;
+}
+
+/** Reserves `n` bytes in `budget`, or refuses: 413 when `n` alone passes it, else 503. */
+function reserve(budget: BufferBudget | undefined, n: number): void {
+  if (budget === undefined || budget.reserve(n)) return;
+  if (n > budget.limit) {
+    throw new Refusal(
+      413,
+      "invalid_request_error",
+      `Request body too large (SKEID_MAX_BUFFERED_BYTES is ${budget.limit} bytes)`,
+      "body_too_large",
+    );
+  }
+  throw new Refusal(
+    503,
+    "overloaded_error",
+    `Too many request bytes buffered at once (SKEID_MAX_BUFFERED_BYTES is ${budget.limit} bytes); retry shortly`,
+    "buffered_bytes_full",
+    BUSY_RETRY_AFTER_S,
+  );
+}
+
+/** Seconds a client refused for the buffered-bytes cap is told to wait. */
+const BUSY_RETRY_AFTER_S = 1;
+
+/** Reads a body of a declared `n` bytes into one buffer of that size. */
+async function readDeclared(
+  body: ReadableStream<Uint8Array>,
+  n: number,
+): Promise<Uint8Array<ArrayBuffer>> {
+  const out = new Uint8Array(n);
+  const reader = body.getReader();
+  let total = 0;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    if (total + value.byteLength > n) {
+      await reader.cancel().catch(() => {});
+      throw new Refusal(
+        400,
+        "invalid_request_error",
+        "Request body longer than its Content-Length",
+        "bad_body",
+      );
+    }
+    out.set(value, total);
+    total += value.byteLength;
+  }
+  if (total !== n) {
+    throw new Refusal(
+      400,
+      "invalid_request_error",
+      "Request body shorter than its Content-Length",
+      "bad_body",
+    );
+  }
+  return out;
 }
 
 const decoder = new TextDecoder();
 
-/** The body as a JSON object; a refusal (400) for anything else. */
+/**
+ * The body as a JSON object; a refusal (400) for anything else, and before any parsing for a body
+ * nested deeper than `MAX_JSON_DEPTH` (parsing and serializing such a body would hold the event
+ * loop for seconds).
+ */
 export function jsonBody(bytes: Uint8Array): JsonObject {
+  if (jsonDepth(bytes) > MAX_JSON_DEPTH) {
+    throw new Refusal(
+      400,
+      "invalid_request_error",
+      `JSON body nested deeper than ${MAX_JSON_DEPTH} levels (limit ${MAX_JSON_DEPTH})`,
+      "json_too_deep",
+    );
+  }
   const parsed = parseJson(decoder.decode(bytes));
   if (!isJsonObject(parsed)) {
     throw new Refusal(400, "invalid_request_error", "Invalid JSON body", "invalid_json");
@@ -130,23 +213,31 @@ function bodyTooLarge(limit: number): Refusal {
   );
 }
 
-/** Reads a chunked body, refusing it (413) as soon as it passes `limit`. */
+/**
+ * Reads a chunked body, refusing it (413) as soon as it passes `limit`; each chunk is reserved in
+ * `budget` as it arrives (all of it given back when the read fails).
+ */
 async function readLimited(
   body: ReadableStream<Uint8Array>,
   limit: number,
+  budget: BufferBudget | undefined,
 ): Promise<Uint8Array<ArrayBuffer>> {
   const reader = body.getReader();
   const parts: Uint8Array[] = [];
   let total = 0;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > limit) {
-      await reader.cancel().catch(() => {});
-      throw bodyTooLarge(limit);
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      if (total + value.byteLength > limit) throw bodyTooLarge(limit);
+      reserve(budget, value.byteLength);
+      total += value.byteLength;
+      parts.push(value);
     }
-    parts.push(value);
+  } catch (err) {
+    await reader.cancel().catch(() => {});
+    budget?.release(total);
+    throw err;
   }
   return concatBytes(parts, total);
 }

@@ -4,21 +4,9 @@
  */
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals } from "../_assert.ts";
+import { readListening } from "./serve_helpers.ts";
 
 const LAUNCHER = fileURLToPath(new URL("../../scripts/skeid", import.meta.url));
-
-async function readListening(reader: ReadableStreamDefaultReader<string>): Promise<string> {
-  let buf = "";
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += value;
-    const m = /listening on (http:\/\/\S+)/.exec(buf);
-    if (m) return m[1];
-  }
-  throw new Error(`serve did not start: ${buf}`);
-}
 
 Deno.test("listener: 400 silent connections under ulimit -n 160 never end the process", async () => {
   const child = new Deno.Command("bash", {
