@@ -52,6 +52,7 @@ export const routingSchema = z.object({
   require_known_keys: bool.nullish(),
   max_body_bytes: z.preprocess(toNumber, z.number().int().gt(0)).nullish(),
   max_attempts: z.preprocess(toNumber, z.number().int().min(1)).nullish(),
+  budget_refresh_ms: z.preprocess(toNumber, z.number().int().min(1)).nullish(),
 });
 
 /** The routing keys the config may set. */

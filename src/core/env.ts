@@ -27,6 +27,7 @@ export const BUILTIN_ROUTING: Readonly<RoutingSettings> = Object.freeze({
   require_known_keys: false,
   max_body_bytes: 64 * 1024 * 1024,
   max_attempts: 3,
+  budget_refresh_ms: 2000,
 });
 
 /** Built-in `capacity_max_age_ms`. */
@@ -48,7 +49,7 @@ function envNumber(env: EnvReader, name: string): number | undefined {
 
 /**
  * Brings a routing patch into range: waits ≥ 0, poll ≥ 1, frontend_count an integer ≥ 1,
- * max_body_bytes ≥ 0, max_attempts an integer ≥ 1. Non-numbers are dropped (keep the value
+ * max_body_bytes ≥ 0, max_attempts and budget_refresh_ms integers ≥ 1. Non-numbers are dropped (keep the value
  * in force); flags accept the truthy spellings.
  */
 export function normalizeRoutingPatch(patch: Partial<RoutingSettings>): Partial<RoutingSettings> {
@@ -74,6 +75,8 @@ export function normalizeRoutingPatch(patch: Partial<RoutingSettings>): Partial<
   if (body !== undefined) out.max_body_bytes = Math.max(0, Math.floor(body));
   const attempts = num(p.max_attempts);
   if (attempts !== undefined) out.max_attempts = Math.max(1, Math.trunc(attempts));
+  const refresh = num(p.budget_refresh_ms);
+  if (refresh !== undefined) out.budget_refresh_ms = Math.max(1, Math.trunc(refresh));
   return out;
 }
 

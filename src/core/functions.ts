@@ -77,6 +77,9 @@ export function policyToJson(p: Policy): Record<string, unknown> {
     deny_tags: [...p.deny_tags],
   };
   if (p.manifest_models !== undefined) json.manifest_models = [...p.manifest_models];
+  if (p.limits) json.limits = { ...p.limits };
+  if (p.budget) json.budget = { ...p.budget };
+  if (p.share) json.share = { ...p.share };
   return json;
 }
 

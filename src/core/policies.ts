@@ -8,6 +8,12 @@
  */
 import type { Policy } from "./types.ts";
 import { normalizeTags } from "./tags.ts";
+import {
+  KeyLimitsError,
+  resolveTenancy,
+  tenancyCanonical,
+  type TenancyFields,
+} from "./key_limits.ts";
 
 /** Thrown by buildPolicySet; `path` is the config path of the offending entry (`keys.alice`). */
 export class PolicyError extends Error {
@@ -122,14 +128,26 @@ function makePolicy(
   models: ReadonlySet<string> | null,
   denyTags: readonly string[],
   manifestModels?: readonly string[],
+  tenancy: TenancyFields = {},
 ): Policy {
   const policy: {
-    models: ReadonlySet<string> | null;
-    deny_tags: readonly string[];
-    manifest_models?: readonly string[];
+    -readonly [K in keyof Policy]: Policy[K];
   } = { models, deny_tags: Object.freeze([...denyTags]) };
   if (manifestModels) policy.manifest_models = Object.freeze([...manifestModels]);
+  if (tenancy.limits) policy.limits = tenancy.limits;
+  if (tenancy.budget) policy.budget = tenancy.budget;
+  if (tenancy.share) policy.share = tenancy.share;
   return Object.freeze(policy);
+}
+
+/** `limits`/`budget`/`share` of a spec over a base, errors as PolicyError (`budget.period`). */
+function parseTenancy(spec: Record<string, unknown>, base?: TenancyFields): TenancyFields {
+  try {
+    return resolveTenancy(spec, base);
+  } catch (err) {
+    if (err instanceof KeyLimitsError) throw new PolicyError(err.message, err.path);
+    throw err;
+  }
 }
 
 /** One string per distinct resolution, so equal policies can share one object. */
@@ -138,18 +156,26 @@ function canonical(policy: Policy): string {
     policy.models ? [...policy.models].sort() : null,
     policy.deny_tags,
     policy.manifest_models ?? null,
+    ...tenancyCanonical(policy),
   ]);
 }
 
 /**
- * Turns a policy spec (`models`/`aliases`, `deny_tags`) into the immutable form routing uses.
+ * Turns a policy spec (`models`/`aliases`, `deny_tags`, `limits`, `budget`, `share`) into the
+ * immutable form routing and admission use.
  * Absent `models`, `'*'` or `['*']` grant every name; `'a, b'` is split. Throws PolicyError
- * (path relative to the spec: `models`, `deny_tags`) on a field of the wrong type.
+ * (path relative to the spec: `models`, `deny_tags`, `budget.period`) on a field of the wrong
+ * type or out of range.
  */
 export function resolvePolicy(spec: unknown): Policy {
   if (spec === undefined || spec === null) return makePolicy(null, []);
   if (!isPlainObject(spec)) throw new PolicyError("a policy must be a map", "");
-  return makePolicy(parseModels(spec.models ?? spec.aliases), parseDenyTags(spec.deny_tags));
+  return makePolicy(
+    parseModels(spec.models ?? spec.aliases),
+    parseDenyTags(spec.deny_tags),
+    undefined,
+    parseTenancy(spec),
+  );
 }
 
 /** Re-raises an error of a nested field under the config path of its entry. */
@@ -334,6 +360,7 @@ function resolveKeyEntry(
     const denyTags = "deny_tags" in overrides
       ? parseDenyTags(overrides.deny_tags)
       : base?.deny_tags ?? [];
-    return intern(makePolicy(models, denyTags, manifest));
+    const tenancy = parseTenancy(overrides, base ?? undefined);
+    return intern(makePolicy(models, denyTags, manifest, tenancy));
   });
 }

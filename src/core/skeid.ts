@@ -43,6 +43,7 @@ import {
   shortKeyIdOf,
   shortKeyIdWarning,
 } from "./policies.ts";
+import { type KeyPolicy, keyPolicyOf } from "./key_limits.ts";
 import { CapacityTable } from "./capacity.ts";
 import { type EjectionOptions, type EjectionSnapshot, EjectionTable } from "./ejection.ts";
 import { costFor, PricingTable } from "./pricing.ts";
@@ -402,6 +403,15 @@ export class Skeid {
       }
     }
     return set.defaultPolicy;
+  }
+
+  /**
+   * What a customer key is held to: its policy's rate limits, budget and fair share settings
+   * (key overrides applied). Read on every request, so a reload's new numbers apply to the next
+   * one while the counters (kept elsewhere by customer key id) carry on.
+   */
+  keyPolicy(apiKeyId: string | undefined): KeyPolicy {
+    return keyPolicyOf(this.policyForKey(apiKeyId));
   }
 
   /** The customer key id a `names:` name maps to. */

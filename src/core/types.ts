@@ -7,6 +7,7 @@
  *
  * @module
  */
+import type { BudgetSettings, KeyLimits, ShareSettings } from "./key_limits.ts";
 import type { CostAmounts, TokenCounts } from "../usage/types.ts";
 
 /** A node's capacity block as written in config (`nodes[].capacity`); probes read the rest. */
@@ -89,6 +90,12 @@ export interface Policy {
   readonly deny_tags: readonly string[];
   /** Models published in this customer key's provider manifest (manifest section), if any. */
   readonly manifest_models?: readonly string[];
+  /** Rate limits (`limits:`); absent = none. */
+  readonly limits?: KeyLimits;
+  /** Budget (`budget:`); absent = none. */
+  readonly budget?: BudgetSettings;
+  /** Fair share settings (`share:`); absent = the defaults. */
+  readonly share?: ShareSettings;
 }
 
 /** Why a route plan is not permitted. */
@@ -321,4 +328,6 @@ export interface RoutingSettings {
   max_body_bytes: number;
   /** Upstream attempts per request across failover (default 3). */
   max_attempts: number;
+  /** How often budgets re-read the period's totals from a shared ledger, ms (default 2000). */
+  budget_refresh_ms: number;
 }

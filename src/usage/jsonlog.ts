@@ -10,6 +10,8 @@ import type { JsonlogStoreConfig } from "./config.ts";
 import { aggregate } from "./report.ts";
 import { errorMessage } from "./secret.ts";
 import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";
+import type { KeyPeriodTotals } from "./types.ts";
+import { toAmount, toCount } from "./event.ts";
 
 const encoder = new TextEncoder();
 /** Lines serialized and written at a time in file mode. */
@@ -190,6 +192,31 @@ export class JsonlogStore implements UsageStore {
       since: filters.since ?? "",
       ...aggregate(records, filters),
     };
+  }
+
+  /**
+   * Cost and tokens per customer key id since `since`. There is no index: this reads the whole
+   * file or folder once (the cost of a report), so a process calls it at start and when the store
+   * changes, not per request; between reads the budgets count their own settlements.
+   */
+  async periodTotals(since: string): Promise<Map<string, KeyPeriodTotals>> {
+    let records: Record<string, unknown>[];
+    try {
+      records = this.#cfg.mode === "dir" ? await this.#readDir() : await this.#readFile();
+    } catch (err) {
+      throw new Error(`jsonlog read ${this.#cfg.path}: ${errorMessage(err)}`);
+    }
+    const totals = new Map<string, KeyPeriodTotals>();
+    for (const r of records) {
+      // created_at is `YYYY-MM-DDTHH:MM:SSZ`: the string order is the time order.
+      if (typeof r.created_at !== "string" || r.created_at < since) continue;
+      const key = typeof r.api_key_id === "string" ? r.api_key_id : "";
+      const t = totals.get(key) ?? { usd: 0, tokens: 0 };
+      t.usd += toAmount(r.cost_total_usd);
+      t.tokens += toCount(r.input_tokens) + toCount(r.output_tokens);
+      totals.set(key, t);
+    }
+    return totals;
   }
 
   async #readDir(): Promise<Record<string, unknown>[]> {

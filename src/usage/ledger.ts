@@ -27,7 +27,14 @@ import { createUsageStore } from "./open.ts";
 import { normalizeReportFilters, NOT_CONFIGURED, notConfiguredReport } from "./report.ts";
 import { errorMessage } from "./secret.ts";
 import { SpillFiles } from "./spill.ts";
-import type { ReportFilters, UsageEvent, UsageRecorder, UsageReport, UsageStore } from "./types.ts";
+import type {
+  KeyPeriodTotals,
+  ReportFilters,
+  UsageEvent,
+  UsageRecorder,
+  UsageReport,
+  UsageStore,
+} from "./types.ts";
 import { UsageWriteError } from "./write_error.ts";
 
 /** Options of a ledger. */
@@ -295,6 +302,18 @@ export class UsageLedger implements UsageRecorder {
     } catch (err) {
       return { ok: false, enabled: true, backend: store.backend, error: errorMessage(err) };
     }
+  }
+
+  /**
+   * Cost and tokens per customer key id since `since` (`YYYY-MM-DDTHH:MM:SSZ`), after writing
+   * what this process holds, so its own settled events are in the answer (budgets, ADR 0023).
+   * Undefined when no store is configured or the store cannot sum; throws when the read fails.
+   */
+  async periodTotals(since: string): Promise<Map<string, KeyPeriodTotals> | undefined> {
+    if (!this.#store?.periodTotals) return undefined;
+    await this.flush();
+    const store = this.#store;
+    return store?.periodTotals ? await store.periodTotals(since) : undefined;
   }
 
   /** Shutdown: stops the timers, writes (or spills) everything held, closes the store. */

@@ -10,8 +10,9 @@ import postgres from "postgres";
 import type { PostgresStoreConfig } from "./config.ts";
 import { addColumnStatements, createTable, USAGE_COLUMNS, USAGE_INDEXES } from "./schema.ts";
 import { errorMessage } from "./secret.ts";
-import { type ReportDialect, type SqlArg, sqlReport } from "./sql_report.ts";
+import { type ReportDialect, type SqlArg, sqlPeriodTotals, sqlReport } from "./sql_report.ts";
 import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";
+import type { KeyPeriodTotals } from "./types.ts";
 import { UsageWriteError } from "./write_error.ts";
 
 /**
@@ -221,6 +222,21 @@ export class PostgresStore implements UsageStore {
         db_path: "",
         error: this.#fail("report", err).message,
       };
+    }
+  }
+
+  /**
+   * Cost and tokens per customer key id since `since`, in SQL (`sqlPeriodTotals`): what every
+   * frontend on this database re-reads at `budget_refresh_ms`.
+   */
+  async periodTotals(since: string): Promise<Map<string, KeyPeriodTotals>> {
+    const sql = this.#sql;
+    if (!sql) throw new Error(`${this.description}: store is not open`);
+    try {
+      const query = (text: string, args: SqlArg[]) => sql.unsafe(text, args);
+      return await sqlPeriodTotals(query, this.#dialect, since);
+    } catch (err) {
+      throw this.#fail("period totals", err);
     }
   }
 

@@ -12,7 +12,13 @@ import {
   recentRow,
   TOKEN_COUNT_FIELDS,
 } from "./report.ts";
-import type { ReportFilters, ReportGroup, ReportTotals, UsageReport } from "./types.ts";
+import type {
+  KeyPeriodTotals,
+  ReportFilters,
+  ReportGroup,
+  ReportTotals,
+  UsageReport,
+} from "./types.ts";
 
 /** A query argument of a report. */
 export type SqlArg = string | number;
@@ -111,4 +117,31 @@ export async function sqlReport(
     by_model: await group("model"),
     recent,
   };
+}
+
+/**
+ * Cost and input + output tokens per customer key id since `since` (budgets, ADR 0023): one
+ * grouped query that the `created_at` index serves.
+ */
+export async function sqlPeriodTotals(
+  query: SqlQuery,
+  dialect: ReportDialect,
+  since: string,
+): Promise<Map<string, KeyPeriodTotals>> {
+  const { condition, arg } = dialect.since(since, dialect.param(1));
+  const rows = await query(
+    `SELECT COALESCE(api_key_id, '') AS name, ${dialect.sum("cost_total_usd")} AS usd, ` +
+      `${dialect.sum("input_tokens")} AS input_tokens, ${
+        dialect.sum("output_tokens")
+      } AS output_tokens FROM usage_events WHERE ${condition} GROUP BY COALESCE(api_key_id, '')`,
+    [arg],
+  );
+  const totals = new Map<string, KeyPeriodTotals>();
+  for (const r of rows) {
+    totals.set(String(r.name ?? ""), {
+      usd: Number(r.usd ?? 0),
+      tokens: Number(r.input_tokens ?? 0) + Number(r.output_tokens ?? 0),
+    });
+  }
+  return totals;
 }

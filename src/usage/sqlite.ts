@@ -10,8 +10,9 @@ import { dirname } from "node:path";
 import type { SqliteStoreConfig } from "./config.ts";
 import { addColumnStatements, createTable, USAGE_COLUMNS, USAGE_INDEXES } from "./schema.ts";
 import { errorMessage } from "./secret.ts";
-import { type ReportDialect, type SqlArg, sqlReport } from "./sql_report.ts";
+import { type ReportDialect, type SqlArg, sqlPeriodTotals, sqlReport } from "./sql_report.ts";
 import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";
+import type { KeyPeriodTotals } from "./types.ts";
 
 /** How long a writer waits for another process's lock (several workers, one file). */
 const BUSY_TIMEOUT_MS = 2000;
@@ -149,6 +150,18 @@ export class SqliteStore implements UsageStore {
         db_path: this.#cfg.path,
         error: `sqlite report ${this.#cfg.path}: ${errorMessage(err)}`,
       };
+    }
+  }
+
+  /** Cost and tokens per customer key id since `since`, in SQL (`sqlPeriodTotals`). */
+  async periodTotals(since: string): Promise<Map<string, KeyPeriodTotals>> {
+    const db = this.#db;
+    if (!db) throw new Error(`sqlite ${this.#cfg.path}: store is not open`);
+    const query = (text: string, args: SqlArg[]) => db.prepare(text).all(...args);
+    try {
+      return await sqlPeriodTotals(query, this.#dialect, since);
+    } catch (err) {
+      throw new Error(`sqlite period totals ${this.#cfg.path}: ${errorMessage(err)}`);
     }
   }
 

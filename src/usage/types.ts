@@ -137,6 +137,14 @@ export interface UsageReport {
   recent?: Record<string, unknown>[];
 }
 
+/** One customer key's usage since a moment: what a budget counts as spent. */
+export interface KeyPeriodTotals {
+  /** Summed `cost_total_usd`, USD. */
+  usd: number;
+  /** Summed input + output tokens. */
+  tokens: number;
+}
+
 /** A store's answer to a write. Never thrown: failures come back as `{ok:false, error}`. */
 export interface StoreResult {
   /** Whether the write succeeded (or was queued). */
@@ -171,6 +179,12 @@ export interface UsageStore {
   write(events: UsageEvent[]): Promise<void>;
   /** The report for `filters` (already normalized: empty filters dropped, limit 1–500). */
   report(filters: ReportFilters): Promise<UsageReport>;
+  /**
+   * Cost and tokens per customer key id of the events with `created_at` at or after `since`
+   * (`YYYY-MM-DDTHH:MM:SSZ`): the spent part of budgets at start and on refresh (ADR 0023).
+   * Throws when the store cannot answer. Absent on stores that cannot sum (a callback sink).
+   */
+  periodTotals?(since: string): Promise<Map<string, KeyPeriodTotals>>;
   /** Releases files, handles and connections. */
   close(): Promise<void>;
 }

@@ -1,0 +1,379 @@
+/**
+ * Fair share between customer keys waiting for capacity (ADR 0024): the Virtual Token Counter
+ * (Sheng et al., OSDI 2024) as the queue discipline of the waiters.
+ *
+ * Each backlogged key has a virtual counter: the tokens it was served divided by its weight
+ * (charged with the estimate at dispatch, corrected with the real count later). When capacity
+ * frees, the highest priority band goes first; within it the backlogged key with the lowest
+ * counter, and within one key the oldest request. A key that becomes backlogged starts at the
+ * smallest counter among the backlogged keys of its band (idle time banks no credit), never
+ * below its own counter (a debt is kept).
+ *
+ * Keys sit in one binary heap per band, indexed so a key's position is fixed in O(log keys)
+ * when its counter or oldest request changes; requests of one key are a linked list, so a wait
+ * that times out or aborts leaves in O(1) (+ O(log keys) when its key's head changes). Nothing
+ * here runs when nothing waits.
+ *
+ * @module
+ */
+import type { ShareSettings } from "./key_limits.ts";
+
+/** A waiting request (returned by `enqueue`; pass it to `remove` on timeout or abort). */
+export interface FairShareTicket<T> {
+  /** The customer key id. */
+  readonly keyId: string;
+  /** What the caller queued. */
+  readonly item: T;
+  /** Tokens charged at dispatch (input estimate + output limit). */
+  readonly estimate: number;
+  /** Arrival order. */
+  readonly seq: number;
+  /** Still waiting. */
+  readonly waiting: boolean;
+}
+
+/** One backlogged key (metrics). */
+export interface BackloggedKey {
+  /** The customer key id. */
+  keyId: string;
+  /** Priority band. */
+  priority: number;
+  /** Weight in force. */
+  weight: number;
+  /** Waiting requests. */
+  queued: number;
+  /** Virtual counter (weighted tokens served). */
+  counter: number;
+}
+
+interface Ticket<T> extends FairShareTicket<T> {
+  waiting: boolean;
+  key: KeyState<T>;
+  prev: Ticket<T> | undefined;
+  next: Ticket<T> | undefined;
+  charged: number;
+}
+
+interface KeyState<T> {
+  readonly keyId: string;
+  counter: number;
+  weight: number;
+  band: Band<T>;
+  head: Ticket<T> | undefined;
+  tail: Ticket<T> | undefined;
+  queued: number;
+  /** Position in the band's heap; -1 when not backlogged. */
+  index: number;
+}
+
+interface Band<T> {
+  readonly priority: number;
+  readonly heap: KeyState<T>[];
+  /** Counter of the last key dispatched: where a key joining an empty band starts. */
+  vtime: number;
+}
+
+/** The counter order; ties go to the key whose oldest request came first (FIFO). */
+function before<T>(a: KeyState<T>, b: KeyState<T>): boolean {
+  if (a.counter !== b.counter) return a.counter < b.counter;
+  return a.head!.seq < b.head!.seq;
+}
+
+/** Waiting requests ordered by priority band, then virtual counter, then arrival. */
+export class FairShareQueue<T> {
+  readonly #keys = new Map<string, KeyState<T>>();
+  readonly #bands = new Map<number, Band<T>>();
+  /** Band priorities, highest first. */
+  #order: number[] = [];
+  #seq = 0;
+  #size = 0;
+
+  /** Waiting requests. */
+  get size(): number {
+    return this.#size;
+  }
+
+  /** Waiting requests of one key. */
+  queued(keyId: string): number {
+    return this.#keys.get(keyId)?.queued ?? 0;
+  }
+
+  /**
+   * Queues a request of `keyId` under its share settings (read now, so a reload applies to the
+   * next request). Returns null when the key already has `max_queued` requests waiting (429
+   * `key_queue_full`).
+   */
+  enqueue(
+    keyId: string,
+    share: ShareSettings,
+    item: T,
+    estimateTokens: number,
+  ): FairShareTicket<T> | null {
+    const band = this.#band(share.priority);
+    let key = this.#keys.get(keyId);
+    if (key && share.max_queued !== null && key.queued >= share.max_queued) return null;
+    if (!key) {
+      if (share.max_queued === 0) return null;
+      key = {
+        keyId,
+        counter: 0,
+        weight: share.weight,
+        band,
+        head: undefined,
+        tail: undefined,
+        queued: 0,
+        index: -1,
+      };
+      this.#keys.set(keyId, key);
+    }
+    key.weight = share.weight;
+    const ticket: Ticket<T> = {
+      keyId,
+      item,
+      estimate: Math.max(0, estimateTokens),
+      seq: this.#seq++,
+      waiting: true,
+      key,
+      prev: key.tail,
+      next: undefined,
+      charged: 0,
+    };
+    if (key.queued === 0) {
+      // Becoming backlogged: start at the band's smallest counter, keep a debt, bank no credit.
+      if (key.band !== band) {
+        key.band = band;
+        key.counter = 0;
+      }
+      key.counter = Math.max(key.counter, this.#floor(band));
+    }
+    if (key.tail) key.tail.next = ticket;
+    else key.head = ticket;
+    key.tail = ticket;
+    key.queued++;
+    this.#size++;
+    if (key.index < 0) this.#push(key);
+    return ticket;
+  }
+
+  /** Takes a waiting request out (timeout, abort). False when it no longer waits. */
+  remove(ticket: FairShareTicket<T>): boolean {
+    const t = ticket as Ticket<T>;
+    if (!t.waiting) return false;
+    const key = t.key;
+    const wasHead = key.head === t;
+    this.#unlink(t);
+    if (key.queued === 0) {
+      this.#removeFromHeap(key);
+      this.#maybeForget(key);
+    } else if (wasHead) this.#fix(key);
+    return true;
+  }
+
+  /**
+   * Offers capacity to the waiters in fair-share order until none can take it: the highest band
+   * first, in it the key with the lowest counter, its oldest request first. `tryAdmit` takes a
+   * slot for a request (true) or says it cannot (false; a throw counts as false). A key none of
+   * whose requests is admitted is set aside for the rest of the round. Returns the admitted
+   * tickets in dispatch order, their keys already charged with the estimate.
+   */
+  drain(tryAdmit: (item: T) => boolean): FairShareTicket<T>[] {
+    const admitted: FairShareTicket<T>[] = [];
+    if (this.#size === 0) return admitted;
+    for (const priority of this.#order) {
+      const band = this.#bands.get(priority)!;
+      const aside: KeyState<T>[] = [];
+      while (band.heap.length > 0) {
+        const key = band.heap[0];
+        let taken: Ticket<T> | undefined;
+        for (let t = key.head; t; t = t.next) {
+          let ok = false;
+          try {
+            ok = tryAdmit(t.item);
+          } catch {
+            ok = false;
+          }
+          if (ok) {
+            taken = t;
+            break;
+          }
+        }
+        if (!taken) {
+          this.#removeFromHeap(key);
+          aside.push(key);
+          continue;
+        }
+        this.#unlink(taken);
+        band.vtime = Math.max(band.vtime, key.counter);
+        taken.charged = key.weight;
+        key.counter += taken.estimate / key.weight;
+        admitted.push(taken);
+        if (key.queued === 0) this.#removeFromHeap(key);
+        else this.#fix(key);
+      }
+      for (const key of aside) this.#push(key);
+    }
+    return admitted;
+  }
+
+  /**
+   * Charges a request that took a free slot without waiting while other keys of its band wait
+   * (contention): its tokens count as service like a dispatched waiter's. Returns the charge to
+   * `correct` later, or null when its band has no waiters (nothing to be fair against: the path
+   * where nothing waits stays free of work).
+   */
+  charge(
+    keyId: string,
+    share: ShareSettings,
+    item: T,
+    estimateTokens: number,
+  ): FairShareTicket<T> | null {
+    const band = this.#bands.get(share.priority);
+    if (!band || band.heap.length === 0) return null;
+    const ticket = this.enqueue(keyId, { ...share, max_queued: null }, item, estimateTokens);
+    if (!ticket) return null;
+    const t = ticket as Ticket<T>;
+    const key = t.key;
+    this.#unlink(t);
+    t.charged = key.weight;
+    key.counter += t.estimate / key.weight;
+    if (key.queued === 0) this.#removeFromHeap(key);
+    else this.#fix(key);
+    return t;
+  }
+
+  /**
+   * Corrects a dispatched request's charge with its real token count (input + output of its
+   * usage event): the key's counter moves by the difference divided by the weight it was
+   * charged at.
+   */
+  correct(ticket: FairShareTicket<T>, actualTokens: number): void {
+    const t = ticket as Ticket<T>;
+    if (t.waiting || t.charged === 0) return;
+    const key = t.key;
+    key.counter += (Math.max(0, actualTokens) - t.estimate) / t.charged;
+    t.charged = 0;
+    if (key.index >= 0) this.#fix(key);
+    else this.#maybeForget(key);
+  }
+
+  /** Every waiting request, in no particular order (deadline scans). */
+  *tickets(): IterableIterator<FairShareTicket<T>> {
+    for (const key of this.#keys.values()) {
+      for (let t = key.head; t; t = t.next) yield t;
+    }
+  }
+
+  /** The backlogged keys, highest band first, each band in dispatch order (metrics). */
+  backlogged(): BackloggedKey[] {
+    const out: BackloggedKey[] = [];
+    for (const priority of this.#order) {
+      const keys = [...this.#bands.get(priority)!.heap].sort((a, b) => before(a, b) ? -1 : 1);
+      for (const k of keys) {
+        out.push({
+          keyId: k.keyId,
+          priority,
+          weight: k.weight,
+          queued: k.queued,
+          counter: k.counter,
+        });
+      }
+    }
+    return out;
+  }
+
+  /** Customer keys with state (backlogged, or idle with a debt still counted). */
+  get keyCount(): number {
+    return this.#keys.size;
+  }
+
+  #band(priority: number): Band<T> {
+    let band = this.#bands.get(priority);
+    if (!band) {
+      band = { priority, heap: [], vtime: 0 };
+      this.#bands.set(priority, band);
+      this.#order = [...this.#bands.keys()].sort((a, b) => b - a);
+    }
+    return band;
+  }
+
+  /** Where a key joining the band starts: its smallest backlogged counter, else the last one. */
+  #floor(band: Band<T>): number {
+    return band.heap.length > 0 ? band.heap[0].counter : band.vtime;
+  }
+
+  /** An idle key without a debt is forgotten: joining again starts at the floor anyway. */
+  #maybeForget(key: KeyState<T>): void {
+    if (key.queued === 0 && key.counter <= this.#floor(key.band)) this.#keys.delete(key.keyId);
+  }
+
+  #unlink(t: Ticket<T>): void {
+    const key = t.key;
+    if (t.prev) t.prev.next = t.next;
+    else key.head = t.next;
+    if (t.next) t.next.prev = t.prev;
+    else key.tail = t.prev;
+    t.prev = t.next = undefined;
+    t.waiting = false;
+    key.queued--;
+    this.#size--;
+  }
+
+  // ---- the indexed binary heap of a band ----
+
+  #push(key: KeyState<T>): void {
+    const heap = key.band.heap;
+    key.index = heap.length;
+    heap.push(key);
+    this.#up(heap, key.index);
+  }
+
+  #removeFromHeap(key: KeyState<T>): void {
+    const i = key.index;
+    if (i < 0) return;
+    const heap = key.band.heap;
+    const last = heap.pop()!;
+    key.index = -1;
+    if (last === key) return;
+    heap[i] = last;
+    last.index = i;
+    this.#fix(last);
+  }
+
+  #fix(key: KeyState<T>): void {
+    const heap = key.band.heap;
+    if (!this.#up(heap, key.index)) this.#down(heap, key.index);
+  }
+
+  #up(heap: KeyState<T>[], i: number): boolean {
+    const key = heap[i];
+    let moved = false;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!before(key, heap[parent])) break;
+      heap[i] = heap[parent];
+      heap[i].index = i;
+      i = parent;
+      moved = true;
+    }
+    heap[i] = key;
+    key.index = i;
+    return moved;
+  }
+
+  #down(heap: KeyState<T>[], i: number): void {
+    const key = heap[i];
+    const n = heap.length;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= n) break;
+      const r = l + 1;
+      const c = r < n && before(heap[r], heap[l]) ? r : l;
+      if (!before(heap[c], key)) break;
+      heap[i] = heap[c];
+      heap[i].index = i;
+      i = c;
+    }
+    heap[i] = key;
+    key.index = i;
+  }
+}

@@ -1,0 +1,192 @@
+/**
+ * The two per-key steps of the request path between the policy check and node admission (ADR
+ * 0023): rate limits, then budget, as one call that either holds both or neither. The request
+ * path then gives the hold back at three moments: `release` at the end of the upstream call,
+ * `settle` when the usage event is recorded, `cancel` when the request is refused before
+ * anything was forwarded.
+ *
+ * @module
+ */
+import {
+  type BudgetAmount,
+  type BudgetReservation,
+  Budgets,
+  type BudgetWarning,
+  reservationAmount,
+} from "./budget.ts";
+import { type BudgetPeriod, DEFAULT_RESERVE_TOKENS, type KeyPolicy } from "./key_limits.ts";
+import { type RateHeaders, type RateRefusal, type RateTicket, RateWindows } from "./rate_window.ts";
+import type { PricingRule } from "./types.ts";
+
+/** What the per-key steps need to know about a request. */
+export interface KeyRequest {
+  /** Input tokens estimated from the body (the `count_tokens` estimator). */
+  inputTokens: number;
+  /** The request's own output limit, if any (`max_tokens`, `num_predict`, ...). */
+  outputLimit?: number | null;
+  /**
+   * The pricing rule(s) of the served model(s) the route plan may reach; the reservation is priced
+   * at the most expensive, so falling through to a paid tier never spends unreserved money.
+   */
+  rules: readonly PricingRule[];
+}
+
+/** What a request admitted by its key's limits and budget holds. */
+export interface KeyHold {
+  /** The customer key id. */
+  readonly keyId: string;
+  /** Tokens counted in the tpm window and charged to fair share at dispatch. */
+  readonly estimateTokens: number;
+  /** The place in the rate windows (null: the key has no limits). */
+  readonly ticket: RateTicket | null;
+  /** The budget reservation (null: the key has no budget). */
+  readonly reservation: BudgetReservation | null;
+}
+
+/** The answer of `admit`. */
+export type KeyDecision =
+  | {
+    /** Admitted by limits and budget; node admission comes next. */
+    readonly ok: true;
+    /** Give it back with `release`, `settle`, `cancel`. */
+    readonly hold: KeyHold;
+    /** `x-ratelimit-*` headers for the answer (empty for a key without rpm/tpm). */
+    readonly headers: RateHeaders;
+  }
+  | {
+    /** 429 `rate_limit_error` / `key_rate_limited`, with `Retry-After` and the headers. */
+    readonly ok: false;
+    /** HTTP status. */
+    readonly status: 429;
+    /** Error code. */
+    readonly code: "key_rate_limited";
+    /** Which limit refused it. */
+    readonly limit: RateRefusal;
+    /** The `Retry-After` value, seconds. */
+    readonly retryAfterS: number;
+    /** `x-ratelimit-*` headers. */
+    readonly headers: RateHeaders;
+    /** Message for the error body. */
+    readonly message: string;
+  }
+  | {
+    /** 403 `budget_exceeded` (Anthropic face: `permission_error`, same message). */
+    readonly ok: false;
+    /** HTTP status. */
+    readonly status: 403;
+    /** Error type. */
+    readonly code: "budget_exceeded";
+    /** The budget's period. */
+    readonly period: BudgetPeriod;
+    /** When it resets, epoch ms; null for `total`. */
+    readonly resetsAt: number | null;
+    /** Message naming the period and its reset. */
+    readonly message: string;
+  };
+
+const LIMIT_WORDS: Record<RateRefusal, string> = {
+  rpm: "requests per minute",
+  tpm: "tokens per minute",
+  max_inflight: "concurrent requests",
+};
+
+/** Rate windows and budgets of every customer key, read against each key's current policy. */
+export class Tenancy {
+  /** Rate windows (admin view: `rates.state(id, now)`). */
+  readonly rates: RateWindows;
+  /** Budgets (admin view: `budgets.status(id, now)`; ledger loads and refreshes). */
+  readonly budgets: Budgets;
+  readonly #keyPolicy: (keyId: string) => KeyPolicy;
+
+  /** `keyPolicy` gives a key's current numbers, e.g. `(id) => skeid.keyPolicy(id)`. */
+  constructor(keyPolicy: (keyId: string) => KeyPolicy) {
+    this.rates = new RateWindows((id) => keyPolicy(id).limits);
+    this.budgets = new Budgets((id) => keyPolicy(id).budget);
+    this.#keyPolicy = keyPolicy;
+  }
+
+  /** Rate limits, then budget, for a request of `keyId` at `now`. Holds both or neither. */
+  admit(keyId: string, now: number, req: KeyRequest): KeyDecision {
+    const budget = this.#keyPolicy(keyId).budget;
+    const defaults = {
+      default_reserve_tokens: budget?.default_reserve_tokens ?? DEFAULT_RESERVE_TOKENS,
+    };
+    let amount: BudgetAmount = { usd: 0, tokens: 0 };
+    for (const rule of req.rules.length > 0 ? req.rules : [ZERO_RULE]) {
+      const a = reservationAmount(req.inputTokens, req.outputLimit, defaults, rule);
+      if (a.usd >= amount.usd) amount = a;
+    }
+    const rate = this.rates.check(keyId, now, amount.tokens);
+    if (!rate.allowed) {
+      return {
+        ok: false,
+        status: 429,
+        code: "key_rate_limited",
+        limit: rate.reason,
+        retryAfterS: rate.retryAfterS,
+        headers: rate.headers,
+        message: rate.canFit
+          ? `rate limit of ${LIMIT_WORDS[rate.reason]} reached for this key; retry after ` +
+            `${rate.retryAfterS} s`
+          : `this request alone (${amount.tokens} tokens) exceeds the key's tokens per minute`,
+      };
+    }
+    const b = this.budgets.reserve(keyId, now, amount);
+    if (!b.allowed) {
+      this.rates.cancel(rate.ticket, now);
+      return {
+        ok: false,
+        status: 403,
+        code: "budget_exceeded",
+        period: b.period,
+        resetsAt: b.resetsAt,
+        message: b.message,
+      };
+    }
+    return {
+      ok: true,
+      hold: {
+        keyId,
+        estimateTokens: amount.tokens,
+        ticket: rate.ticket,
+        reservation: b.reservation,
+      },
+      headers: rate.headers,
+    };
+  }
+
+  /** The end of the upstream call: the key's inflight place is given back. */
+  release(hold: KeyHold | null | undefined): void {
+    if (hold) this.rates.release(hold.ticket);
+  }
+
+  /**
+   * The usage event was recorded: tokens and cost replace the estimate and the reservation.
+   * Returns the budget's warn_at warning when this crossed it (log it and count it).
+   */
+  settle(
+    hold: KeyHold | null | undefined,
+    actual: { usd: number; inputTokens: number; outputTokens: number },
+    now: number,
+  ): BudgetWarning | undefined {
+    if (!hold) return undefined;
+    const tokens = actual.inputTokens + actual.outputTokens;
+    this.rates.release(hold.ticket);
+    this.rates.settle(hold.ticket, tokens, now);
+    return this.budgets.settle(hold.reservation, { usd: actual.usd, tokens }, now);
+  }
+
+  /** Refused before anything was forwarded (node 429/503, 413 ...): nothing counts. */
+  cancel(hold: KeyHold | null | undefined, now: number): void {
+    if (!hold) return;
+    this.rates.cancel(hold.ticket, now);
+    this.budgets.release(hold.reservation);
+  }
+
+  /** The `x-ratelimit-*` headers of a successful answer of `keyId`. */
+  headers(keyId: string, now: number): RateHeaders {
+    return this.rates.headers(keyId, now);
+  }
+}
+
+const ZERO_RULE: PricingRule = Object.freeze({ input_per_million: 0, output_per_million: 0 });
