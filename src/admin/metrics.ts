@@ -6,6 +6,7 @@
  * @module
  */
 import type { Skeid } from "../core/skeid.ts";
+import type { BudgetStatus } from "../core/budget.ts";
 import type { Node } from "../core/types.ts";
 
 import type { RefusalStatus } from "../proxy/errors.ts";
@@ -89,6 +90,16 @@ export class GatewayMetrics {
   readonly #attemptFailures = new LabelledCounter("node");
   readonly #responses = new LabelledCounter("node");
   readonly #durations = new Map<string, Histogram>();
+  readonly #keyLimited = new LabelledCounter("limit");
+  /** Budgets of the keys listed in the config (set by the gateway; ADR 0023). */
+  keyBudgets?: () => { key: string; status: BudgetStatus }[];
+  /** `warn_at` warnings given so far. */
+  budgetWarnings?: () => number;
+
+  /** A request refused by its customer key's `limit` (`rpm`, `tpm`, `max_inflight`, `budget`). */
+  keyLimited(limit: string): void {
+    this.#keyLimited.add([["limit", limit]]);
+  }
 
   /** A request refused before forwarding (no usage event is written for it). */
   refusal(model: string, status: RefusalStatus, reason: string): void {
@@ -241,7 +252,38 @@ export class GatewayMetrics {
       "Requests refused before forwarding, by requested model, status and reason.",
     );
     for (const s of this.#refusals.samples()) sample("skeid_refusals_total", s.labels, s.n);
-
+    family(
+      "skeid_key_limit_refusals_total",
+      "counter",
+      "Requests refused by their customer key's rate limits or budget, by limit.",
+    );
+    for (const s of this.#keyLimited.samples()) {
+      sample("skeid_key_limit_refusals_total", s.labels, s.n);
+    }
+    this.#renderBudgets(family, sample);
     return out.join("\n") + "\n";
+  }
+
+  /** Spend and what is left of the budgets of keys listed in the config; warn_at warnings. */
+  #renderBudgets(
+    family: (name: string, type: string, help: string) => void,
+    sample: (name: string, pairs: [string, string][], n: number) => void,
+  ): void {
+    const budgets = this.keyBudgets?.() ?? [];
+    const gauges: [string, string, (s: BudgetStatus) => number | null][] = [
+      ["skeid_key_budget_spent_usd", "USD spent this period.", (s) => s.spent.usd],
+      ["skeid_key_budget_remaining_usd", "USD left of the cap.", (s) => s.remaining.usd],
+      ["skeid_key_budget_spent_tokens", "Tokens spent this period.", (s) => s.spent.tokens],
+      ["skeid_key_budget_remaining_tokens", "Tokens left of the cap.", (s) => s.remaining.tokens],
+    ];
+    for (const [name, help, pick] of gauges) {
+      family(name, "gauge", `${help} Customer keys listed in the config with a budget.`);
+      for (const { key, status } of budgets) {
+        const n = pick(status);
+        if (n !== null) sample(name, [["key", key], ["period", status.period]], n);
+      }
+    }
+    family("skeid_budget_warnings_total", "counter", "Budget warn_at warnings given.");
+    sample("skeid_budget_warnings_total", [], this.budgetWarnings?.() ?? 0);
   }
 }

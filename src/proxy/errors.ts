@@ -26,8 +26,9 @@ export function errorResponse(
   message: string,
   requestId: string,
   nodeId?: string,
+  code?: string,
 ): Response {
-  return jsonResponse(status, face.errorBody(status, type, message), requestId, nodeId);
+  return jsonResponse(status, face.errorBody(status, type, message, code), requestId, nodeId);
 }
 
 /**
@@ -40,7 +41,10 @@ export type RefusalStatus = 400 | 401 | 403 | 404 | 413 | 429 | 503 | 508;
 
 /** The refusal as the face's error response, with the request id. */
 export function refusalResponse(face: Face, refusal: Refusal, requestId: string): Response {
-  return errorResponse(face, refusal.status, refusal.type, refusal.message, requestId);
+  const { status, type, message, code, headers } = refusal;
+  const res = errorResponse(face, status, type, message, requestId, undefined, code);
+  if (headers) { for (const name in headers) res.headers.set(name, headers[name]); }
+  return res;
 }
 
 /** A request the gateway refuses before routing or forwarding. */
@@ -59,6 +63,10 @@ export class Refusal extends Error {
     message: string,
     /** Short reason for metrics and logs (`body_too_large`, `no_capacity`, ...). */
     readonly reason: string,
+    /** The error body's `code` where the face has one (OpenAI: `key_rate_limited`). */
+    readonly code?: string,
+    /** Headers of the refusal (`Retry-After`, `x-ratelimit-*`). */
+    readonly headers?: Readonly<Record<string, string>>,
   ) {
     super(message);
     this.name = "Refusal";

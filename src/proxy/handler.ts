@@ -32,6 +32,7 @@ import {
   requestIdOf,
   upstreamRequest,
 } from "./intake.ts";
+import { admitKey, type KeyPass } from "./key_limits.ts";
 import type { Linked } from "./linked_list.ts";
 import { type RelayOutcome, type RelayRequest, streamResponse } from "./relay.ts";
 import { upstreamHeaders, upstreamUrl } from "./upstream.ts";
@@ -105,6 +106,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   #upstreamStatus = 0;
   #relaying = false;
   #ended = false;
+  /** The customer key's hold on its rate windows and budget (ADR 0023), when it has limits. */
+  #key: KeyPass | undefined;
 
   /** Stamps the start time and the request id; nothing else happens until `run()`. */
   constructor(ctx: ProxyContext, face: Face, endpoint: string, req: Request) {
@@ -190,6 +193,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
         plan.reason || "model_not_permitted",
       );
     }
+    this.#key = admitKey(ctx, this.apiKeyId, upstream, plan.tiers);
 
     const walk = new RouteWalk(skeid, ctx.waiters, plan.tiers, this.requestedModel);
     const maxAttempts = Math.max(1, routing.max_attempts);
@@ -228,6 +232,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
         this.#upstream = undefined;
         this.#rawBody = undefined;
         this.#bodyBytes = undefined;
+        this.#key?.stamp(result);
         return result;
       }
       if (result === "gone") return this.#gone();
@@ -400,12 +405,15 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   /** The usage event of this request (only once a node was attempted). */
   #record(status: number, ok: boolean, extra: UsageOutcome & { durationMs?: number }): void {
     const node = this.#node;
-    if (node) recordUsage(this.ctx, this, node, this.#servedModel, status, ok, extra);
+    if (!node) return;
+    const event = recordUsage(this.ctx, this, node, this.#servedModel, status, ok, extra);
+    this.#key?.settle(event);
   }
 
   #end(): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.#key?.finish();
     this.ctx.exchangeEnded(this);
   }
 

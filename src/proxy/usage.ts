@@ -160,6 +160,7 @@ export interface UsageSink {
 /**
  * Builds the usage event of a request forwarded to `node` and hands it to the ledger; an event
  * that cannot be built is logged (`usage_lost`) instead of thrown into the request path.
+ * Answers the event recorded (undefined when it was lost).
  */
 export function recordUsage(
   sink: UsageSink,
@@ -169,7 +170,7 @@ export function recordUsage(
   status: number,
   ok: boolean,
   extra: UsageOutcome & { durationMs?: number },
-): void {
+): UsageEvent | undefined {
   const skeid = sink.skeid;
   try {
     const event = usageEvent(skeid, {
@@ -194,7 +195,9 @@ export function recordUsage(
       ttftMs: extra.ttftMs,
     });
     sink.recorder.record(event);
+    return event;
   } catch (err) {
     sink.logger.error("usage_lost", { request_id: req.requestId, error: errorMessage(err) });
+    return undefined;
   }
 }
