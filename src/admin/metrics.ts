@@ -236,30 +236,30 @@ export class GatewayMetrics {
       sample("skeid_request_duration_seconds_count", [["node", node]], h.count);
     }
 
-    family("skeid_responses_total", "counter", "Forwarded requests by node and final status.");
-    for (const s of this.#responses.samples()) sample("skeid_responses_total", s.labels, s.n);
-    family(
+    const labelled = (name: string, help: string, counter: LabelledCounter) => {
+      family(name, "counter", help);
+      for (const s of counter.samples()) sample(name, s.labels, s.n);
+    };
+    labelled(
+      "skeid_responses_total",
+      "Forwarded requests by node and final status.",
+      this.#responses,
+    );
+    labelled(
       "skeid_upstream_attempt_failures_total",
-      "counter",
       "Upstream attempts that failed, by node and reason.",
+      this.#attemptFailures,
     );
-    for (const s of this.#attemptFailures.samples()) {
-      sample("skeid_upstream_attempt_failures_total", s.labels, s.n);
-    }
-    family(
+    labelled(
       "skeid_refusals_total",
-      "counter",
       "Requests refused before forwarding, by requested model, status and reason.",
+      this.#refusals,
     );
-    for (const s of this.#refusals.samples()) sample("skeid_refusals_total", s.labels, s.n);
-    family(
+    labelled(
       "skeid_key_limit_refusals_total",
-      "counter",
       "Requests refused by their customer key's rate limits or budget, by limit.",
+      this.#keyLimited,
     );
-    for (const s of this.#keyLimited.samples()) {
-      sample("skeid_key_limit_refusals_total", s.labels, s.n);
-    }
     this.#renderBudgets(family, sample);
     return out.join("\n") + "\n";
   }

@@ -13,6 +13,7 @@
  * @module
  */
 import type { KeyHold, Tenancy } from "../core/tenancy.ts";
+import type { RateHeaders } from "../core/rate_window.ts";
 import type { PricingRule, Tier } from "../core/types.ts";
 import type { KeyPolicy } from "../core/key_limits.ts";
 import type { UpstreamRequest } from "../faces/face.ts";
@@ -62,11 +63,7 @@ export function admitKey(
     outputLimit: upstream.path === "/embeddings" ? 0 : outputLimitOf(body),
     rules,
   });
-  if (d.ok) {
-    const limits = policy.limits;
-    const stamped = limits !== null && (limits.rpm !== null || limits.tpm !== null);
-    return new KeyPass(ctx, d.hold, stamped);
-  }
+  if (d.ok) return new KeyPass(ctx, d.hold, d.headers);
   if (d.status === 429) {
     ctx.metrics.keyLimited?.(d.limit);
     const headers = { "retry-after": String(d.retryAfterS), ...d.headers };
@@ -79,24 +76,23 @@ export function admitKey(
 /** A request's hold on its customer key's windows and budget; see the module comment. */
 export class KeyPass {
   readonly #ctx: KeyLimitsContext;
-  readonly #keyId: string;
   #hold: KeyHold | undefined;
-  /** Whether answers carry `x-ratelimit-*` (the key has rpm or tpm). */
-  readonly #stamped: boolean;
+  /** `x-ratelimit-*` as of admission, this request counted (empty without rpm and tpm). */
+  readonly #headers: RateHeaders;
 
-  /** A pass over an admitted hold. */
-  constructor(ctx: KeyLimitsContext, hold: KeyHold, stamped: boolean) {
+  /** A pass over an admitted hold and the rate headers its admission gave. */
+  constructor(ctx: KeyLimitsContext, hold: KeyHold, headers: RateHeaders) {
     this.#ctx = ctx;
-    this.#keyId = hold.keyId;
     this.#hold = hold;
-    this.#stamped = stamped;
+    this.#headers = headers;
   }
 
-  /** Puts the key's `x-ratelimit-*` headers on a successful answer. */
+  /**
+   * Puts the key's `x-ratelimit-*` headers on a successful answer: the windows as the admission
+   * left them (computed once; the answer follows within the same call).
+   */
   stamp(res: Response): void {
-    if (!this.#stamped) return;
-    const ctx = this.#ctx;
-    const headers = ctx.tenancy.headers(this.#keyId, ctx.skeid.now());
+    const headers = this.#headers;
     for (const name in headers) res.headers.set(name, headers[name]);
   }
 

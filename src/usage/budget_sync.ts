@@ -102,7 +102,7 @@ export class BudgetSync {
     if (configuredBudgets(this.#deps.skeid.policySet).length === 0) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
-      this.#queue(true);
+      this.#queue(true).catch(() => {}); // a failed read is logged in #sync
     }, Math.max(1, this.#deps.skeid.routing.budget_refresh_ms));
     // Never what keeps a process alive.
     Deno.unrefTimer(this.#timer as unknown as number);

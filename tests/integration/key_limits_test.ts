@@ -4,7 +4,7 @@
  * over on an injected clock.
  */
 import { assert, assertEquals, assertStringIncludes } from "../_assert.ts";
-import { startFakeModel } from "../../src/fake/model.ts";
+import { type FakeModelOptions, startFakeModel } from "../../src/fake/model.ts";
 import { keyIdForKey } from "../../src/core/keyid.ts";
 import { assertIdle, chat, post, startGateway, type TestGateway, until } from "./helpers.ts";
 
@@ -23,6 +23,22 @@ function config(url: string, std: Record<string, unknown>, extra: Record<string,
     keys: { alice: "std" },
     ...extra,
   };
+}
+
+/** Runs `fn` against a gateway with alice on `std` in front of a fake model; stops both after. */
+async function withGateway(
+  std: Record<string, unknown>,
+  fn: (t: TestGateway, fakeUrl: string) => Promise<void>,
+  opts: { fake?: FakeModelOptions; now?: () => number } = {},
+): Promise<void> {
+  const fake = startFakeModel(opts.fake);
+  const t = await startGateway(config(fake.url, std), { now: opts.now });
+  try {
+    await fn(t, fake.url);
+  } finally {
+    await t.stop();
+    await fake.close();
+  }
 }
 
 /** The admin view of alice. */
@@ -80,13 +96,8 @@ Deno.test("key limits: 64 concurrent requests against a budget that fits 10 → 
 });
 
 Deno.test("key limits: rpm 60 → the 61st request gets 429 with Retry-After; waited, it is admitted", async () => {
-  const fake = startFakeModel();
   let clock = Date.UTC(2026, 0, 15, 12, 0, 0, 250);
-  const t = await startGateway(
-    config(fake.url, { limits: { rpm: 60, tpm: 1_000_000 } }),
-    { now: () => clock },
-  );
-  try {
+  await withGateway({ limits: { rpm: 60, tpm: 1_000_000 } }, async (t) => {
     for (let i = 0; i < 60; i++) {
       const r = await post(`${t.base}/v1/chat/completions`, chat("m1"), AUTH);
       assertEquals(r.status, 200, `request ${i + 1}`);
@@ -133,16 +144,11 @@ Deno.test("key limits: rpm 60 → the 61st request gets 429 with Retry-After; wa
     assertEquals(again.status, 200, "after Retry-After the request is admitted");
     await t.gw.ledger.flush();
     assertEquals(t.sink.events.length, 61, "refusals write no usage event");
-  } finally {
-    await t.stop();
-    await fake.close();
-  }
+  }, { now: () => clock });
 });
 
 Deno.test("key limits: tpm counts max_tokens at admission; a request larger than tpm is refused outright", async () => {
-  const fake = startFakeModel({ ttftMs: 300 });
-  const t = await startGateway(config(fake.url, { limits: { tpm: 10_000 } }));
-  try {
+  await withGateway({ limits: { tpm: 10_000 } }, async (t) => {
     const big = chat("m1", { max_tokens: 8000 });
     const [a, b] = await Promise.all([
       post(`${t.base}/v1/chat/completions`, big, AUTH),
@@ -172,16 +178,11 @@ Deno.test("key limits: tpm counts max_tokens at admission; a request larger than
     assertStringIncludes((huge.json.error as Record<string, string>).message, "exceeds");
     assertEquals(huge.headers.get("retry-after"), "60");
     assertIdle(t.gw);
-  } finally {
-    await t.stop();
-    await fake.close();
-  }
+  }, { fake: { ttftMs: 300 } });
 });
 
 Deno.test("key limits: max_inflight 2 with 5 concurrent streams → 2 streamed, 3 refused at once", async () => {
-  const fake = startFakeModel({ ttftMs: 400 });
-  const t = await startGateway(config(fake.url, { limits: { max_inflight: 2 } }));
-  try {
+  await withGateway({ limits: { max_inflight: 2 } }, async (t) => {
     const results = await Promise.all(
       Array.from(
         { length: 5 },
@@ -199,30 +200,22 @@ Deno.test("key limits: max_inflight 2 with 5 concurrent streams → 2 streamed, 
     const after = await post(`${t.base}/v1/chat/completions`, chat("m1", { stream: true }), AUTH);
     assertEquals(after.status, 200, "the places are free once the streams ended");
     assertIdle(t.gw);
-  } finally {
-    await t.stop();
-    await fake.close();
-  }
+  }, { fake: { ttftMs: 400 } });
 });
 
 Deno.test("key limits: a reload keeps the counters; the new numbers apply to the next request", async () => {
-  const fake = startFakeModel();
-  const t = await startGateway(config(fake.url, { limits: { rpm: 3 } }));
-  try {
+  await withGateway({ limits: { rpm: 3 } }, async (t, fakeUrl) => {
     for (let i = 0; i < 3; i++) {
       assertEquals((await post(`${t.base}/v1/chat/completions`, chat("m1"), AUTH)).status, 200);
     }
     assertEquals((await post(`${t.base}/v1/chat/completions`, chat("m1"), AUTH)).status, 429);
-    await t.writeConfig(config(fake.url, { limits: { rpm: 4 } }));
+    await t.writeConfig(config(fakeUrl, { limits: { rpm: 4 } }));
     await until(() => t.gw.skeid.keyPolicy(ALICE).limits?.rpm === 4, 5000, "reload applied");
     assertEquals((await post(`${t.base}/v1/chat/completions`, chat("m1"), AUTH)).status, 200);
     const r = await post(`${t.base}/v1/chat/completions`, chat("m1"), AUTH);
     assertEquals(r.status, 429, "3 counted before the reload + 1 after reach the new rpm 4");
     assertEquals(r.headers.get("x-ratelimit-limit-requests"), "4");
-  } finally {
-    await t.stop();
-    await fake.close();
-  }
+  });
 });
 
 Deno.test("key limits: a restart mid-period continues from the ledger (sqlite)", async () => {
@@ -276,12 +269,8 @@ Deno.test("key limits: a restart mid-period continues from the ledger (sqlite)",
 });
 
 Deno.test("key limits: a day budget rolls over at UTC midnight (injected clock)", async () => {
-  const fake = startFakeModel();
   let clock = Date.UTC(2026, 0, 15, 23, 59, 50);
-  const t = await startGateway(config(fake.url, { budget: { tokens: 25, period: "day" } }), {
-    now: () => clock,
-  });
-  try {
+  await withGateway({ budget: { tokens: 25, period: "day" } }, async (t) => {
     for (let i = 0; i < 2; i++) {
       const r = await post(`${t.base}/v1/chat/completions`, chat("m1", { max_tokens: 8 }), AUTH);
       assertEquals(r.status, 200);
@@ -307,16 +296,11 @@ Deno.test("key limits: a day budget rolls over at UTC midnight (injected clock)"
       period_start: "2026-01-16T00:00:00Z",
       resets_at: "2026-01-17T00:00:00Z",
     });
-  } finally {
-    await t.stop();
-    await fake.close();
-  }
+  }, { now: () => clock });
 });
 
 Deno.test("key limits: an aborted stream is settled from the event recorded for it", async () => {
-  const fake = startFakeModel({ tokens: 200, itlMs: 10 });
-  const t = await startGateway(config(fake.url, { budget: { tokens: 100_000 } }));
-  try {
+  await withGateway({ budget: { tokens: 100_000 } }, async (t) => {
     const ac = new AbortController();
     const res = await fetch(`${t.base}/v1/chat/completions`, {
       method: "POST",
@@ -336,19 +320,14 @@ Deno.test("key limits: an aborted stream is settled from the event recorded for 
     assertEquals(budget.reserved, { usd: 0, tokens: 0 }, "the reservation is gone");
     assertEquals(budget.spent.tokens, event.input_tokens + event.output_tokens);
     assertEquals(budget.spent.usd, event.cost_total_usd);
-  } finally {
-    await t.stop();
-    await fake.close();
-  }
+  }, { fake: { tokens: 200, itlMs: 10 } });
 });
 
 Deno.test("key limits: GET /skeid/keys shows policy, limits, windows and budget; unknown keys 404", async () => {
-  const fake = startFakeModel();
-  const t = await startGateway(config(fake.url, {
+  await withGateway({
     limits: { rpm: 10, max_inflight: 4 },
     budget: { usd: 50, period: "week", warn_at: 0.5 },
-  }));
-  try {
+  }, async (t) => {
     assertEquals((await post(`${t.base}/v1/chat/completions`, chat("m1"), AUTH)).status, 200);
     const byName = await aliceStatus(t);
     const byId = await (await fetch(`${t.base}/skeid/keys/${ALICE}`, { headers: ADMIN })).json();
@@ -365,8 +344,5 @@ Deno.test("key limits: GET /skeid/keys shows policy, limits, windows and budget;
     const missing = await fetch(`${t.base}/skeid/keys/nobody`, { headers: ADMIN });
     assertEquals(missing.status, 404);
     await missing.body?.cancel();
-  } finally {
-    await t.stop();
-    await fake.close();
-  }
+  });
 });
