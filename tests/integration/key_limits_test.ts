@@ -41,6 +41,12 @@ async function withGateway(
   }
 }
 
+/** A small Anthropic Messages request of alice. */
+function anthropicHi(t: TestGateway) {
+  const body = { model: "m1", max_tokens: 8, messages: [{ role: "user", content: "hi" }] };
+  return post(`${t.base}/v1/messages`, body, AUTH);
+}
+
 /** The admin view of alice. */
 async function aliceStatus(t: TestGateway): Promise<Record<string, unknown>> {
   const res = await fetch(`${t.base}/skeid/keys/alice`, { headers: ADMIN });
@@ -119,11 +125,7 @@ Deno.test("key limits: rpm 60 → the 61st request gets 429 with Retry-After; wa
     }
     assertEquals(r.headers.get("x-ratelimit-remaining-requests"), "0");
     // An anthropic client gets the same refusal in its own shape.
-    const a = await post(`${t.base}/v1/messages`, {
-      model: "m1",
-      max_tokens: 8,
-      messages: [{ role: "user", content: "hi" }],
-    }, AUTH);
+    const a = await anthropicHi(t);
     assertEquals(a.status, 429);
     assertEquals((a.json.error as Record<string, string>).type, "rate_limit_error");
     assertEquals(a.json.type, "error");
@@ -278,11 +280,7 @@ Deno.test("key limits: a day budget rolls over at UTC midnight (injected clock)"
     const r = await post(`${t.base}/v1/chat/completions`, chat("m1", { max_tokens: 8 }), AUTH);
     assertEquals(r.status, 403);
     assertStringIncludes((r.json.error as Record<string, string>).message, "2026-01-16T00:00:00");
-    const a = await post(`${t.base}/v1/messages`, {
-      model: "m1",
-      max_tokens: 8,
-      messages: [{ role: "user", content: "hi" }],
-    }, AUTH);
+    const a = await anthropicHi(t);
     assertEquals(a.status, 403);
     assertEquals((a.json.error as Record<string, string>).type, "permission_error");
     clock = Date.UTC(2026, 0, 16, 0, 0, 5);
