@@ -10,16 +10,19 @@ import { errorMessage } from "./error_message.ts";
 import { Skeid } from "./core/skeid.ts";
 import { keyIdForKey } from "./core/keyid.ts";
 import { FunctionTable } from "./core/functions.ts";
+import { Tenancy } from "./core/tenancy.ts";
 import type { Node } from "./core/types.ts";
 import { ConfigManager } from "./config/manager.ts";
 import { assertRegistryProbeBlock } from "./config/registry_probe.ts";
 import { UsageLedger } from "./usage/ledger.ts";
 import { buildUsageEvent } from "./usage/event.ts";
 import { normalizeUsageStoreConfig } from "./usage/config.ts";
+import { BudgetSync } from "./usage/budget_sync.ts";
 import type { ReportFilters, UsageReport } from "./usage/types.ts";
 import { GatewayMetrics, knownModels } from "./admin/metrics.ts";
 import { BufferBudget, maxBufferedBytes } from "./proxy/buffer_budget.ts";
 import type { AdminDeps } from "./admin/routes.ts";
+import { listedKeyBudgets } from "./admin/keys.ts";
 import { createLogger, type Logger, type LogLevel, parseLogLevel } from "./log.ts";
 import type { ProxyContext } from "./proxy/context.ts";
 import type { Exchange } from "./proxy/handler.ts";
@@ -126,6 +129,10 @@ export class Gateway implements ProxyContext {
   readonly probes: CapacityProbes;
   /** Resolves nodes' `api_key_ref` (OpenBao), when one is configured. */
   keyBroker: KeyBroker | undefined;
+  /** Rate windows and budgets per customer key; counters outlive reloads (ADR 0023). */
+  readonly tenancy: Tenancy;
+  /** Keeps the budgets' spent part in step with the ledger (start, reload, refresh timer). */
+  readonly budgetSync: BudgetSync;
   readonly #fatal = Promise.withResolvers<string>();
   /** Requests waiting for a tier's capacity, served by fair share between customer keys. */
   readonly waiters: WaiterQueue;
@@ -214,6 +221,11 @@ export class Gateway implements ProxyContext {
     });
     this.metrics.shareBacklog = () => this.waiters.backlog();
     const ledger = this.ledger;
+    this.tenancy = new Tenancy((id) => skeid.keyPolicy(id));
+    this.budgetSync = new BudgetSync({ tenancy: this.tenancy, skeid, ledger, logger: this.logger });
+    const tenancy = this.tenancy;
+    this.metrics.keyBudgets = () => listedKeyBudgets(skeid, tenancy);
+    this.metrics.budgetWarnings = () => tenancy.budgets.warningCount;
     this.config = new ConfigManager({
       skeid,
       path: opts.configPath,
@@ -268,6 +280,8 @@ export class Gateway implements ProxyContext {
         });
       }
       await gw.config.load();
+      // The budgets' spent part comes from the ledger before the first request is served.
+      await gw.budgetSync.load();
     } catch (err) {
       await gw.close();
       throw err;
@@ -286,6 +300,7 @@ export class Gateway implements ProxyContext {
       reload: () => config.reload(),
       usageReport: (filters: ReportFilters): Promise<UsageReport> => this.ledger.report(filters),
       metrics: this.metrics,
+      tenancy: this.tenancy,
       probes: () => this.probes.status(),
       ownSecretVariables: () => config.ownSecretVariables(),
       logger: this.logger,
@@ -367,6 +382,7 @@ export class Gateway implements ProxyContext {
     if (this.#closed) return;
     this.#closed = true;
     this.waiters.close();
+    await this.budgetSync.close();
     await this.probes.close();
     await this.keyBroker?.close();
     for (const ex of this.#exchanges) ex.forceClose();
@@ -389,6 +405,8 @@ export class Gateway implements ProxyContext {
 
   /** After every applied config: warn once about nodes whose own key resolves nothing. */
   #onApplied(): void {
+    // A new store or new budget periods are read from the ledger (a reload keeps the counters).
+    this.budgetSync.load().catch(() => {});
     const seen = new Set<string>();
     const nodes = this.skeid.listNodes();
     warmKeys(nodes, this.keyBroker);

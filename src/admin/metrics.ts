@@ -6,6 +6,7 @@
  * @module
  */
 import type { Skeid } from "../core/skeid.ts";
+import type { BudgetStatus } from "../core/budget.ts";
 import type { Node } from "../core/types.ts";
 
 import type { RefusalStatus } from "../proxy/errors.ts";
@@ -139,6 +140,17 @@ export class GatewayMetrics {
   /** Fair share per tier and served tokens per key, for `/skeid/metrics/nodes`. */
   shareSnapshot(): ShareWire {
     return this.share.snapshot(this.shareBacklog?.() ?? []);
+  }
+
+  readonly #keyLimited = new LabelledCounter("limit");
+  /** Budgets of the keys listed in the config (set by the gateway; ADR 0023). */
+  keyBudgets?: () => { key: string; status: BudgetStatus }[];
+  /** `warn_at` warnings given so far. */
+  budgetWarnings?: () => number;
+
+  /** A request refused by its customer key's `limit` (`rpm`, `tpm`, `max_inflight`, `budget`). */
+  keyLimited(limit: string): void {
+    this.#keyLimited.add([["limit", limit]]);
   }
 
   /** A request refused before forwarding (no usage event is written for it). */
@@ -280,24 +292,56 @@ export class GatewayMetrics {
       sample("skeid_request_duration_seconds_count", [["node", node]], h.count);
     }
 
-    family("skeid_responses_total", "counter", "Forwarded requests by node and final status.");
-    for (const s of this.#responses.samples()) sample("skeid_responses_total", s.labels, s.n);
-    family(
+    const labelled = (name: string, help: string, counter: LabelledCounter) => {
+      family(name, "counter", help);
+      for (const s of counter.samples()) sample(name, s.labels, s.n);
+    };
+    labelled(
+      "skeid_responses_total",
+      "Forwarded requests by node and final status.",
+      this.#responses,
+    );
+    labelled(
       "skeid_upstream_attempt_failures_total",
-      "counter",
       "Upstream attempts that failed, by node and reason.",
+      this.#attemptFailures,
     );
-    for (const s of this.#attemptFailures.samples()) {
-      sample("skeid_upstream_attempt_failures_total", s.labels, s.n);
-    }
-    family(
+    labelled(
       "skeid_refusals_total",
-      "counter",
       "Requests refused before forwarding, by requested model, status and reason.",
+      this.#refusals,
     );
-    for (const s of this.#refusals.samples()) sample("skeid_refusals_total", s.labels, s.n);
     out.push(...this.share.prometheus(this.shareBacklog?.() ?? [], escapeLabel));
 
+    labelled(
+      "skeid_key_limit_refusals_total",
+      "Requests refused by their customer key's rate limits or budget, by limit.",
+      this.#keyLimited,
+    );
+    this.#renderBudgets(family, sample);
     return out.join("\n") + "\n";
+  }
+
+  /** Spend and what is left of the budgets of keys listed in the config; warn_at warnings. */
+  #renderBudgets(
+    family: (name: string, type: string, help: string) => void,
+    sample: (name: string, pairs: [string, string][], n: number) => void,
+  ): void {
+    const budgets = this.keyBudgets?.() ?? [];
+    const gauges: [string, string, (s: BudgetStatus) => number | null][] = [
+      ["skeid_key_budget_spent_usd", "USD spent this period.", (s) => s.spent.usd],
+      ["skeid_key_budget_remaining_usd", "USD left of the cap.", (s) => s.remaining.usd],
+      ["skeid_key_budget_spent_tokens", "Tokens spent this period.", (s) => s.spent.tokens],
+      ["skeid_key_budget_remaining_tokens", "Tokens left of the cap.", (s) => s.remaining.tokens],
+    ];
+    for (const [name, help, pick] of gauges) {
+      family(name, "gauge", `${help} Customer keys listed in the config with a budget.`);
+      for (const { key, status } of budgets) {
+        const n = pick(status);
+        if (n !== null) sample(name, [["key", key], ["period", status.period]], n);
+      }
+    }
+    family("skeid_budget_warnings_total", "counter", "Budget warn_at warnings given.");
+    sample("skeid_budget_warnings_total", [], this.budgetWarnings?.() ?? 0);
   }
 }

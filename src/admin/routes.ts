@@ -17,6 +17,8 @@ import type { Logger } from "../log.ts";
 import { FunctionError, type FunctionTable, nodeMetricsToWire } from "../core/functions.ts";
 import { NodeSpecError } from "../core/inventory.ts";
 import type { GatewayMetrics } from "./metrics.ts";
+import type { Tenancy } from "../core/tenancy.ts";
+import { keyStatus } from "./keys.ts";
 import { bearerToken, secretMatches } from "./auth.ts";
 import { errorMessage } from "../error_message.ts";
 import { isJsonObject } from "../json.ts";
@@ -38,6 +40,8 @@ export interface AdminDeps {
   usageReport(filters: ReportFilters): Promise<UsageReport>;
   /** Volatile process counters for `/skeid/metrics`. */
   metrics: GatewayMetrics;
+  /** Rate windows and budgets per customer key (`GET /skeid/keys/:key`). */
+  tenancy?: Tenancy;
   /** The capacity probes' states (`GET /skeid/metrics/nodes`), when probes run. */
   probes?: () => readonly unknown[];
   /** The variables a node's `api_key_env` may not name (Skeid's own secrets). */
@@ -190,6 +194,15 @@ export function adminRoutes(deps: AdminDeps): Hono {
       logger.error("admin_usage_report_failed", { error: String(e) });
       return json({ ok: false, enabled: false, error: "usage report failed" }, 500);
     }
+  });
+
+  // ---- customer keys -----------------------------------------------------------------------
+
+  app.get("/skeid/keys/:key", (c) => {
+    const ref = c.req.param("key");
+    const status = deps.tenancy ? keyStatus(skeid, deps.tenancy, ref) : undefined;
+    if (!status) return json({ ok: false, error: `unknown customer key '${ref}'` }, 404);
+    return json(status);
   });
 
   // ---- config ------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import { POSTGRES_SCHEMA, SQLITE_SCHEMA } from "../usage/schema.ts";
 import { errorMessage } from "../usage/secret.ts";
 import type { ReportGroup, UsageReport, UsageStore } from "../usage/types.ts";
 import { type CliIo, consoleIo } from "./io.ts";
+import { formatBudget, keyBudget } from "./usage_budget.ts";
 
 const HELP = `usage: skeid usage [options]
 
@@ -34,7 +35,8 @@ options:
   --dsn DSN           a PostgreSQL dsn (postgres://user@host:port/db; the password may come
                       from PGPASSWORD)
   --since ISO         only events created at or after this UTC time (e.g. 2026-09-01)
-  --api-key-id ID     only this customer key id
+  --api-key-id ID     only this customer key id; with a config, also the key's budget this
+                      period (cap, spent, remaining, reset; ID may be a names: name)
   --model M           only this served model
   --limit N           recent events to list (default 20, at most 500)
   --json              print the report as JSON
@@ -66,8 +68,20 @@ async function rawStoreConfig(
     if (flag("dsn")) raw.dsn = flag("dsn")!;
     return { raw, source: "command line" };
   }
-  const path = flag("config") ?? (await exists("skeid.yaml") ? "skeid.yaml" : undefined);
-  if (!path) return { raw: undefined, source: "SKEID_USAGE_DB" };
+  const doc = await configDoc(values);
+  if (!doc) return { raw: undefined, source: "SKEID_USAGE_DB" };
+  const { top, path } = doc;
+  const dbPath = typeof top.usage_db_path === "string" ? top.usage_db_path : undefined;
+  return { raw: top.usage_store, usageDbPath: dbPath, source: path };
+}
+
+/** The config file's top-level map (`--config`, else skeid.yaml when it exists). */
+async function configDoc(
+  values: Record<string, string | boolean | undefined>,
+): Promise<{ top: Record<string, unknown>; path: string } | undefined> {
+  const given = typeof values.config === "string" ? values.config : undefined;
+  const path = given ?? (await exists("skeid.yaml") ? "skeid.yaml" : undefined);
+  if (!path) return undefined;
   let text: string;
   try {
     text = await Deno.readTextFile(path);
@@ -83,9 +97,7 @@ async function rawStoreConfig(
   if (doc !== null && doc !== undefined && (typeof doc !== "object" || Array.isArray(doc))) {
     throw new CliError(`config ${path}: the top level must be a map`);
   }
-  const top = (doc ?? {}) as Record<string, unknown>;
-  const dbPath = typeof top.usage_db_path === "string" ? top.usage_db_path : undefined;
-  return { raw: top.usage_store, usageDbPath: dbPath, source: path };
+  return { top: (doc ?? {}) as Record<string, unknown>, path };
 }
 
 function limitOf(value: string | undefined): number | undefined {
@@ -153,7 +165,16 @@ export async function run(args: string[], io: CliIo = consoleIo): Promise<number
       io.err(`skeid usage: ${report.error ?? "the store gave no report"}`);
       return 1;
     }
-    io.out(values.json ? JSON.stringify(report, null, 2) : formatReport(report, store.description));
+    // --api-key-id: the key's budget this period, from the config and the store (ADR 0023).
+    const ref = values["api-key-id"];
+    const top = typeof ref === "string" ? (await configDoc(values))?.top : undefined;
+    const budget = top ? await keyBudget(top, ref as string, store) : undefined;
+    if (values.json) {
+      io.out(JSON.stringify(budget ? { ...report, budget: budget.status } : report, null, 2));
+    } else {
+      const text = formatReport(report, store.description);
+      io.out(budget ? `${text}\n\n${formatBudget(budget.apiKeyId, budget.status)}` : text);
+    }
     return 0;
   } catch (err) {
     const hint = err instanceof CliError ? "\n(see skeid usage --help)" : "";

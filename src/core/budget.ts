@@ -135,6 +135,8 @@ export interface BudgetStatus {
 interface KeyBudget {
   period: BudgetPeriod;
   start: number;
+  /** When the current period ends (Infinity for `total`): until then `#sync` has nothing to do. */
+  end: number;
   spentUsd: number;
   spentTokens: number;
   reservedUsd: number;
@@ -381,6 +383,7 @@ export class Budgets {
       s = {
         period: budget.period,
         start: periodStart(budget.period, now),
+        end: periodReset(budget.period, now) ?? Infinity,
         spentUsd: 0,
         spentTokens: 0,
         reservedUsd: 0,
@@ -402,10 +405,13 @@ export class Budgets {
    * in flight stay, they settle into the period their usage event lands in, as in the ledger.
    */
   #sync(s: KeyBudget, budget: BudgetSettings, now: number): void {
+    // The usual case, without computing a calendar date: same period, still inside it.
+    if (s.period === budget.period && now >= s.start && now < s.end) return;
     const start = periodStart(budget.period, now);
     if (s.period === budget.period && s.start === start) return;
     s.period = budget.period;
     s.start = start;
+    s.end = periodReset(budget.period, now) ?? Infinity;
     s.spentUsd =
       s.spentTokens =
       s.freshUsd =

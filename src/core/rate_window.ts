@@ -123,8 +123,9 @@ class KeyWindow {
     let requests = this.totalRequests;
     let tokens = this.totalTokens;
     if (requests <= needRequests && tokens <= needTokens) return -Infinity;
-    for (let s = this.current - SLOTS + 1; s <= this.current; s++) {
-      const slot = slotOf(s);
+    const first = this.current - SLOTS + 1;
+    // The slot is stepped, not recomputed: `%` on a double second costs a libm call each time.
+    for (let s = first, slot = slotOf(first); s <= this.current; s++, slot = nextSlot(slot)) {
       if (this.seconds[slot] !== s) continue;
       requests -= this.requests[slot];
       tokens -= this.tokens[slot];
@@ -135,8 +136,8 @@ class KeyWindow {
 
   /** When the oldest bucket counting requests (or tokens) leaves the window, epoch ms. */
   oldestLeavesAt(tokens: boolean): number | undefined {
-    for (let s = this.current - SLOTS + 1; s <= this.current; s++) {
-      const slot = slotOf(s);
+    const first = this.current - SLOTS + 1;
+    for (let s = first, slot = slotOf(first); s <= this.current; s++, slot = nextSlot(slot)) {
       if (this.seconds[slot] !== s) continue;
       if (tokens ? this.tokens[slot] > 0 : this.requests[slot] > 0) return (s + SLOTS) * SECOND_MS;
     }
@@ -148,13 +149,18 @@ function slotOf(second: number): number {
   return ((second % SLOTS) + SLOTS) % SLOTS;
 }
 
+function nextSlot(slot: number): number {
+  return slot === SLOTS - 1 ? 0 : slot + 1;
+}
+
 /** Go-style duration, as OpenAI writes `x-ratelimit-reset-*`: `20ms`, `29.5s`, `1m0s`. */
 export function formatResetDuration(ms: number): string {
   const v = Math.max(0, Math.ceil(ms));
   if (v < SECOND_MS) return `${v}ms`;
-  if (v < 60 * SECOND_MS) return `${Number((v / SECOND_MS).toFixed(3))}s`;
+  // An integer of ms over 1000 prints with at most 3 decimals (no toFixed: it is on every answer).
+  if (v < 60 * SECOND_MS) return `${v / SECOND_MS}s`;
   const minutes = Math.floor(v / (60 * SECOND_MS));
-  return `${minutes}m${Number(((v - minutes * 60 * SECOND_MS) / SECOND_MS).toFixed(3))}s`;
+  return `${minutes}m${(v - minutes * 60 * SECOND_MS) / SECOND_MS}s`;
 }
 
 /** Rolling-minute request and token windows and inflight counts, per customer key id. */

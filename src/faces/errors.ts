@@ -40,8 +40,9 @@ export function anthropicErrorType(status: number, type?: string): string {
 export function openaiErrorBody(
   type: string,
   message: string,
-): { error: { message: string; type: string } } {
-  return { error: { message, type } };
+  code?: string,
+): { error: { message: string; type: string; code?: string } } {
+  return code === undefined ? { error: { message, type } } : { error: { message, type, code } };
 }
 
 /** Anthropic-face error body, type per `anthropicErrorType`. */

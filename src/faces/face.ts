@@ -142,8 +142,11 @@ export interface Face {
     requestedModel: string,
     context?: JsonObject,
   ): StreamTranslator;
-  /** The face's error body for a status (type per the face's own table). */
-  errorBody(status: number, type: string, message: string): unknown;
+  /**
+   * The face's error body for a status (type per the face's own table); `code` is carried where
+   * the face's shape has one (OpenAI `error.code`).
+   */
+  errorBody(status: number, type: string, message: string, code?: string): unknown;
   /**
    * The client's error body for an upstream error answer (status >= 400, parsed body or
    * undefined). OpenAI passes the body through unchanged; the others carry the upstream status

@@ -195,8 +195,8 @@ export class OpenAIFace implements Face {
   }
 
   /** `{"error":{"message","type"}}`. */
-  errorBody(_status: number, type: string, message: string): unknown {
-    return openaiErrorBody(type, message);
+  errorBody(_status: number, type: string, message: string, code?: string): unknown {
+    return openaiErrorBody(type, message, code);
   }
 
   /** Passed through unchanged (ADR 0012); a body that is not JSON gets the OpenAI shape. */

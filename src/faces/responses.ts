@@ -111,8 +111,8 @@ export class ResponsesFace extends TranslatingFace {
   }
 
   /** `{"error":{"message","type"}}`, as the OpenAI face. */
-  errorBody(_status: number, type: string, message: string): unknown {
-    return openaiErrorBody(type, message);
+  errorBody(_status: number, type: string, message: string, code?: string): unknown {
+    return openaiErrorBody(type, message, code);
   }
 
   /** The upstream's status and message in the OpenAI error shape. */

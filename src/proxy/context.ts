@@ -5,6 +5,7 @@
  * @module
  */
 import type { Skeid } from "../core/skeid.ts";
+import type { Tenancy } from "../core/tenancy.ts";
 import type { Node } from "../core/types.ts";
 import type { Logger } from "../log.ts";
 import type { UsageRecorder } from "../usage/types.ts";
@@ -20,6 +21,8 @@ import type { WaiterQueue } from "./wait.ts";
 export interface ProxyMetrics {
   /** A request refused before forwarding with `status` (no usage event is written for it). */
   refusal(model: string, status: RefusalStatus, reason: string): void;
+  /** A request refused by its customer key's `limit` (`rpm`, `tpm`, `max_inflight`, `budget`). */
+  keyLimited?(limit: string): void;
   /** One upstream attempt on a node failed for `reason` (failed over, or ending the request). */
   attemptFailed(nodeId: string, reason: string): void;
   /**
@@ -40,6 +43,8 @@ export interface ProxyContext extends IntakeContext, UpstreamClients {
   readonly logger: Logger;
   /** Whether one debug line per request is wanted (checked before building it). */
   readonly logRequests: boolean;
+  /** Rate windows and budgets per customer key (ADR 0023). */
+  readonly tenancy: Tenancy;
   /** The gateway's requests waiting for a tier's capacity (fair share between keys). */
   readonly waiters: WaiterQueue;
   /** Customer key → customer key id, so the SHA-1 is not redone on every request. */

@@ -26,8 +26,9 @@ export function errorResponse(
   message: string,
   requestId: string,
   nodeId?: string,
+  code?: string,
 ): Response {
-  return jsonResponse(status, face.errorBody(status, type, message), requestId, nodeId);
+  return jsonResponse(status, face.errorBody(status, type, message, code), requestId, nodeId);
 }
 
 /**
@@ -43,20 +44,11 @@ const CODED_REASONS: ReadonlySet<string> = new Set(["key_queue_full"]);
 
 /** The refusal as the face's error response, with the request id. */
 export function refusalResponse(face: Face, refusal: Refusal, requestId: string): Response {
-  const body = face.errorBody(refusal.status, refusal.type, refusal.message);
-  if (CODED_REASONS.has(refusal.reason) && isOpenAIError(body)) body.error.code = refusal.reason;
-  const res = jsonResponse(refusal.status, body, requestId);
-  if (refusal.retryAfterS !== undefined) {
-    res.headers.set("retry-after", String(refusal.retryAfterS));
-  }
+  const { status, type, message, headers } = refusal;
+  const code = refusal.code ?? (CODED_REASONS.has(refusal.reason) ? refusal.reason : undefined);
+  const res = errorResponse(face, status, type, message, requestId, undefined, code);
+  if (headers) { for (const name in headers) res.headers.set(name, headers[name]); }
   return res;
-}
-
-/** `{error: {...}}` without the Anthropic shape's `type: "error"`. */
-function isOpenAIError(body: unknown): body is { error: Record<string, unknown> } {
-  if (typeof body !== "object" || body === null || "type" in body) return false;
-  const error = (body as { error?: unknown }).error;
-  return typeof error === "object" && error !== null && !Array.isArray(error);
 }
 
 /** A request the gateway refuses before routing or forwarding. */
@@ -75,8 +67,10 @@ export class Refusal extends Error {
     message: string,
     /** Short reason for metrics and logs (`body_too_large`, `no_capacity`, ...). */
     readonly reason: string,
-    /** Seconds the client is told to wait before it retries (`Retry-After`), when it should. */
-    readonly retryAfterS?: number,
+    /** The error body's `code` where the face has one (OpenAI: `key_rate_limited`). */
+    readonly code?: string,
+    /** Headers of the refusal (`Retry-After`, `x-ratelimit-*`). */
+    readonly headers?: Readonly<Record<string, string>>,
   ) {
     super(message);
     this.name = "Refusal";

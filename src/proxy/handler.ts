@@ -32,6 +32,7 @@ import {
   requestIdOf,
   upstreamRequest,
 } from "./intake.ts";
+import { admitKey, type KeyPass } from "./key_limits.ts";
 import type { Linked } from "./linked_list.ts";
 import { type RelayOutcome, type RelayRequest, streamResponse } from "./relay.ts";
 import { upstreamHeaders, upstreamUrl } from "./upstream.ts";
@@ -109,6 +110,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   #ended = false;
   /** The walk: its fair share charge is corrected by the usage event. */
   #walk: RouteWalk | undefined;
+  /** The customer key's hold on its rate windows and budget (ADR 0023), when it has limits. */
+  #key: KeyPass | undefined;
 
   /** Stamps the start time and the request id; nothing else happens until `run()`. */
   constructor(ctx: ProxyContext, face: Face, endpoint: string, req: Request) {
@@ -196,6 +199,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
         plan.reason || "model_not_permitted",
       );
     }
+    this.#key = admitKey(ctx, this.apiKeyId, upstream, plan.tiers);
 
     const walk = new RouteWalk(skeid, ctx.waiters, plan.tiers, this.requestedModel);
     this.#walk = walk.sharing(id, upstream.body);
@@ -235,6 +239,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
         this.#upstream = undefined;
         this.#rawBody = undefined;
         this.#bodyBytes = undefined;
+        this.#key?.stamp(result);
         return result;
       }
       if (result === "gone") return this.#gone();
@@ -410,11 +415,13 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     if (!node) return;
     const event = recordUsage(this.ctx, this, node, this.#servedModel, status, ok, extra);
     this.ctx.waiters.served(this.#walk, event);
+    this.#key?.settle(event);
   }
 
   #end(): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.#key?.finish();
     this.ctx.exchangeEnded(this);
   }
 

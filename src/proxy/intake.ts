@@ -128,7 +128,8 @@ function reserve(budget: BufferBudget | undefined, n: number): void {
     "overloaded_error",
     `Too many request bytes buffered at once (SKEID_MAX_BUFFERED_BYTES is ${budget.limit} bytes); retry shortly`,
     "buffered_bytes_full",
-    BUSY_RETRY_AFTER_S,
+    undefined,
+    { "retry-after": String(BUSY_RETRY_AFTER_S) },
   );
 }
 

@@ -69,6 +69,10 @@ export interface StartOptions {
   upstreamTimeoutMs?: number;
   /** Keepalive of translated streams, ms (default: the gateway's). */
   keepaliveMs?: number;
+  /** The gateway's clock (default `Date.now`). */
+  now?: () => number;
+  /** false: events go to the configured usage store instead of the test's sink. */
+  sink?: boolean;
 }
 
 /** Starts a gateway on 127.0.0.1:0 with `config` (written as YAML to a temp file). */
@@ -94,9 +98,10 @@ export async function startGateway(
     reloadIntervalMs: opts.reloadIntervalMs ?? 100,
     upstreamTimeoutMs: opts.upstreamTimeoutMs,
     keepaliveMs: opts.keepaliveMs,
+    now: opts.now,
   });
   const sink = new EventSink();
-  server.gateway.ledger.setCallbacks({ store: sink.store });
+  if (opts.sink !== false) server.gateway.ledger.setCallbacks({ store: sink.store });
   return {
     base: `http://127.0.0.1:${server.addr.port}`,
     gw: server.gateway,

@@ -40,7 +40,7 @@ Deno.test("readBody: a declared body is reserved whole; past the cap 503 with Re
   assertEquals(budget.used, 6, "held until the caller gives it back");
   const err = await assertRejects(() => readBody(declared("12345"), 100, budget), Refusal);
   assertEquals(err.status, 503);
-  assertEquals(err.retryAfterS, 1);
+  assertEquals(err.headers?.["retry-after"], "1");
   assertEquals(budget.used, 6, "nothing reserved for the refused body");
   budget.release(6);
   assertEquals((await readBody(declared("12345"), 100, budget)).byteLength, 5);

@@ -227,3 +227,34 @@ Deno.test("skeid usage through the real entry point (subprocess)", async () => {
     await cleanup();
   }
 });
+
+Deno.test("skeid usage --api-key-id: the key's budget lines from the config and the store", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    await seed({ path: `${dir}/u.sqlite` });
+    const cfg = `${dir}/skeid.yaml`;
+    await Deno.writeTextFile(
+      cfg,
+      `usage_store: { backend: sqlite, path: ${dir}/u.sqlite }\n` +
+        "policies:\n  std:\n    budget: { usd: 1, tokens: 1000, period: total }\n" +
+        "names: { bob: k_b }\nkeys:\n  bob: std\n",
+    );
+    const text = await usage(["--config", cfg, "--api-key-id", "k_b"]);
+    assertEquals([text.code, text.err], [0, ""]);
+    assertStringIncludes(text.out, "\nbudget\n");
+    assertMatch(text.out, /period\s+total from 1970-01-01T00:00:00Z, resets never/);
+    assertMatch(text.out, /spent USD\s+0\.005\n/);
+    assertMatch(text.out, /remaining USD\s+0\.995\n/);
+    assertMatch(text.out, /spent tokens\s+550\n/);
+    assertMatch(text.out, /remaining tokens\s+450$/);
+    const json = await usage(["--config", cfg, "--api-key-id", "bob", "--json"]);
+    assertEquals(json.code, 0);
+    const budget = JSON.parse(json.out).budget;
+    assertEquals(budget.spent.tokens, 550, "a names: name finds the key's budget too");
+    assertEquals(budget.cap, { usd: 1, tokens: 1000 });
+    const other = await usage(["--config", cfg, "--api-key-id", "k_a", "--json"]);
+    assertEquals(JSON.parse(other.out).budget, undefined, "a key without a budget has no lines");
+  } finally {
+    await cleanup();
+  }
+});

@@ -1,0 +1,175 @@
+/**
+ * The customer key's rate limits and budget on the request path (ADR 0023), between the policy
+ * check (403) and node admission: `admitKey` asks the tenancy core and either refuses the request
+ * (429 `key_rate_limited`, 403 `budget_exceeded`) or hands back a `KeyPass` holding the key's
+ * place in its windows and its budget reservation.
+ *
+ * The pass is given back exactly once by construction: `settle` when the usage event is recorded
+ * (the real cost and tokens replace the reservation; the inflight place ends with the upstream
+ * call, which is when the event is recorded), `finish` at the end of the exchange for a pass
+ * never settled (refused before forwarding, client gone while waiting, event lost): everything it
+ * held is given back as if the request never came.
+ *
+ * @module
+ */
+import type { KeyHold, Tenancy } from "../core/tenancy.ts";
+import type { RateHeaders } from "../core/rate_window.ts";
+import type { PricingRule, Tier } from "../core/types.ts";
+import type { KeyPolicy } from "../core/key_limits.ts";
+import type { UpstreamRequest } from "../faces/face.ts";
+import { isJsonObject, type JsonObject } from "../json.ts";
+import type { Logger } from "../log.ts";
+import type { UsageEvent } from "../usage/types.ts";
+import { Refusal } from "./errors.ts";
+
+/** What the key step needs of the gateway (a `ProxyContext` satisfies it). */
+export interface KeyLimitsContext {
+  /** Policies (the key's numbers), pricing (the reservation) and the clock. */
+  readonly skeid: {
+    keyPolicy(apiKeyId: string): KeyPolicy;
+    pricingForModel(model: string): PricingRule;
+    now(): number;
+  };
+  /** Rate windows and budgets of every customer key. */
+  readonly tenancy: Tenancy;
+  /** Counts refusals by limit. */
+  readonly metrics: { keyLimited?(limit: string): void };
+  /** Where budget warnings (`warn_at`) are said. */
+  readonly logger: Logger;
+}
+
+/**
+ * Rate limits, then budget, for a request of `keyId` whose route plan has `tiers`: undefined
+ * for a key without limits or budget (nothing held, nothing allocated), a pass to give back, or
+ * a thrown `Refusal` (429 with `Retry-After` and `x-ratelimit-*`, or 403 `budget_exceeded`).
+ */
+export function admitKey(
+  ctx: KeyLimitsContext,
+  keyId: string,
+  upstream: UpstreamRequest,
+  tiers: readonly Tier[],
+): KeyPass | undefined {
+  const skeid = ctx.skeid;
+  const policy = skeid.keyPolicy(keyId);
+  if (policy.limits === null && policy.budget === null) return undefined;
+  const rules: PricingRule[] = [];
+  for (const tier of tiers) {
+    rules.push(skeid.pricingForModel(tier.model || upstream.requestedModel));
+  }
+  const now = skeid.now();
+  const body = upstream.body;
+  const d = ctx.tenancy.admit(keyId, now, {
+    inputTokens: estimateInputTokens(body),
+    outputLimit: upstream.path === "/embeddings" ? 0 : outputLimitOf(body),
+    rules,
+  });
+  if (d.ok) return new KeyPass(ctx, d.hold, d.headers);
+  if (d.status === 429) {
+    ctx.metrics.keyLimited?.(d.limit);
+    const headers = { "retry-after": String(d.retryAfterS), ...d.headers };
+    throw new Refusal(429, "rate_limit_error", d.message, d.code, d.code, headers);
+  }
+  ctx.metrics.keyLimited?.("budget");
+  throw new Refusal(403, d.code, d.message, d.code, d.code);
+}
+
+/** A request's hold on its customer key's windows and budget; see the module comment. */
+export class KeyPass {
+  readonly #ctx: KeyLimitsContext;
+  #hold: KeyHold | undefined;
+  /** `x-ratelimit-*` as of admission, this request counted (empty without rpm and tpm). */
+  readonly #headers: RateHeaders;
+
+  /** A pass over an admitted hold and the rate headers its admission gave. */
+  constructor(ctx: KeyLimitsContext, hold: KeyHold, headers: RateHeaders) {
+    this.#ctx = ctx;
+    this.#hold = hold;
+    this.#headers = headers;
+  }
+
+  /**
+   * Puts the key's `x-ratelimit-*` headers on a successful answer: the windows as the admission
+   * left them (computed once; the answer follows within the same call).
+   */
+  stamp(res: Response): void {
+    const headers = this.#headers;
+    for (const name in headers) res.headers.set(name, headers[name]);
+  }
+
+  /**
+   * The usage event was recorded (an estimated one included): its cost and tokens replace the
+   * reservation and the estimate, and the inflight place is given back. Once; later calls and a
+   * missing event change nothing.
+   */
+  settle(event: UsageEvent | undefined): void {
+    const hold = this.#hold;
+    if (hold === undefined || event === undefined) return;
+    this.#hold = undefined;
+    const ctx = this.#ctx;
+    const warning = ctx.tenancy.settle(hold, {
+      usd: event.cost_total_usd,
+      inputTokens: event.input_tokens,
+      outputTokens: event.output_tokens,
+    }, ctx.skeid.now());
+    if (warning) {
+      ctx.logger.warn("budget_warning", { api_key_id: warning.keyId, message: warning.message });
+    }
+  }
+
+  /** The exchange ended: a hold never settled is given back whole (nothing was billed). */
+  finish(): void {
+    const hold = this.#hold;
+    if (hold === undefined) return;
+    this.#hold = undefined;
+    this.#ctx.tenancy.cancel(hold, this.#ctx.skeid.now());
+  }
+}
+
+/**
+ * Input tokens of an upstream (OpenAI-shaped) body by the `count_tokens` estimator's rule: about
+ * 4 characters a token over the messages' text, tool calls, `prompt`/`input` and the tool
+ * definitions' JSON.
+ */
+export function estimateInputTokens(body: JsonObject): number {
+  let chars = textChars(body.prompt) + textChars(body.input);
+  const messages = body.messages;
+  if (Array.isArray(messages)) {
+    for (const m of messages) {
+      if (!isJsonObject(m)) continue;
+      chars += textChars(m.content);
+      if (Array.isArray(m.tool_calls)) chars += JSON.stringify(m.tool_calls).length;
+    }
+  }
+  if (Array.isArray(body.tools) && body.tools.length > 0) {
+    chars += JSON.stringify(body.tools).length;
+  }
+  return Math.ceil(chars / 4);
+}
+
+function textChars(v: unknown): number {
+  if (typeof v === "string") return v.length;
+  if (!Array.isArray(v)) return 0;
+  let n = 0;
+  for (const part of v) {
+    if (typeof part === "string") n += part.length;
+    else if (isJsonObject(part) && typeof part.text === "string") n += part.text.length;
+  }
+  return n;
+}
+
+/** The request's own output limit, as the face put it in the upstream body; null when none. */
+export function outputLimitOf(body: JsonObject): number | null {
+  const options = body.options;
+  for (
+    const v of [
+      body.max_tokens,
+      body.max_completion_tokens,
+      body.max_output_tokens,
+      body.num_predict,
+      isJsonObject(options) ? options.num_predict : undefined,
+    ]
+  ) {
+    if (typeof v === "number" && Number.isFinite(v) && v >= 0) return v;
+  }
+  return null;
+}
