@@ -158,6 +158,8 @@ export function adminRoutes(deps: AdminDeps): Hono {
       json({
         metrics: skeid.nodeMetrics().map(nodeMetricsToWire),
         probes: deps.probes?.() ?? [],
+        // ADR 0021: every node that had a transport failure since it last answered.
+        ejections: skeid.nodeEjections(),
       }),
   );
 

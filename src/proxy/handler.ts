@@ -21,7 +21,13 @@ import {
   transportFailureResponse,
   upstreamErrorResponse,
 } from "./answer.ts";
-import { callUpstream, FAILOVER_STATUSES, type Failure, UpstreamTransportError } from "./call.ts";
+import {
+  callUpstream,
+  FAILOVER_STATUSES,
+  type Failure,
+  transportOutcome,
+  UpstreamTransportError,
+} from "./call.ts";
 import { errorResponse, Refusal, refusalResponse } from "./errors.ts";
 import { ANONYMOUS } from "./identity.ts";
 import {
@@ -265,7 +271,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
         this.#record(499, false, { errorType: "aborted", errorMessage: reason });
         return "gone";
       }
-      this.release({ ok: false });
+      this.release({ ok: false, transport: transportOutcome(err) });
       return { node, reason };
     }
     const status = res.status;
@@ -279,7 +285,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     if (FAILOVER_STATUSES.has(status)) {
       let body = readWhole(res, this.upstreamCall!, this.ctx.idle);
       if (body instanceof Promise) body = await body;
-      this.release({ ok: false });
+      this.release({ ok: false, transport: "answered" });
       return {
         node,
         answer: res,
@@ -299,11 +305,11 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     let bytes = readWhole(res, this.upstreamCall!, this.ctx.idle);
     if (bytes instanceof Promise) bytes = await bytes;
     if (bytes === undefined) {
-      this.release({ ok: false });
+      this.release({ ok: false, transport: "answered" });
       return { node, reason: "upstream body could not be read" };
     }
     const durationMs = ctx.skeid.now() - this.startedAt;
-    this.release({ ok: status < 500, duration_ms: durationMs });
+    this.release({ ok: status < 500, duration_ms: durationMs, transport: "answered" });
     const response = answerResponse(this, res, bytes, node.id, durationMs);
     const ok = this.answerStatus < 400;
     this.#done(node, this.answerStatus, ok, {
@@ -339,7 +345,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
       errorType = "client_closed";
       errorMessage = "client closed the stream";
     } else {
-      this.release({ ok: end === "done", duration_ms: durationMs });
+      this.release({ ok: end === "done", duration_ms: durationMs, transport: "answered" });
     }
     if (end === "broken") {
       status = 502;
