@@ -10,6 +10,7 @@
  * @module
  */
 import { errorMessage } from "../error_message.ts";
+import { clientLeft, ClientWatch, estimateInputTokens, streamEnd } from "./abort_billing.ts";
 import type { FinishOutcome, PickedNode } from "../core/types.ts";
 import type { Face, FaceName, UpstreamRequest } from "../faces/face.ts";
 import type { JsonObject } from "../json.ts";
@@ -28,7 +29,7 @@ import {
   transportOutcome,
   UpstreamTransportError,
 } from "./call.ts";
-import { errorResponse, Refusal, refusalResponse } from "./errors.ts";
+import { errorResponse, keyUnavailable, notPermitted, Refusal, refusalResponse } from "./errors.ts";
 import { ANONYMOUS } from "./identity.ts";
 import {
   customerKeyId,
@@ -111,6 +112,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   #upstreamStatus = 0;
   #relaying = false;
   #ended = false;
+  /** A stream's estimated input tokens, billed when its client leaves unreported (ADR 0027). */
+  #inputTokens = 0;
 
   /** Stamps the start time and the request id; nothing else happens until `run()`. */
   constructor(ctx: ProxyContext, face: Face, endpoint: string, req: Request) {
@@ -188,14 +191,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     }
 
     const plan = skeid.routePlan({ model: this.requestedModel, api_key_id: this.apiKeyId });
-    if (!plan.permitted) {
-      throw new Refusal(
-        403,
-        "permission_error",
-        `Model '${this.requestedModel}' is not available for this key`,
-        plan.reason || "model_not_permitted",
-      );
-    }
+    if (!plan.permitted) throw notPermitted(this.requestedModel, plan.reason);
 
     const walk = new RouteWalk(skeid, ctx.waiters, plan.tiers, this.requestedModel);
     const maxAttempts = Math.max(1, routing.max_attempts);
@@ -241,20 +237,26 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
       walk.exclude(node.id);
       last = result;
     }
-    if (!last) {
-      // Every candidate named a key source that resolved nothing: the request was never sent.
-      throw new Refusal(
-        503,
-        "upstream_key_unavailable",
-        `No upstream key available for model '${this.requestedModel}'`,
-        "upstream_key_unavailable",
-      );
-    }
+    if (!last) throw keyUnavailable(this.requestedModel);
     return this.#failed(last);
   }
 
-  /** One upstream attempt on an admitted node; every outcome releases the slot. */
+  /** One upstream attempt; a non-streamed one stops its call when the client leaves (ADR 0027). */
   async #attempt(node: PickedNode, key: string | undefined): Promise<AttemptResult> {
+    const watch = this.#upstream!.stream ? undefined : new ClientWatch(this.req, this);
+    try {
+      return await this.#call(node, key, watch);
+    } finally {
+      watch?.stop();
+    }
+  }
+
+  /** One upstream attempt on an admitted node; every outcome releases the slot. */
+  async #call(
+    node: PickedNode,
+    key: string | undefined,
+    watch?: ClientWatch,
+  ): Promise<AttemptResult> {
     const ctx = this.ctx;
     const upstream = this.#upstream!;
     const url = upstreamUrl(node.url, upstream.path);
@@ -263,6 +265,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     try {
       res = await callUpstream(ctx, url, headers, this.#bodyFor(this.#servedModel), this);
     } catch (err) {
+      if (watch?.gone) return this.#left();
       const kind = err instanceof UpstreamTransportError ? err.kind : "connect";
       const reason = errorMessage(err);
       if (kind === "aborted") {
@@ -285,6 +288,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     if (FAILOVER_STATUSES.has(status)) {
       let body = readWhole(res, this.upstreamCall!, this.ctx.idle);
       if (body instanceof Promise) body = await body;
+      if (watch?.gone) return this.#left();
       this.release({ ok: false, transport: "answered" });
       return {
         node,
@@ -296,6 +300,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
 
     const type = res.header("content-type") ?? "";
     if (upstream.stream && status < 400 && res.hasBody && type.includes("text/event-stream")) {
+      this.#inputTokens = estimateInputTokens(upstream.body);
       const response = streamResponse(ctx, this, upstream, res, this.upstreamCall!, node.id);
       // The relay owns the rest of the request's life, the slot included.
       this.#relaying = true;
@@ -305,6 +310,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     let bytes = readWhole(res, this.upstreamCall!, this.ctx.idle);
     if (bytes instanceof Promise) bytes = await bytes;
     if (bytes === undefined) {
+      if (watch?.gone) return this.#left();
       this.release({ ok: false, transport: "answered" });
       return { node, reason: "upstream body could not be read" };
     }
@@ -336,28 +342,16 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     const node = this.#node!;
     const durationMs = this.ctx.skeid.now() - this.startedAt;
     const end = outcome.end;
-    let status = this.#upstreamStatus;
-    let errorType: string | undefined;
-    let errorMessage: string | undefined;
-    if (end === "aborted") {
-      this.release({ aborted: true, duration_ms: durationMs });
-      status = 499;
-      errorType = "client_closed";
-      errorMessage = "client closed the stream";
-    } else {
-      this.release({ ok: end === "done", duration_ms: durationMs, transport: "answered" });
-    }
-    if (end === "broken") {
-      status = 502;
-      errorType = "upstream_error";
-      errorMessage = `Upstream error: ${outcome.error ?? "stream broke"}`;
-      this.ctx.metrics.attemptFailed(node.id, "stream_broken");
-    }
-    this.#done(node, status, end === "done", {
-      usage: outcome.usage,
+    const aborted = end === "aborted";
+    this.release({ aborted, ok: end === "done", duration_ms: durationMs, transport: "answered" });
+    if (end === "broken") this.ctx.metrics.attemptFailed(node.id, "stream_broken");
+    const facts = streamEnd(outcome, this.#upstreamStatus, this.#inputTokens);
+    this.#done(node, facts.status, end === "done", {
+      usage: facts.usage,
+      usageSource: facts.usageSource,
       toolCalls: outcome.toolCalls,
-      errorType,
-      errorMessage,
+      errorType: facts.errorType,
+      errorMessage: facts.errorMessage,
       contentBytes: outcome.contentBytes,
       ttftMs: outcome.ttftMs,
       durationMs,
@@ -395,6 +389,13 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     this.#record(status, ok, extra);
     this.ctx.metrics.requestDone(node.id, status, extra.durationMs);
     this.#log(status, outcome);
+  }
+
+  /** A non-streamed request's client left during the call: 499, tokens estimated (ADR 0027). */
+  #left(): "gone" {
+    this.release({ aborted: true });
+    this.#record(499, false, clientLeft(this.#upstream!.body));
+    return "gone";
   }
 
   /** The client went away: nobody reads this answer. */

@@ -12,7 +12,9 @@
  * The relay is a pull source: it reads upstream only when the client is ready for more, so a slow
  * client slows the upstream read instead of filling memory. Empty reads are never written. The
  * relay ends exactly once, reporting how (done, upstream broke, client gone) to its owner, which
- * releases the node's slot and writes the usage event.
+ * releases the node's slot and writes the usage event. When the client leaves before the
+ * upstream's usage report, the relay keeps reading (relaying nothing) for the abort drain to
+ * catch it (ADR 0027); the upstream call, and so the slot, ends when the drain does.
  *
  * @module
  */
@@ -80,6 +82,8 @@ export interface RelayContext {
   readonly idle: IdleWatch;
   /** Keepalive interval of a translated stream, ms; 0 or absent = never. */
   readonly keepaliveMs?: number;
+  /** The abort drain, ms (ADR 0027); 0 or absent = stop the upstream when the client leaves. */
+  readonly abortDrainMs?: number;
 }
 
 /**
@@ -108,6 +112,7 @@ export function streamResponse(
     startedAt: req.startedAt,
     idle: ctx.idle,
     keepaliveMs: mode === "translate" ? ctx.keepaliveMs : undefined,
+    drainMs: ctx.abortDrainMs,
   });
   const pairs: readonly (readonly [string, string])[] = mode === "translate"
     ? [["content-type", translator.contentType], ["cache-control", "no-cache"]]
@@ -142,6 +147,11 @@ export interface StreamRelayOptions {
    * `keepalive()` text is sent (Anthropic `ping`); 0 or absent = never. Needs `idle`.
    */
   keepaliveMs?: number;
+  /**
+   * After the client left without the upstream's usage report, read on (relaying nothing) at
+   * most this long for it (ADR 0027); 0 or absent = stop the upstream at once.
+   */
+  drainMs?: number;
 }
 
 const encoder = new TextEncoder();
@@ -164,6 +174,11 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   /** Epoch ms of the last keepalive sent. */
   #lastKeepalive = 0;
   #controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+  /** The client left; the relay drains the upstream for its usage report. */
+  #gone = false;
+  /** The pull in flight (the drain waits for its read: one reader at a time). */
+  #pulling: Promise<void> | undefined;
+  #drainTimer: ReturnType<typeof setTimeout> | undefined;
 
   /** Throws when `raw`/`strip` get a translator without `pass`. */
   constructor(opts: StreamRelayOptions) {
@@ -184,7 +199,11 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   }
 
   /** The client wants more: read upstream until something can be written, or the end. */
-  async pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+  pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+    return this.#pulling = this.#pull(controller);
+  }
+
+  async #pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
     const opts = this.#opts;
     for (;;) {
       let chunk: Uint8Array | null;
@@ -192,6 +211,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
         chunk = await this.#reader.read();
       } catch (err) {
         if (this.#ended) return;
+        if (this.#gone) return this.#stop();
         this.#broken(
           controller,
           this.#idleTimedOut ? "upstream stopped sending (timeout)" : describe(err),
@@ -199,6 +219,10 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
         return;
       }
       if (this.#ended) return;
+      if (this.#gone) {
+        this.#drainChunk(chunk);
+        return;
+      }
       if (chunk === null) {
         this.#parser.end();
         let tail = this.#out;
@@ -237,12 +261,56 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     }
   }
 
-  /** The client went away: stop the upstream, report `aborted`. */
+  /**
+   * The client went away: without the upstream's usage report yet, drain for it (ADR 0027);
+   * else (or with no drain) stop the upstream. Reports `aborted` either way, when it ends.
+   */
   cancel(): void {
+    if (this.#ended || this.#gone) return;
+    const ms = this.#opts.drainMs ?? 0;
+    if (ms <= 0 || this.#translator.usage !== undefined) return this.#stop();
+    this.#gone = true;
+    this.#drainTimer = setTimeout(() => this.#stop(), ms);
+    this.#drain().catch(() => this.#stop());
+  }
+
+  /** Ends the relay now as `aborted`: the upstream call is stopped. */
+  #stop(): void {
     if (this.#ended) return;
     this.#finish("aborted");
     this.#opts.upstream.abort();
     this.#reader.cancel();
+  }
+
+  /** Reads the upstream after the client left, for the accounting only, until the usage report. */
+  async #drain(): Promise<void> {
+    // A pull in flight finishes its read first (and hands its chunk to #drainChunk).
+    await this.#pulling;
+    for (;;) {
+      if (this.#ended) return;
+      let chunk: Uint8Array | null;
+      try {
+        chunk = await this.#reader.read();
+      } catch {
+        return this.#stop();
+      }
+      if (this.#ended || !this.#drainChunk(chunk)) return;
+    }
+  }
+
+  /** One chunk read while draining: accounted, never relayed. False once the drain is over. */
+  #drainChunk(chunk: Uint8Array | null): boolean {
+    if (chunk === null) {
+      this.#parser.end();
+      this.#finish("aborted");
+      return false;
+    }
+    this.lastActivity = this.#opts.now();
+    this.#parser.push(chunk);
+    this.#out = "";
+    if (this.#translator.usage === undefined) return true;
+    this.#stop();
+    return false;
   }
 
   /**
@@ -252,7 +320,8 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
    */
   tick(now: number): void {
     const every = this.#opts.keepaliveMs;
-    if (this.#ended || every === undefined || every <= 0 || this.#opts.mode !== "translate") return;
+    if (this.#ended || this.#gone || every === undefined || every <= 0) return;
+    if (this.#opts.mode !== "translate") return;
     const controller = this.#controller;
     if (controller === undefined) return;
     if (now - Math.max(this.lastActivity, this.#lastKeepalive) < every) return;
@@ -318,6 +387,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   #finish(end: RelayOutcome["end"], error?: string): void {
     if (this.#ended) return;
     this.#ended = true;
+    clearTimeout(this.#drainTimer);
     this.#opts.idle?.delete(this);
     const acc = this.#translator;
     const outcome: RelayOutcome = {

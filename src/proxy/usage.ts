@@ -6,7 +6,7 @@
  */
 import type { Skeid } from "../core/skeid.ts";
 import type { Node } from "../core/types.ts";
-import type { UsageEvent, UsageRecorder } from "../usage/types.ts";
+import type { UsageEvent, UsageRecorder, UsageSource } from "../usage/types.ts";
 import type { Logger } from "../log.ts";
 import { errorMessage } from "../error_message.ts";
 import { buildUsageEvent, formatCreatedAt } from "../usage/event.ts";
@@ -46,6 +46,8 @@ export interface UsageOutcome {
   contentBytes?: number;
   /** Streams only: routing start → first content byte handed to the client, ms. */
   ttftMs?: number;
+  /** Where the tokens come from (ADR 0027); default `reported`. */
+  usageSource?: UsageSource;
 }
 
 /** What the proxy knows about a finished request. */
@@ -124,6 +126,7 @@ export function usageEvent(skeid: Skeid, facts: UsageFacts): UsageEvent {
     error_message: facts.errorMessage ?? "",
     ...(facts.contentBytes !== undefined ? { content_bytes: facts.contentBytes } : {}),
     ...(facts.ttftMs !== undefined ? { ttft_ms: Math.max(0, Math.round(facts.ttftMs)) } : {}),
+    usage_source: facts.usageSource ?? "reported",
   }, skeid.now);
 }
 
@@ -192,6 +195,7 @@ export function recordUsage(
       errorMessage: extra.errorMessage,
       contentBytes: extra.contentBytes,
       ttftMs: extra.ttftMs,
+      usageSource: extra.usageSource,
     });
     sink.recorder.record(event);
   } catch (err) {
