@@ -12,7 +12,7 @@ import type {
   StreamTranslator,
   UpstreamRequest,
 } from "./face.ts";
-import { FaceError, servedBody } from "./face.ts";
+import { FaceError, servedBody, streamFlag } from "./face.ts";
 import {
   requestContext,
   systemText,
@@ -96,7 +96,7 @@ export class AnthropicFace implements Face {
     const req: UpstreamRequest = {
       path: "/chat/completions",
       body: chat,
-      stream: body.stream === true,
+      stream: streamFlag(body, false),
       requestedModel: body.model as string,
     };
     // message_start of a stream carries the prompt count before the node reports it (when it
