@@ -10,6 +10,7 @@ import type { UsageEvent, UsageRecorder, UsageSource } from "../usage/types.ts";
 import type { Logger } from "../log.ts";
 import { errorMessage } from "../error_message.ts";
 import { buildUsageEvent, formatCreatedAt } from "../usage/event.ts";
+import { usageProblem } from "../core/usage.ts";
 
 /**
  * `created_at` stamps (UTC, second precision) formatted once per second instead of once per
@@ -198,7 +199,28 @@ export function recordUsage(
       usageSource: extra.usageSource,
     });
     sink.recorder.record(event);
+    if (extra.usageSource !== "estimated") {
+      warnBadUsage(sink, node.id, extra.usage ?? extra.response);
+    }
   } catch (err) {
     sink.logger.error("usage_lost", { request_id: req.requestId, error: errorMessage(err) });
   }
+}
+
+/** Nodes already warned about, per sink (gateway): once per node, not once per request. */
+const warnedNodes = new WeakMap<UsageSink, Set<string>>();
+
+/**
+ * Warns once per node when its usage counts were not token counts (read as not reported) or its
+ * cache counts exceeded the input (clamped): the event is recorded either way.
+ */
+function warnBadUsage(sink: UsageSink, nodeId: string, reported: unknown): void {
+  if (reported === undefined) return;
+  const problem = usageProblem(reported);
+  if (problem === undefined) return;
+  let nodes = warnedNodes.get(sink);
+  if (nodes === undefined) warnedNodes.set(sink, nodes = new Set());
+  if (nodes.has(nodeId)) return;
+  nodes.add(nodeId);
+  sink.logger.warn("upstream_usage_invalid", { node_id: nodeId, problem });
 }
