@@ -30,6 +30,7 @@ import {
   UpstreamTransportError,
 } from "./call.ts";
 import { errorResponse, keyUnavailable, notPermitted, Refusal, refusalResponse } from "./errors.ts";
+import { forwardableBody } from "./body_model.ts";
 import { ANONYMOUS } from "./identity.ts";
 import {
   customerKeyId,
@@ -181,7 +182,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     if (id instanceof Promise) id = await id;
     this.apiKeyId = id;
     const raw = await readBody(this.req, routing.max_body_bytes);
-    this.#rawBody = raw;
+    this.#rawBody = forwardableBody(raw);
     const upstream = upstreamRequest(this.face, this.endpoint, jsonBody(raw));
     this.#upstream = upstream;
     this.faceContext = upstream.context;
