@@ -261,7 +261,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     const ctx = this.ctx;
     const upstream = this.#upstream!;
     const url = upstreamUrl(node.url, upstream.path);
-    const headers = upstreamHeaders(this.req.headers, key, this.#hops);
+    const keyId = node.forward_key_id && this.apiKeyId !== ANONYMOUS ? this.apiKeyId : undefined;
+    const headers = upstreamHeaders(this.req.headers, key, this.#hops, keyId);
     let res: UpstreamAnswer;
     try {
       res = await callUpstream(ctx, url, headers, this.#bodyFor(this.#servedModel), this);
