@@ -31,6 +31,7 @@ import {
 } from "./call.ts";
 import { errorResponse, keyUnavailable, notPermitted, Refusal, refusalResponse } from "./errors.ts";
 import { forwardableBody } from "./body_model.ts";
+import { basicAuthorization } from "../url_credentials.ts";
 import { ANONYMOUS } from "./identity.ts";
 import {
   customerKeyId,
@@ -262,7 +263,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     const upstream = this.#upstream!;
     const url = upstreamUrl(node.url, upstream.path);
     const keyId = node.forward_key_id && this.apiKeyId !== ANONYMOUS ? this.apiKeyId : undefined;
-    const headers = upstreamHeaders(this.req.headers, key, this.#hops, keyId);
+    const basic = basicAuthorization(node.url);
+    const headers = upstreamHeaders(this.req.headers, key, this.#hops, keyId, basic);
     let res: UpstreamAnswer;
     try {
       res = await callUpstream(ctx, url, headers, this.#bodyFor(this.#servedModel), this);

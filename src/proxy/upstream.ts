@@ -4,13 +4,15 @@
  *
  * @module
  */
+import { withoutCredentials } from "../url_credentials.ts";
 
 /**
  * The upstream URL of a path below `/v1`: the node URL without trailing `/`; when it ends in `/v1`
  * the path is appended, else `/v1` + path (`http://a:1` → `http://a:1/v1/chat/completions`).
  */
 export function upstreamUrl(nodeUrl: string, path: string): string {
-  let base = nodeUrl;
+  // Credentials in the node URL go as `Authorization: Basic` (upstreamHeaders), never in the URL.
+  let base = withoutCredentials(nodeUrl);
   while (base.endsWith("/")) base = base.slice(0, -1);
   return base.endsWith("/v1") ? base + path : base + "/v1" + path;
 }
@@ -70,14 +72,16 @@ export const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
  * (minus the dropped set), an `x-api-key` (Anthropic clients) as `Authorization: Bearer` when the
  * client sent no `Authorization`. `x-api-key`, `anthropic-*`, the client identity headers and the
  * headers the client's `Connection` names are never forwarded. `keyId`, when given, goes as
- * `x-skeid-key-id` (a node with `forward_key_id`). `hops` is this request's hop count
- * (`x-skeid-hops`), one more than it arrived with.
+ * `x-skeid-key-id` (a node with `forward_key_id`). `basic` (the node URL's credentials, see
+ * `basicAuthorization`) counts as the node's own key when it has none. `hops` is this request's
+ * hop count (`x-skeid-hops`), one more than it arrived with.
  */
 export function upstreamHeaders(
   client: Headers,
   nodeKey: string | undefined,
   hops = 1,
   keyId?: string,
+  basic?: string,
 ): [string, string][] {
   // Pairs, not a Headers object: fetch builds its own from them, and a Headers handed over would
   // be iterated (sorted) a second time. `forEach` walks the same sorted, combined list as
@@ -90,13 +94,14 @@ export function upstreamHeaders(
       return;
     }
     if (IDENTITY_HEADERS.has(name) || named?.has(name)) return;
-    if (nodeKey !== undefined && CREDENTIAL_HEADERS.has(name)) return;
+    if ((nodeKey !== undefined || basic !== undefined) && CREDENTIAL_HEADERS.has(name)) return;
     // Anthropic-only headers mean nothing to an OpenAI-compatible node (ADR 0003); a client's
     // x-api-key travels as the Bearer token the node reads (below), never as itself.
     if (name === "x-api-key" || name.startsWith("anthropic-")) return;
     out.push([name, value]);
   });
   if (nodeKey !== undefined) out.push(["authorization", `Bearer ${nodeKey}`]);
+  else if (basic !== undefined) out.push(["authorization", basic]);
   else if (!client.has("authorization") && client.has("x-api-key")) {
     out.push(["authorization", `Bearer ${client.get("x-api-key")}`]);
   }

@@ -11,6 +11,7 @@ import type { Logger } from "../log.ts";
 import { errorMessage } from "../error_message.ts";
 import { buildUsageEvent, formatCreatedAt } from "../usage/event.ts";
 import { usageProblem } from "../core/usage.ts";
+import { withoutCredentials } from "../url_credentials.ts";
 
 /**
  * `created_at` stamps (UTC, second precision) formatted once per second instead of once per
@@ -107,7 +108,7 @@ export function usageEvent(skeid: Skeid, facts: UsageFacts): UsageEvent {
     model: facts.servedModel,
     requested_model: facts.requestedModel,
     node_id: facts.node.id,
-    route_url: facts.node.url,
+    route_url: withoutCredentials(facts.node.url),
     status_code: facts.status,
     ok: facts.ok,
     duration_ms: Math.max(0, Math.round(facts.durationMs)),
