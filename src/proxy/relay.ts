@@ -3,7 +3,9 @@
  *
  * Three modes (the face's `relayMode`):
  * - `raw`: the upstream's bytes go out unchanged, chunk for chunk, while the SSE parser reads
- *   along and the translator's `pass` does the accounting;
+ *   along and the translator's `pass` does the accounting; the start of an incomplete frame is
+ *   held until its end arrives, so a stream that breaks never leaves half a frame at the client
+ *   for the error frame to be glued onto;
  * - `strip`: complete frames go out as received except those the translator's `pass` refuses
  *   (the usage-only chunk Skeid asked for and the client did not, ADR 0014); an incomplete frame
  *   is held until its end arrives;
@@ -179,6 +181,8 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   /** The pull in flight (the drain waits for its read: one reader at a time). */
   #pulling: Promise<void> | undefined;
   #drainTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Raw mode: the start of an incomplete frame, held until its end arrives. */
+  #held: Uint8Array | undefined;
 
   /** Throws when `raw`/`strip` get a translator without `pass`. */
   constructor(opts: StreamRelayOptions) {
@@ -225,6 +229,9 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       }
       if (chunk === null) {
         this.#parser.end();
+        // The upstream ended cleanly with an incomplete frame: it goes out as the upstream sent it.
+        if (this.#held !== undefined) controller.enqueue(this.#held);
+        this.#held = undefined;
         let tail = this.#out;
         this.#out = "";
         if (opts.mode === "translate") tail += this.#translator.end(this.#timings());
@@ -240,7 +247,9 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       this.#dropped = false;
       this.#parser.push(chunk);
       if (opts.mode === "raw") {
-        controller.enqueue(chunk);
+        const out = this.#rawOut(chunk);
+        if (out === undefined) continue;
+        controller.enqueue(out);
       } else if (
         opts.mode === "strip" && !this.#dropped && aligned && this.#parser.atBoundary &&
         endsWithNewline(chunk)
@@ -363,6 +372,8 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   }
 
   #broken(controller: ReadableStreamDefaultController<Uint8Array>, reason: string): void {
+    // Half a frame never reaches the client: the error frame below stands on its own.
+    this.#held = undefined;
     this.#parser.end();
     let tail = this.#out;
     this.#out = "";
@@ -376,6 +387,26 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     } catch {
       // The client went away in the same instant.
     }
+  }
+
+  /**
+   * Raw mode: what of the bytes read so far goes out now — everything up to the end of the last
+   * complete frame; the rest is held (undefined when nothing can go yet).
+   */
+  #rawOut(chunk: Uint8Array): Uint8Array | undefined {
+    const held = this.#held;
+    if (this.#parser.atBoundary) {
+      this.#held = undefined;
+      return held === undefined ? chunk : concat(held, chunk);
+    }
+    const end = lastFrameEnd(chunk);
+    if (end < 0) {
+      this.#held = held === undefined ? chunk : concat(held, chunk);
+      return undefined;
+    }
+    this.#held = chunk.subarray(end);
+    const head = chunk.subarray(0, end);
+    return held === undefined ? head : concat(held, head);
   }
 
   #timings(): AnswerTimings {
@@ -400,6 +431,23 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     if (error !== undefined) outcome.error = error;
     this.#opts.owner.relayEnded(outcome);
   }
+}
+
+/** Where the last SSE frame of `bytes` ends (after its blank line: LF LF, CRLF CRLF), or -1. */
+function lastFrameEnd(bytes: Uint8Array): number {
+  for (let i = bytes.byteLength - 1; i >= 1; i--) {
+    if (bytes[i] !== 10) continue;
+    if (bytes[i - 1] === 10) return i + 1;
+    if (i >= 3 && bytes[i - 1] === 13 && bytes[i - 2] === 10 && bytes[i - 3] === 13) return i + 1;
+  }
+  return -1;
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.byteLength + b.byteLength);
+  out.set(a);
+  out.set(b, a.byteLength);
+  return out;
 }
 
 /** Whether the chunk's last byte is LF or CR (so it cannot end inside a UTF-8 sequence). */
