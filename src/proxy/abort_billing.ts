@@ -149,3 +149,12 @@ export class ClientWatch {
     this.#signal.removeEventListener("abort", this.#onAbort);
   }
 }
+
+/** A watch over the client of a non-streamed attempt; none for a stream (its relay sees it). */
+export function watchClient(
+  client: { readonly signal: AbortSignal },
+  holder: CallHolder,
+  stream: boolean,
+): ClientWatch | undefined {
+  return stream ? undefined : new ClientWatch(client, holder);
+}

@@ -167,13 +167,16 @@ export class UpstreamTransportError extends Error {
 }
 
 /**
- * What a failed attempt says about the node's transport (ejection, ADR 0021): a head Skeid
- * refuses (`BadHead`: too large, obs-fold, a bad status line) or a coding it cannot decode still
- * means the node answered; anything else that got no answer (connect error or timeout, the header
- * timeout, a reset before the first byte) is a transport failure.
+ * What a failed attempt says about the node's transport (ejection, ADR 0021): `aborted` when the
+ * call was stopped from here (not the node's doing); a head Skeid refuses (`BadHead`: too large,
+ * obs-fold, a bad status line) or a coding it cannot decode still means the node `answered`;
+ * anything else that got no answer (connect error or timeout, the header timeout, a reset before
+ * the first byte) is a transport `failure`.
  */
-export function transportOutcome(err: unknown): "failure" | "answered" {
-  return err instanceof UpstreamTransportError && err.answered ? "answered" : "failure";
+export function transportOutcome(err: unknown): "failure" | "answered" | "aborted" {
+  if (!(err instanceof UpstreamTransportError)) return "failure";
+  if (err.kind === "aborted") return "aborted";
+  return err.answered ? "answered" : "failure";
 }
 
 /** One upstream fetch in flight: the response once headers arrived, and a way to stop it. */

@@ -10,7 +10,7 @@
  * @module
  */
 import { errorMessage } from "../error_message.ts";
-import { clientLeft, ClientWatch, estimateInputTokens, streamEnd } from "./abort_billing.ts";
+import { clientLeft, estimateInputTokens, streamEnd, watchClient } from "./abort_billing.ts";
 import type { FinishOutcome, PickedNode } from "../core/types.ts";
 import type { Face, FaceName, UpstreamRequest } from "../faces/face.ts";
 import type { JsonObject } from "../json.ts";
@@ -22,16 +22,9 @@ import {
   transportFailureResponse,
   upstreamErrorResponse,
 } from "./answer.ts";
-import {
-  callUpstream,
-  FAILOVER_STATUSES,
-  type Failure,
-  transportOutcome,
-  UpstreamTransportError,
-} from "./call.ts";
+import { callUpstream, FAILOVER_STATUSES, type Failure, transportOutcome } from "./call.ts";
 import { errorResponse, keyUnavailable, notPermitted, Refusal, refusalResponse } from "./errors.ts";
 import { forwardableBody } from "./body_model.ts";
-import { basicAuthorization } from "../url_credentials.ts";
 import { ANONYMOUS } from "./identity.ts";
 import {
   customerKeyId,
@@ -43,7 +36,7 @@ import {
 } from "./intake.ts";
 import type { Linked } from "./linked_list.ts";
 import { type RelayOutcome, type RelayRequest, streamResponse } from "./relay.ts";
-import { upstreamHeaders, upstreamUrl } from "./upstream.ts";
+import { nodeHeaders, upstreamUrl } from "./upstream.ts";
 import { type Abortable, readWhole, type UpstreamAnswer } from "./upstream_answer.ts";
 import { recordUsage, type UsageOutcome } from "./usage.ts";
 import { RouteWalk } from "./walk.ts";
@@ -116,6 +109,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   #ended = false;
   /** A stream's estimated input tokens, billed when its client leaves unreported (ADR 0027). */
   #inputTokens = 0;
+  /** The non-streamed attempt's watch over its client (ADR 0027). */
+  #watch: ReturnType<typeof watchClient>;
 
   /** Stamps the start time and the request id; nothing else happens until `run()`. */
   constructor(ctx: ProxyContext, face: Face, endpoint: string, req: Request) {
@@ -245,40 +240,34 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
 
   /** One upstream attempt; a non-streamed one stops its call when the client leaves (ADR 0027). */
   async #attempt(node: PickedNode, key: string | undefined): Promise<AttemptResult> {
-    const watch = this.#upstream!.stream ? undefined : new ClientWatch(this.req, this);
+    this.#watch = watchClient(this.req, this, this.#upstream!.stream);
     try {
-      return await this.#call(node, key, watch);
+      return await this.#call(node, key);
     } finally {
-      watch?.stop();
+      this.#watch?.stop();
     }
   }
 
   /** One upstream attempt on an admitted node; every outcome releases the slot. */
-  async #call(
-    node: PickedNode,
-    key: string | undefined,
-    watch?: ClientWatch,
-  ): Promise<AttemptResult> {
+  async #call(node: PickedNode, key: string | undefined): Promise<AttemptResult> {
     const ctx = this.ctx;
     const upstream = this.#upstream!;
     const url = upstreamUrl(node.url, upstream.path);
-    const keyId = node.forward_key_id && this.apiKeyId !== ANONYMOUS ? this.apiKeyId : undefined;
-    const basic = basicAuthorization(node.url);
-    const headers = upstreamHeaders(this.req.headers, key, this.#hops, keyId, basic);
+    const headers = nodeHeaders(this.req.headers, node, key, this.#hops, this.apiKeyId);
     let res: UpstreamAnswer;
     try {
       res = await callUpstream(ctx, url, headers, this.#bodyFor(this.#servedModel), this);
     } catch (err) {
-      if (watch?.gone) return this.#left();
-      const kind = err instanceof UpstreamTransportError ? err.kind : "connect";
+      if (this.#watch?.gone) return this.#left();
+      const transport = transportOutcome(err);
       const reason = errorMessage(err);
-      if (kind === "aborted") {
+      if (transport === "aborted") {
         // Stopped from here (shutdown grace ran out): not the node's failure.
         this.release({ aborted: true });
         this.#record(499, false, { errorType: "aborted", errorMessage: reason });
         return "gone";
       }
-      this.release({ ok: false, transport: transportOutcome(err) });
+      this.release({ ok: false, transport });
       return { node, reason };
     }
     const status = res.status;
@@ -292,7 +281,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     if (FAILOVER_STATUSES.has(status)) {
       let body = readWhole(res, this.upstreamCall!, this.ctx.idle);
       if (body instanceof Promise) body = await body;
-      if (watch?.gone) return this.#left();
+      if (this.#watch?.gone) return this.#left();
       this.release({ ok: false, transport: "answered" });
       return {
         node,
@@ -314,7 +303,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     let bytes = readWhole(res, this.upstreamCall!, this.ctx.idle);
     if (bytes instanceof Promise) bytes = await bytes;
     if (bytes === undefined) {
-      if (watch?.gone) return this.#left();
+      if (this.#watch?.gone) return this.#left();
       this.release({ ok: false, transport: "answered" });
       return { node, reason: "upstream body could not be read" };
     }

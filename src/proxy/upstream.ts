@@ -4,7 +4,9 @@
  *
  * @module
  */
-import { withoutCredentials } from "../url_credentials.ts";
+import type { Node } from "../core/types.ts";
+import { basicAuthorization, withoutCredentials } from "../url_credentials.ts";
+import { ANONYMOUS } from "./identity.ts";
 
 /**
  * The upstream URL of a path below `/v1`: the node URL without trailing `/`; when it ends in `/v1`
@@ -108,6 +110,21 @@ export function upstreamHeaders(
   if (keyId !== undefined) out.push(["x-skeid-key-id", keyId]);
   out.push(["content-type", "application/json"], [HOPS_HEADER, String(hops)]);
   return out;
+}
+
+/**
+ * The upstream headers of a call to `node`: its own key, its URL credentials, and with
+ * `forward_key_id` the request's resolved customer key id (`apiKeyId`, never `anonymous`).
+ */
+export function nodeHeaders(
+  client: Headers,
+  node: Pick<Node, "url" | "forward_key_id">,
+  nodeKey: string | undefined,
+  hops: number,
+  apiKeyId: string,
+): [string, string][] {
+  const keyId = node.forward_key_id && apiKeyId !== ANONYMOUS ? apiKeyId : undefined;
+  return upstreamHeaders(client, nodeKey, hops, keyId, basicAuthorization(node.url));
 }
 
 /** The header names the client's `Connection` header lists (hop-by-hop, RFC 9110 §7.6.1). */
