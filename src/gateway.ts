@@ -27,6 +27,7 @@ import { createLogger, type Logger, type LogLevel, parseLogLevel } from "./log.t
 import type { ProxyContext } from "./proxy/context.ts";
 import type { Exchange } from "./proxy/handler.ts";
 import { DEFAULT_CONNECT_TIMEOUT_MS, Http1Client } from "./proxy/http1.ts";
+import { abortDrainMs } from "./proxy/abort_billing.ts";
 import { ConnectCheck, connectCheckedFetch, proxyConfigured } from "./proxy/connect.ts";
 import { KeyIdCache } from "./proxy/identity.ts";
 import { IdleWatch } from "./proxy/idle_watch.ts";
@@ -146,6 +147,8 @@ export class Gateway implements ProxyContext {
   readonly env: (name: string) => string | undefined;
   readonly upstreamTimeoutMs: number;
   readonly keepaliveMs: number;
+  /** SKEID_ABORT_DRAIN_MS (ADR 0027). */
+  readonly abortDrainMs: number;
   readonly httpClient: Deno.HttpClient | undefined;
   readonly fetch: typeof fetch | undefined;
   readonly http1: Http1Client | undefined;
@@ -184,6 +187,7 @@ export class Gateway implements ProxyContext {
     this.upstreamTimeoutMs = opts.upstreamTimeoutMs ??
       positiveInt(env("SKEID_UPSTREAM_TIMEOUT"), 300) * 1000;
     this.keepaliveMs = Math.max(0, opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS);
+    this.abortDrainMs = abortDrainMs(env("SKEID_ABORT_DRAIN_MS"));
     this.idle = new IdleWatch(this.upstreamTimeoutMs, this.skeid.now, {
       keepaliveMs: this.keepaliveMs,
     });

@@ -272,6 +272,27 @@ export class GatewayMetrics {
       },
     );
 
+    // Node ejection (ADR 0021): one series per configured node, so the labels stay bounded.
+    const ejections = new Map(skeid.nodeEjections().map((e) => [e.node_id, e]));
+    perNode(
+      "skeid_node_ejected",
+      "gauge",
+      "1 while the node is out of admission after transport failures (ejected, due or on trial).",
+      (node) => (ejections.get(node.id)?.state ?? "closed") === "closed" ? 0 : 1,
+    );
+    perNode(
+      "skeid_node_transport_failures",
+      "gauge",
+      "Transport failures in a row (connect error or timeout, reset before the first byte).",
+      (node) => ejections.get(node.id)?.consecutive_failures ?? 0,
+    );
+    perNode(
+      "skeid_node_ejections_total",
+      "counter",
+      "Times the node was ejected after transport failures.",
+      (node) => ejections.get(node.id)?.ejections_total ?? 0,
+    );
+
     family(
       "skeid_request_duration_seconds",
       "histogram",

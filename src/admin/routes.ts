@@ -14,6 +14,7 @@ import type { Skeid } from "../core/skeid.ts";
 import type { ReloadStatus } from "../core/types.ts";
 import type { ReportFilters, UsageReport } from "../usage/types.ts";
 import type { Logger } from "../log.ts";
+import { withPublicUrl } from "../url_credentials.ts";
 import { FunctionError, type FunctionTable, nodeMetricsToWire } from "../core/functions.ts";
 import { NodeSpecError } from "../core/inventory.ts";
 import type { GatewayMetrics } from "./metrics.ts";
@@ -109,7 +110,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
 
   // ---- inventory ---------------------------------------------------------------------------
 
-  app.get("/skeid/nodes", () => json({ nodes: skeid.listNodes() }));
+  app.get("/skeid/nodes", () => json(publicNodes({ nodes: skeid.listNodes() })));
 
   app.post("/skeid/nodes", async (c) => {
     let spec: unknown;
@@ -125,7 +126,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
     try {
       const node = skeid.addNode(spec);
       logger.info("admin_node_added", { node_id: node.id });
-      return json({ ok: true, node });
+      return json(publicNodes({ ok: true, node }));
     } catch (e) {
       if (!(e instanceof Error)) throw e;
       return openaiError(400, nodeSpecMessage(e));
@@ -169,6 +170,8 @@ export function adminRoutes(deps: AdminDeps): Hono {
         metrics: skeid.nodeMetrics().map(nodeMetricsToWire),
         probes: deps.probes?.() ?? [],
         fair_share: deps.metrics.shareSnapshot(),
+        // ADR 0021: every node that had a transport failure since it last answered.
+        ejections: skeid.nodeEjections(),
       }),
   );
 
@@ -230,7 +233,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
       return json({ ok: false, error: `${name}: body is not valid JSON` }, 400);
     }
     try {
-      return json(await deps.functions.call(name, args ?? {}));
+      return json(publicNodes(await deps.functions.call(name, args ?? {})));
     } catch (e) {
       if (e instanceof FunctionError) return json({ ok: false, error: e.message }, e.status);
       logger.error("admin_call_failed", { function: name, error: String(e) });
@@ -239,4 +242,19 @@ export function adminRoutes(deps: AdminDeps): Hono {
   });
 
   return app;
+}
+
+/** An admin answer with its nodes' URLs free of credentials (`nodes` lists, a `node`). */
+function publicNodes(answer: unknown): unknown {
+  if (!isJsonObject(answer)) return answer;
+  const out: Record<string, unknown> = { ...answer };
+  if (Array.isArray(answer.nodes)) out.nodes = answer.nodes.map(publicNode);
+  if (answer.node !== undefined) out.node = publicNode(answer.node);
+  return out;
+}
+
+function publicNode(node: unknown): unknown {
+  return isJsonObject(node) && typeof node.url === "string"
+    ? withPublicUrl(node as { url: string })
+    : node;
 }

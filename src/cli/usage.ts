@@ -226,6 +226,10 @@ export function formatReport(report: UsageReport, description: string): string {
       ["cache write tokens", t?.cache_write_tokens ?? 0],
       ["tool calls", t?.tool_calls ?? 0],
       ["cost USD", t?.total_cost_usd ?? 0],
+      // ADR 0027: the part whose tokens Skeid estimated (the client left before the usage report).
+      ["estimated requests", t?.estimated?.requests ?? 0],
+      ["estimated tokens", t?.estimated?.total_tokens ?? 0],
+      ["estimated cost USD", t?.estimated?.total_cost_usd ?? 0],
     ]).split("\n").slice(1).map((l) => "  " + l).join("\n"),
   );
   for (
@@ -245,7 +249,17 @@ export function formatReport(report: UsageReport, description: string): string {
   out.push(
     recent.length
       ? indent(table(
-        ["CREATED AT", "API KEY ID", "MODEL", "REQUESTED", "STATUS", "IN", "OUT", "COST USD"],
+        [
+          "CREATED AT",
+          "API KEY ID",
+          "MODEL",
+          "REQUESTED",
+          "STATUS",
+          "IN",
+          "OUT",
+          "COST USD",
+          "USAGE",
+        ],
         recent.map((r) => [
           String(r.created_at ?? ""),
           String(r.api_key_id || "(none)"),
@@ -255,6 +269,7 @@ export function formatReport(report: UsageReport, description: string): string {
           Number(r.input_tokens ?? 0),
           Number(r.output_tokens ?? 0),
           Number(r.cost_total_usd ?? 0),
+          String(r.usage_source ?? "reported"),
         ]),
       ))
       : "  (none)",

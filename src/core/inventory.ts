@@ -228,6 +228,13 @@ export function normalizeNode(spec: NodeSpec): Node | undefined {
   if (apiKeyRef !== undefined) node.api_key_ref = apiKeyRef;
   const apiKeyEnv = optionalString(spec, "api_key_env");
   if (apiKeyEnv !== undefined) node.api_key_env = apiKeyEnv;
+  if (spec.forward_key_id !== undefined && spec.forward_key_id !== null) {
+    const forward = toBoolean(spec.forward_key_id);
+    if (forward === undefined) {
+      throw new NodeSpecError("forward_key_id must be true or false", "forward_key_id");
+    }
+    if (forward) node.forward_key_id = true;
+  }
   const capacity = normalizeCapacity(spec.capacity);
   if (capacity !== undefined) node.capacity = capacity;
   return node;

@@ -73,6 +73,11 @@ export interface Node {
   api_key_ref?: string;
   /** Upstream key from this environment variable when the reference resolves none. */
   api_key_env?: string;
+  /**
+   * Send Skeid's resolved customer key id as `x-skeid-key-id` (for a downstream Skeid that trusts
+   * it); the client's own identity headers are never forwarded. Set only when true.
+   */
+  forward_key_id?: boolean;
   /** How admission learns real occupancy; absent = inflight only. */
   capacity?: CapacitySpec;
 }

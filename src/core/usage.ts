@@ -14,11 +14,21 @@ function isHash(value: unknown): value is Hash {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/** A token count: a finite number ≥ 0 (or a string of digits); else undefined. */
+/**
+ * A token count: a non-negative safe integer (or a string of such digits); anything else —
+ * fractions, negatives, NaN, infinities, 1e308 — is treated as not reported.
+ */
 function count(value: unknown): number | undefined {
-  if (typeof value === "number") return Number.isFinite(value) && value >= 0 ? value : undefined;
-  if (typeof value === "string" && /^\s*\d+\s*$/.test(value)) return Number(value);
+  if (typeof value === "number") return isCount(value) ? value : undefined;
+  if (typeof value === "string" && /^\s*\d+\s*$/.test(value)) {
+    const n = Number(value);
+    return isCount(n) ? n : undefined;
+  }
   return undefined;
+}
+
+function isCount(n: number): boolean {
+  return Number.isSafeInteger(n) && n >= 0;
 }
 
 /** The first of two or three keys of `hash` holding a count (fixed arity: no rest array). */
@@ -137,6 +147,13 @@ function fromHash(u: Hash): Usage {
   const explicit = u.input_includes_cache;
   if (typeof explicit === "boolean") includes = explicit;
   else if (explicit === 0 || explicit === 1) includes = explicit === 1;
+  // Cache counts that sit inside the input never exceed it (together): more is the upstream's
+  // error, and would price cache reads the input never had.
+  if (includes && input !== undefined) {
+    if (cached !== undefined && cached > input) cached = input;
+    const room = input - (cached ?? 0);
+    if (cacheWrite !== undefined && cacheWrite > room) cacheWrite = room;
+  }
 
   return {
     input_tokens: input ?? null,
@@ -167,6 +184,29 @@ export function readUsage(bodyOrUsage: unknown): Usage {
   const block = nestedBlock(bodyOrUsage) ??
     (looksLikeUsage(bodyOrUsage) ? bodyOrUsage : topLevelBlock(bodyOrUsage));
   return block ? fromHash(block) : { ...NOTHING_REPORTED };
+}
+
+/**
+ * What is wrong with the counts of a body's or hash's usage block, for a warning: the first count
+ * that is not a non-negative safe integer (read as not reported), or cache counts above the input
+ * (clamped); undefined when nothing is.
+ */
+export function usageProblem(bodyOrUsage: unknown): string | undefined {
+  if (!isHash(bodyOrUsage)) return undefined;
+  const block = nestedBlock(bodyOrUsage) ?? (looksLikeUsage(bodyOrUsage) ? bodyOrUsage : undefined);
+  if (block === undefined) return undefined;
+  for (const key in block) {
+    const v = block[key];
+    if (typeof v === "number" && !isCount(v)) return `${key} is ${v}, not a token count`;
+  }
+  const cached = count(block.cached_tokens) ??
+    nested(block, "prompt_tokens_details", "cached_tokens");
+  if (cached === undefined) return undefined;
+  const u = fromHash(block);
+  if (u.input_includes_cache && u.input_tokens !== null && cached > u.input_tokens) {
+    return `cached tokens (${cached}) exceed the input (${u.input_tokens})`;
+  }
+  return undefined;
 }
 
 /**

@@ -5,7 +5,7 @@
  * @module
  */
 import type { AnswerTimings, JsonObject, StreamTranslator, UpstreamRequest } from "./face.ts";
-import { FaceError } from "./face.ts";
+import { FaceError, streamFlag } from "./face.ts";
 import { TranslatingFace } from "./translating_face.ts";
 import {
   requestContext,
@@ -72,7 +72,7 @@ export class AnthropicFace extends TranslatingFace {
     const req: UpstreamRequest = {
       path: "/chat/completions",
       body: chat,
-      stream: body.stream === true,
+      stream: streamFlag(body, false),
       requestedModel: body.model as string,
     };
     // message_start of a stream carries the prompt count before the node reports it (when it

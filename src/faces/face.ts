@@ -39,6 +39,20 @@ export class FaceError extends Error {
   }
 }
 
+/**
+ * The client's `stream` flag: a JSON boolean, or absent / null for `absent`. Anything else
+ * (`"true"`, `1`) is refused with a 400 naming `stream`: a lenient upstream would stream what
+ * Skeid relays as a whole answer, and bill nothing (ADR 0017).
+ */
+export function streamFlag(body: JsonObject, absent: boolean): boolean {
+  const v = body.stream;
+  if (v === undefined || v === null) return absent;
+  if (typeof v !== "boolean") {
+    throw new FaceError(400, "stream: must be a JSON boolean (true or false)");
+  }
+  return v;
+}
+
 /** The upstream request a face made of the client's. */
 export interface UpstreamRequest {
   /** Upstream path below the node's `/v1`: `/chat/completions`, `/completions`, `/embeddings`. */

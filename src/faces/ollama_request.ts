@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { FaceError, type JsonObject } from "./face.ts";
+import { FaceError, type JsonObject, streamFlag } from "./face.ts";
 import { ollamaImageUrl } from "./images.ts";
 import { argumentsText, isJsonObject, num, obj, str } from "./json.ts";
 
@@ -124,7 +124,7 @@ export function mapChatMessages(messages: unknown[]): JsonObject[] {
 
 /** Streams ask the upstream for usage; `stream` absent means a stream (Ollama's default). */
 function addStream(body: JsonObject, out: JsonObject): boolean {
-  const stream = body.stream !== false;
+  const stream = streamFlag(body, true);
   if (stream) {
     out.stream = true;
     out.stream_options = { include_usage: true };

@@ -15,7 +15,7 @@ import type {
   StreamTranslator,
   UpstreamRequest,
 } from "./face.ts";
-import { FaceError } from "./face.ts";
+import { FaceError, streamFlag } from "./face.ts";
 import { openaiErrorBody, readUpstreamError } from "./errors.ts";
 import { isJsonObject, parseJson } from "../json.ts";
 import { replaceString, topLevelModelSpan } from "../json_scan.ts";
@@ -134,7 +134,7 @@ export class OpenAIFace implements Face {
     if (typeof body.model !== "string" || body.model === "") {
       throw new FaceError(400, "model: must be a non-empty string");
     }
-    const stream = body.stream === true;
+    const stream = streamFlag(body, false);
     const req: UpstreamRequest = { path, body, stream, requestedModel: body.model };
     if (stream) {
       const options = body.stream_options;

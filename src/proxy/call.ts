@@ -8,6 +8,8 @@
 import { errorMessage } from "../error_message.ts";
 import type { PickedNode } from "../core/types.ts";
 import { Http1Abort, type Http1Client } from "./http1.ts";
+import { UnknownCoding } from "./http1_decode.ts";
+import { BadHead } from "./http1_head.ts";
 import type { IdleWatch, Watched } from "./idle_watch.ts";
 import {
   type Abortable,
@@ -158,10 +160,23 @@ export class UpstreamTransportError extends Error {
    * @param kind why the attempt got no HTTP answer
    * @param message what went wrong, naming no secret
    */
-  constructor(readonly kind: TransportFailure, message: string) {
+  constructor(readonly kind: TransportFailure, message: string, readonly answered = false) {
     super(message);
     this.name = "UpstreamTransportError";
   }
+}
+
+/**
+ * What a failed attempt says about the node's transport (ejection, ADR 0021): `aborted` when the
+ * call was stopped from here (not the node's doing); a head Skeid refuses (`BadHead`: too large,
+ * obs-fold, a bad status line) or a coding it cannot decode still means the node `answered`;
+ * anything else that got no answer (connect error or timeout, the header timeout, a reset before
+ * the first byte) is a transport `failure`.
+ */
+export function transportOutcome(err: unknown): "failure" | "answered" | "aborted" {
+  if (!(err instanceof UpstreamTransportError)) return "failure";
+  if (err.kind === "aborted") return "aborted";
+  return err.answered ? "answered" : "failure";
 }
 
 /** One upstream fetch in flight: the response once headers arrived, and a way to stop it. */
@@ -273,5 +288,6 @@ function transportError(
     );
   }
   if (stopped) return new UpstreamTransportError("aborted", "the request was stopped");
-  return new UpstreamTransportError("connect", describeFetchError(err));
+  const answered = err instanceof BadHead || err instanceof UnknownCoding;
+  return new UpstreamTransportError("connect", describeFetchError(err), answered);
 }

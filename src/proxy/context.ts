@@ -56,6 +56,8 @@ export interface ProxyContext extends IntakeContext, UpstreamClients {
    * `ping`), ms; 0 or absent = never. Driven by `idle`'s sweep.
    */
   readonly keepaliveMs?: number;
+  /** The abort drain of a stream whose client left (`SKEID_ABORT_DRAIN_MS`, ADR 0027), ms. */
+  readonly abortDrainMs?: number;
   /**
    * The node's own key: undefined = none configured (client headers go through), null = one is
    * configured but resolved nothing (the node must not be called), else the key.

@@ -76,3 +76,23 @@ export class Refusal extends Error {
     this.name = "Refusal";
   }
 }
+
+/** 403: the customer key's policy does not permit the requested model. */
+export function notPermitted(model: string, reason: string): Refusal {
+  return new Refusal(
+    403,
+    "permission_error",
+    `Model '${model}' is not available for this key`,
+    reason || "model_not_permitted",
+  );
+}
+
+/** 503: every candidate named a key source that resolved nothing (ADR 0013); nothing was sent. */
+export function keyUnavailable(model: string): Refusal {
+  return new Refusal(
+    503,
+    "upstream_key_unavailable",
+    `No upstream key available for model '${model}'`,
+    "upstream_key_unavailable",
+  );
+}

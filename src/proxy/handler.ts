@@ -10,6 +10,7 @@
  * @module
  */
 import { errorMessage } from "../error_message.ts";
+import { clientLeft, estimateInputTokens, streamEnd, watchClient } from "./abort_billing.ts";
 import type { FinishOutcome, PickedNode } from "../core/types.ts";
 import type { Face, FaceName, UpstreamRequest } from "../faces/face.ts";
 import type { JsonObject } from "../json.ts";
@@ -21,8 +22,9 @@ import {
   transportFailureResponse,
   upstreamErrorResponse,
 } from "./answer.ts";
-import { callUpstream, FAILOVER_STATUSES, type Failure, UpstreamTransportError } from "./call.ts";
-import { errorResponse, Refusal, refusalResponse } from "./errors.ts";
+import { callUpstream, FAILOVER_STATUSES, type Failure, transportOutcome } from "./call.ts";
+import { errorResponse, keyUnavailable, notPermitted, Refusal, refusalResponse } from "./errors.ts";
+import { forwardableBody } from "./body_model.ts";
 import { ANONYMOUS } from "./identity.ts";
 import {
   customerKeyId,
@@ -35,7 +37,7 @@ import {
 import { admitKey, type KeyPass } from "./key_limits.ts";
 import type { Linked } from "./linked_list.ts";
 import { type RelayOutcome, type RelayRequest, streamResponse } from "./relay.ts";
-import { upstreamHeaders, upstreamUrl } from "./upstream.ts";
+import { nodeHeaders, upstreamUrl } from "./upstream.ts";
 import { type Abortable, readWhole, type UpstreamAnswer } from "./upstream_answer.ts";
 import { recordUsage, type UsageOutcome } from "./usage.ts";
 import { RouteWalk } from "./walk.ts";
@@ -112,6 +114,10 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   #walk: RouteWalk | undefined;
   /** The customer key's hold on its rate windows and budget (ADR 0023), when it has limits. */
   #key: KeyPass | undefined;
+  /** A stream's estimated input tokens, billed when its client leaves unreported (ADR 0027). */
+  #inputTokens = 0;
+  /** The non-streamed attempt's watch over its client (ADR 0027). */
+  #watch: ReturnType<typeof watchClient>;
 
   /** Stamps the start time and the request id; nothing else happens until `run()`. */
   constructor(ctx: ProxyContext, face: Face, endpoint: string, req: Request) {
@@ -181,7 +187,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     this.apiKeyId = id;
     const raw = await readBody(this.req, routing.max_body_bytes, ctx.buffered);
     this.#held = raw.byteLength;
-    this.#rawBody = raw;
+    this.#rawBody = forwardableBody(raw);
     const upstream = upstreamRequest(this.face, this.endpoint, jsonBody(raw));
     this.#upstream = upstream;
     this.faceContext = upstream.context;
@@ -191,14 +197,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     }
 
     const plan = skeid.routePlan({ model: this.requestedModel, api_key_id: this.apiKeyId });
-    if (!plan.permitted) {
-      throw new Refusal(
-        403,
-        "permission_error",
-        `Model '${this.requestedModel}' is not available for this key`,
-        plan.reason || "model_not_permitted",
-      );
-    }
+    if (!plan.permitted) throw notPermitted(this.requestedModel, plan.reason);
     this.#key = admitKey(ctx, this.apiKeyId, upstream, plan.tiers);
 
     const walk = new RouteWalk(skeid, ctx.waiters, plan.tiers, this.requestedModel);
@@ -247,37 +246,40 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
       walk.exclude(node.id);
       last = result;
     }
-    if (!last) {
-      // Every candidate named a key source that resolved nothing: the request was never sent.
-      throw new Refusal(
-        503,
-        "upstream_key_unavailable",
-        `No upstream key available for model '${this.requestedModel}'`,
-        "upstream_key_unavailable",
-      );
-    }
+    if (!last) throw keyUnavailable(this.requestedModel);
     return this.#failed(last);
   }
 
-  /** One upstream attempt on an admitted node; every outcome releases the slot. */
+  /** One upstream attempt; a non-streamed one stops its call when the client leaves (ADR 0027). */
   async #attempt(node: PickedNode, key: string | undefined): Promise<AttemptResult> {
+    this.#watch = watchClient(this.req, this, this.#upstream!.stream);
+    try {
+      return await this.#call(node, key);
+    } finally {
+      this.#watch?.stop();
+    }
+  }
+
+  /** One upstream attempt on an admitted node; every outcome releases the slot. */
+  async #call(node: PickedNode, key: string | undefined): Promise<AttemptResult> {
     const ctx = this.ctx;
     const upstream = this.#upstream!;
     const url = upstreamUrl(node.url, upstream.path);
-    const headers = upstreamHeaders(this.req.headers, key, this.#hops);
+    const headers = nodeHeaders(this.req.headers, node, key, this.#hops, this.apiKeyId);
     let res: UpstreamAnswer;
     try {
       res = await callUpstream(ctx, url, headers, this.#bodyFor(this.#servedModel), this);
     } catch (err) {
-      const kind = err instanceof UpstreamTransportError ? err.kind : "connect";
+      if (this.#watch?.gone) return this.#left();
+      const transport = transportOutcome(err);
       const reason = errorMessage(err);
-      if (kind === "aborted") {
+      if (transport === "aborted") {
         // Stopped from here (shutdown grace ran out): not the node's failure.
         this.release({ aborted: true });
         this.#record(499, false, { errorType: "aborted", errorMessage: reason });
         return "gone";
       }
-      this.release({ ok: false });
+      this.release({ ok: false, transport });
       return { node, reason };
     }
     const status = res.status;
@@ -291,7 +293,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     if (FAILOVER_STATUSES.has(status)) {
       let body = readWhole(res, this.upstreamCall!, this.ctx.idle);
       if (body instanceof Promise) body = await body;
-      this.release({ ok: false });
+      if (this.#watch?.gone) return this.#left();
+      this.release({ ok: false, transport: "answered" });
       return {
         node,
         answer: res,
@@ -302,6 +305,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
 
     const type = res.header("content-type") ?? "";
     if (upstream.stream && status < 400 && res.hasBody && type.includes("text/event-stream")) {
+      this.#inputTokens = estimateInputTokens(upstream.body);
       const response = streamResponse(ctx, this, upstream, res, this.upstreamCall!, node.id);
       // The relay owns the rest of the request's life, the slot included.
       this.#relaying = true;
@@ -311,11 +315,12 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     let bytes = readWhole(res, this.upstreamCall!, this.ctx.idle);
     if (bytes instanceof Promise) bytes = await bytes;
     if (bytes === undefined) {
-      this.release({ ok: false });
+      if (this.#watch?.gone) return this.#left();
+      this.release({ ok: false, transport: "answered" });
       return { node, reason: "upstream body could not be read" };
     }
     const durationMs = ctx.skeid.now() - this.startedAt;
-    this.release({ ok: status < 500, duration_ms: durationMs });
+    this.release({ ok: status < 500, duration_ms: durationMs, transport: "answered" });
     const response = answerResponse(this, res, bytes, node.id, durationMs);
     const ok = this.answerStatus < 400;
     this.#done(node, this.answerStatus, ok, {
@@ -342,28 +347,16 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     const node = this.#node!;
     const durationMs = this.ctx.skeid.now() - this.startedAt;
     const end = outcome.end;
-    let status = this.#upstreamStatus;
-    let errorType: string | undefined;
-    let errorMessage: string | undefined;
-    if (end === "aborted") {
-      this.release({ aborted: true, duration_ms: durationMs });
-      status = 499;
-      errorType = "client_closed";
-      errorMessage = "client closed the stream";
-    } else {
-      this.release({ ok: end === "done", duration_ms: durationMs });
-    }
-    if (end === "broken") {
-      status = 502;
-      errorType = "upstream_error";
-      errorMessage = `Upstream error: ${outcome.error ?? "stream broke"}`;
-      this.ctx.metrics.attemptFailed(node.id, "stream_broken");
-    }
-    this.#done(node, status, end === "done", {
-      usage: outcome.usage,
+    const aborted = end === "aborted";
+    this.release({ aborted, ok: end === "done", duration_ms: durationMs, transport: "answered" });
+    if (end === "broken") this.ctx.metrics.attemptFailed(node.id, "stream_broken");
+    const facts = streamEnd(outcome, this.#upstreamStatus, this.#inputTokens);
+    this.#done(node, facts.status, end === "done", {
+      usage: facts.usage,
+      usageSource: facts.usageSource,
       toolCalls: outcome.toolCalls,
-      errorType,
-      errorMessage,
+      errorType: facts.errorType,
+      errorMessage: facts.errorMessage,
       contentBytes: outcome.contentBytes,
       ttftMs: outcome.ttftMs,
       durationMs,
@@ -401,6 +394,13 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     this.#record(status, ok, extra);
     this.ctx.metrics.requestDone(node.id, status, extra.durationMs);
     this.#log(status, outcome);
+  }
+
+  /** A non-streamed request's client left during the call: 499, tokens estimated (ADR 0027). */
+  #left(): "gone" {
+    this.release({ aborted: true });
+    this.#record(499, false, clientLeft(this.#upstream!.body));
+    return "gone";
   }
 
   /** The client went away: nobody reads this answer. */

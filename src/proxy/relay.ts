@@ -3,7 +3,9 @@
  *
  * Three modes (the face's `relayMode`):
  * - `raw`: the upstream's bytes go out unchanged, chunk for chunk, while the SSE parser reads
- *   along and the translator's `pass` does the accounting;
+ *   along and the translator's `pass` does the accounting; the start of an incomplete frame is
+ *   held until its end arrives, so a stream that breaks never leaves half a frame at the client
+ *   for the error frame to be glued onto;
  * - `strip`: complete frames go out as received except those the translator's `pass` refuses
  *   (the usage-only chunk Skeid asked for and the client did not, ADR 0014); an incomplete frame
  *   is held until its end arrives;
@@ -12,7 +14,9 @@
  * The relay is a pull source: it reads upstream only when the client is ready for more, so a slow
  * client slows the upstream read instead of filling memory. Empty reads are never written. The
  * relay ends exactly once, reporting how (done, upstream broke, client gone) to its owner, which
- * releases the node's slot and writes the usage event.
+ * releases the node's slot and writes the usage event. When the client leaves before the
+ * upstream's usage report, the relay keeps reading (relaying nothing) for the abort drain to
+ * catch it (ADR 0027); the upstream call, and so the slot, ends when the drain does.
  *
  * @module
  */
@@ -80,6 +84,8 @@ export interface RelayContext {
   readonly idle: IdleWatch;
   /** Keepalive interval of a translated stream, ms; 0 or absent = never. */
   readonly keepaliveMs?: number;
+  /** The abort drain, ms (ADR 0027); 0 or absent = stop the upstream when the client leaves. */
+  readonly abortDrainMs?: number;
 }
 
 /**
@@ -108,6 +114,7 @@ export function streamResponse(
     startedAt: req.startedAt,
     idle: ctx.idle,
     keepaliveMs: mode === "translate" ? ctx.keepaliveMs : undefined,
+    drainMs: ctx.abortDrainMs,
   });
   const pairs: readonly (readonly [string, string])[] = mode === "translate"
     ? [["content-type", translator.contentType], ["cache-control", "no-cache"]]
@@ -142,6 +149,11 @@ export interface StreamRelayOptions {
    * `keepalive()` text is sent (Anthropic `ping`); 0 or absent = never. Needs `idle`.
    */
   keepaliveMs?: number;
+  /**
+   * After the client left without the upstream's usage report, read on (relaying nothing) at
+   * most this long for it (ADR 0027); 0 or absent = stop the upstream at once.
+   */
+  drainMs?: number;
 }
 
 const encoder = new TextEncoder();
@@ -164,6 +176,13 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   /** Epoch ms of the last keepalive sent. */
   #lastKeepalive = 0;
   #controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+  /** The client left; the relay drains the upstream for its usage report. */
+  #gone = false;
+  /** The pull in flight (the drain waits for its read: one reader at a time). */
+  #pulling: Promise<void> | undefined;
+  #drainTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Raw mode: the start of an incomplete frame, held until its end arrives. */
+  #held: Uint8Array | undefined;
 
   /** Throws when `raw`/`strip` get a translator without `pass`. */
   constructor(opts: StreamRelayOptions) {
@@ -184,7 +203,11 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   }
 
   /** The client wants more: read upstream until something can be written, or the end. */
-  async pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+  pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
+    return this.#pulling = this.#pull(controller);
+  }
+
+  async #pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
     const opts = this.#opts;
     for (;;) {
       let chunk: Uint8Array | null;
@@ -192,6 +215,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
         chunk = await this.#reader.read();
       } catch (err) {
         if (this.#ended) return;
+        if (this.#gone) return this.#stop();
         this.#broken(
           controller,
           this.#idleTimedOut ? "upstream stopped sending (timeout)" : describe(err),
@@ -199,8 +223,15 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
         return;
       }
       if (this.#ended) return;
+      if (this.#gone) {
+        this.#drainChunk(chunk);
+        return;
+      }
       if (chunk === null) {
         this.#parser.end();
+        // The upstream ended cleanly with an incomplete frame: it goes out as the upstream sent it.
+        if (this.#held !== undefined) controller.enqueue(this.#held);
+        this.#held = undefined;
         let tail = this.#out;
         this.#out = "";
         if (opts.mode === "translate") tail += this.#translator.end(this.#timings());
@@ -216,7 +247,9 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       this.#dropped = false;
       this.#parser.push(chunk);
       if (opts.mode === "raw") {
-        controller.enqueue(chunk);
+        const out = this.#rawOut(chunk);
+        if (out === undefined) continue;
+        controller.enqueue(out);
       } else if (
         opts.mode === "strip" && !this.#dropped && aligned && this.#parser.atBoundary &&
         endsWithNewline(chunk)
@@ -237,12 +270,56 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     }
   }
 
-  /** The client went away: stop the upstream, report `aborted`. */
+  /**
+   * The client went away: without the upstream's usage report yet, drain for it (ADR 0027);
+   * else (or with no drain) stop the upstream. Reports `aborted` either way, when it ends.
+   */
   cancel(): void {
+    if (this.#ended || this.#gone) return;
+    const ms = this.#opts.drainMs ?? 0;
+    if (ms <= 0 || this.#translator.usage !== undefined) return this.#stop();
+    this.#gone = true;
+    this.#drainTimer = setTimeout(() => this.#stop(), ms);
+    this.#drain().catch(() => this.#stop());
+  }
+
+  /** Ends the relay now as `aborted`: the upstream call is stopped. */
+  #stop(): void {
     if (this.#ended) return;
     this.#finish("aborted");
     this.#opts.upstream.abort();
     this.#reader.cancel();
+  }
+
+  /** Reads the upstream after the client left, for the accounting only, until the usage report. */
+  async #drain(): Promise<void> {
+    // A pull in flight finishes its read first (and hands its chunk to #drainChunk).
+    await this.#pulling;
+    for (;;) {
+      if (this.#ended) return;
+      let chunk: Uint8Array | null;
+      try {
+        chunk = await this.#reader.read();
+      } catch {
+        return this.#stop();
+      }
+      if (this.#ended || !this.#drainChunk(chunk)) return;
+    }
+  }
+
+  /** One chunk read while draining: accounted, never relayed. False once the drain is over. */
+  #drainChunk(chunk: Uint8Array | null): boolean {
+    if (chunk === null) {
+      this.#parser.end();
+      this.#finish("aborted");
+      return false;
+    }
+    this.lastActivity = this.#opts.now();
+    this.#parser.push(chunk);
+    this.#out = "";
+    if (this.#translator.usage === undefined) return true;
+    this.#stop();
+    return false;
   }
 
   /**
@@ -252,7 +329,8 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
    */
   tick(now: number): void {
     const every = this.#opts.keepaliveMs;
-    if (this.#ended || every === undefined || every <= 0 || this.#opts.mode !== "translate") return;
+    if (this.#ended || this.#gone || every === undefined || every <= 0) return;
+    if (this.#opts.mode !== "translate") return;
     const controller = this.#controller;
     if (controller === undefined) return;
     if (now - Math.max(this.lastActivity, this.#lastKeepalive) < every) return;
@@ -294,6 +372,8 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   }
 
   #broken(controller: ReadableStreamDefaultController<Uint8Array>, reason: string): void {
+    // Half a frame never reaches the client: the error frame below stands on its own.
+    this.#held = undefined;
     this.#parser.end();
     let tail = this.#out;
     this.#out = "";
@@ -309,6 +389,26 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     }
   }
 
+  /**
+   * Raw mode: what of the bytes read so far goes out now — everything up to the end of the last
+   * complete frame; the rest is held (undefined when nothing can go yet).
+   */
+  #rawOut(chunk: Uint8Array): Uint8Array | undefined {
+    const held = this.#held;
+    if (this.#parser.atBoundary) {
+      this.#held = undefined;
+      return held === undefined ? chunk : concat(held, chunk);
+    }
+    const end = lastFrameEnd(chunk);
+    if (end < 0) {
+      this.#held = held === undefined ? chunk : concat(held, chunk);
+      return undefined;
+    }
+    this.#held = chunk.subarray(end);
+    const head = chunk.subarray(0, end);
+    return held === undefined ? head : concat(held, head);
+  }
+
   #timings(): AnswerTimings {
     const t: AnswerTimings = { totalMs: this.#opts.now() - this.#opts.startedAt };
     if (this.#ttftMs !== undefined) t.ttftMs = this.#ttftMs;
@@ -318,6 +418,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   #finish(end: RelayOutcome["end"], error?: string): void {
     if (this.#ended) return;
     this.#ended = true;
+    clearTimeout(this.#drainTimer);
     this.#opts.idle?.delete(this);
     const acc = this.#translator;
     const outcome: RelayOutcome = {
@@ -330,6 +431,23 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     if (error !== undefined) outcome.error = error;
     this.#opts.owner.relayEnded(outcome);
   }
+}
+
+/** Where the last SSE frame of `bytes` ends (after its blank line: LF LF, CRLF CRLF), or -1. */
+function lastFrameEnd(bytes: Uint8Array): number {
+  for (let i = bytes.byteLength - 1; i >= 1; i--) {
+    if (bytes[i] !== 10) continue;
+    if (bytes[i - 1] === 10) return i + 1;
+    if (i >= 3 && bytes[i - 1] === 13 && bytes[i - 2] === 10 && bytes[i - 3] === 13) return i + 1;
+  }
+  return -1;
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.byteLength + b.byteLength);
+  out.set(a);
+  out.set(b, a.byteLength);
+  return out;
 }
 
 /** Whether the chunk's last byte is LF or CR (so it cannot end inside a UTF-8 sequence). */

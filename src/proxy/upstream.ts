@@ -4,13 +4,17 @@
  *
  * @module
  */
+import type { Node } from "../core/types.ts";
+import { basicAuthorization, withoutCredentials } from "../url_credentials.ts";
+import { ANONYMOUS } from "./identity.ts";
 
 /**
  * The upstream URL of a path below `/v1`: the node URL without trailing `/`; when it ends in `/v1`
  * the path is appended, else `/v1` + path (`http://a:1` → `http://a:1/v1/chat/completions`).
  */
 export function upstreamUrl(nodeUrl: string, path: string): string {
-  let base = nodeUrl;
+  // Credentials in the node URL go as `Authorization: Basic` (upstreamHeaders), never in the URL.
+  let base = withoutCredentials(nodeUrl);
   while (base.endsWith("/")) base = base.slice(0, -1);
   return base.endsWith("/v1") ? base + path : base + "/v1" + path;
 }
@@ -30,6 +34,25 @@ export const DROPPED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   "accept-encoding",
 ]);
 
+/**
+ * Client identity headers: never forwarded. A downstream Skeid that trusts them
+ * (`routing.trust_key_id_header`) would bill whoever the client named; a node that opts in
+ * (`forward_key_id`) gets Skeid's own resolved customer key id instead.
+ */
+export const IDENTITY_HEADERS: ReadonlySet<string> = new Set(["x-skeid-key-id", "x-api-key-id"]);
+
+/** The client's credential and provider-account headers: never sent to a node with its own key. */
+export const CREDENTIAL_HEADERS: ReadonlySet<string> = new Set([
+  "authorization",
+  "x-api-key",
+  "api-key",
+  "x-goog-api-key",
+  "x-goog-user-project",
+  "openai-organization",
+  "openai-project",
+  "cookie",
+]);
+
 /** Upstream response headers never relayed to the client (the body is re-framed and decoded). */
 export const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
   "connection",
@@ -46,38 +69,74 @@ export const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
 
 /**
  * Headers for the upstream call. With `nodeKey` the node's key replaces the client's credentials:
- * `Authorization: Bearer <nodeKey>` is set and the client's `Authorization` is dropped; without
- * one the client's headers go through (minus the dropped set), an `x-api-key` (Anthropic
- * clients) as `Authorization: Bearer` when the client sent no `Authorization`. `x-api-key` and
- * `anthropic-*` headers are never forwarded. `hops` is this request's hop count
- * (`x-skeid-hops`), one more than it arrived with.
+ * `Authorization: Bearer <nodeKey>` is set and none of the client's credential or
+ * provider-account headers (`CREDENTIAL_HEADERS`) go; without one the client's headers go through
+ * (minus the dropped set), an `x-api-key` (Anthropic clients) as `Authorization: Bearer` when the
+ * client sent no `Authorization`. `x-api-key`, `anthropic-*`, the client identity headers and the
+ * headers the client's `Connection` names are never forwarded. `keyId`, when given, goes as
+ * `x-skeid-key-id` (a node with `forward_key_id`). `basic` (the node URL's credentials, see
+ * `basicAuthorization`) counts as the node's own key when it has none. `hops` is this request's
+ * hop count (`x-skeid-hops`), one more than it arrived with.
  */
 export function upstreamHeaders(
   client: Headers,
   nodeKey: string | undefined,
   hops = 1,
+  keyId?: string,
+  basic?: string,
 ): [string, string][] {
   // Pairs, not a Headers object: fetch builds its own from them, and a Headers handed over would
   // be iterated (sorted) a second time. `forEach` walks the same sorted, combined list as
   // `for…of`, at an eighth of the cost (no iterator objects).
   const out: [string, string][] = [];
+  const named = connectionNamed(client);
   client.forEach((value, name) => {
     // Headers iteration yields lowercase names.
     if (DROPPED_REQUEST_HEADERS.has(name) || name === "content-type" || name === HOPS_HEADER) {
       return;
     }
-    if (nodeKey !== undefined && name === "authorization") return;
+    if (IDENTITY_HEADERS.has(name) || named?.has(name)) return;
+    if ((nodeKey !== undefined || basic !== undefined) && CREDENTIAL_HEADERS.has(name)) return;
     // Anthropic-only headers mean nothing to an OpenAI-compatible node (ADR 0003); a client's
     // x-api-key travels as the Bearer token the node reads (below), never as itself.
     if (name === "x-api-key" || name.startsWith("anthropic-")) return;
     out.push([name, value]);
   });
   if (nodeKey !== undefined) out.push(["authorization", `Bearer ${nodeKey}`]);
+  else if (basic !== undefined) out.push(["authorization", basic]);
   else if (!client.has("authorization") && client.has("x-api-key")) {
     out.push(["authorization", `Bearer ${client.get("x-api-key")}`]);
   }
+  if (keyId !== undefined) out.push(["x-skeid-key-id", keyId]);
   out.push(["content-type", "application/json"], [HOPS_HEADER, String(hops)]);
   return out;
+}
+
+/**
+ * The upstream headers of a call to `node`: its own key, its URL credentials, and with
+ * `forward_key_id` the request's resolved customer key id (`apiKeyId`, never `anonymous`).
+ */
+export function nodeHeaders(
+  client: Headers,
+  node: Pick<Node, "url" | "forward_key_id">,
+  nodeKey: string | undefined,
+  hops: number,
+  apiKeyId: string,
+): [string, string][] {
+  const keyId = node.forward_key_id && apiKeyId !== ANONYMOUS ? apiKeyId : undefined;
+  return upstreamHeaders(client, nodeKey, hops, keyId, basicAuthorization(node.url));
+}
+
+/** The header names the client's `Connection` header lists (hop-by-hop, RFC 9110 §7.6.1). */
+function connectionNamed(client: Headers): Set<string> | undefined {
+  const value = client.get("connection");
+  if (value === null) return undefined;
+  const names = new Set<string>();
+  for (const token of value.split(",")) {
+    const name = token.trim().toLowerCase();
+    if (name !== "" && name !== "close" && name !== "keep-alive") names.add(name);
+  }
+  return names.size > 0 ? names : undefined;
 }
 
 /** Counts the Skeid gateways a request passed through, so a node that points back at the

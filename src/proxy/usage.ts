@@ -6,10 +6,12 @@
  */
 import type { Skeid } from "../core/skeid.ts";
 import type { Node } from "../core/types.ts";
-import type { UsageEvent, UsageRecorder } from "../usage/types.ts";
+import type { UsageEvent, UsageRecorder, UsageSource } from "../usage/types.ts";
 import type { Logger } from "../log.ts";
 import { errorMessage } from "../error_message.ts";
 import { buildUsageEvent, formatCreatedAt } from "../usage/event.ts";
+import { usageProblem } from "../core/usage.ts";
+import { withoutCredentials } from "../url_credentials.ts";
 
 /**
  * `created_at` stamps (UTC, second precision) formatted once per second instead of once per
@@ -46,6 +48,8 @@ export interface UsageOutcome {
   contentBytes?: number;
   /** Streams only: routing start → first content byte handed to the client, ms. */
   ttftMs?: number;
+  /** Where the tokens come from (ADR 0027); default `reported`. */
+  usageSource?: UsageSource;
 }
 
 /** What the proxy knows about a finished request. */
@@ -104,7 +108,7 @@ export function usageEvent(skeid: Skeid, facts: UsageFacts): UsageEvent {
     model: facts.servedModel,
     requested_model: facts.requestedModel,
     node_id: facts.node.id,
-    route_url: facts.node.url,
+    route_url: withoutCredentials(facts.node.url),
     status_code: facts.status,
     ok: facts.ok,
     duration_ms: Math.max(0, Math.round(facts.durationMs)),
@@ -124,6 +128,7 @@ export function usageEvent(skeid: Skeid, facts: UsageFacts): UsageEvent {
     error_message: facts.errorMessage ?? "",
     ...(facts.contentBytes !== undefined ? { content_bytes: facts.contentBytes } : {}),
     ...(facts.ttftMs !== undefined ? { ttft_ms: Math.max(0, Math.round(facts.ttftMs)) } : {}),
+    usage_source: facts.usageSource ?? "reported",
   }, skeid.now);
 }
 
@@ -193,11 +198,33 @@ export function recordUsage(
       errorMessage: extra.errorMessage,
       contentBytes: extra.contentBytes,
       ttftMs: extra.ttftMs,
+      usageSource: extra.usageSource,
     });
     sink.recorder.record(event);
+    if (extra.usageSource !== "estimated") {
+      warnBadUsage(sink, node.id, extra.usage ?? extra.response);
+    }
     return event;
   } catch (err) {
     sink.logger.error("usage_lost", { request_id: req.requestId, error: errorMessage(err) });
     return undefined;
   }
+}
+
+/** Nodes already warned about, per sink (gateway): once per node, not once per request. */
+const warnedNodes = new WeakMap<UsageSink, Set<string>>();
+
+/**
+ * Warns once per node when its usage counts were not token counts (read as not reported) or its
+ * cache counts exceeded the input (clamped): the event is recorded either way.
+ */
+function warnBadUsage(sink: UsageSink, nodeId: string, reported: unknown): void {
+  if (reported === undefined) return;
+  const problem = usageProblem(reported);
+  if (problem === undefined) return;
+  let nodes = warnedNodes.get(sink);
+  if (nodes === undefined) warnedNodes.set(sink, nodes = new Set());
+  if (nodes.has(nodeId)) return;
+  nodes.add(nodeId);
+  sink.logger.warn("upstream_usage_invalid", { node_id: nodeId, problem });
 }

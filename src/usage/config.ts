@@ -18,6 +18,12 @@ interface CommonStoreConfig {
   flush_interval_ms: number;
   /** Where events wait while the store cannot take them (JSON lines, fsynced). */
   spill_path: string;
+  /**
+   * Whether events with `usage_source: estimated` are priced (default true). False bills reported
+   * usage only: those events are still recorded, with their estimated tokens and a cost of 0
+   * (ADR 0027).
+   */
+  bill_estimated: boolean;
 }
 
 /** A jsonlog store: one `.json` file per event (dir) or JSON lines in one file (file). */
@@ -239,6 +245,7 @@ export function normalizeUsageStoreConfig(
       mode,
       fsync: optBool(r, "fsync", false),
       flush_interval_ms: flush,
+      bill_estimated: optBool(r, "bill_estimated", true),
       spill_path: spillPath(r, dirname(path), env),
     };
   }
@@ -259,6 +266,7 @@ export function normalizeUsageStoreConfig(
       schema_file: optString(r, "schema_file"),
       auto_migrate: optBool(r, "auto_migrate", true),
       flush_interval_ms: flush,
+      bill_estimated: optBool(r, "bill_estimated", true),
       spill_path: spillPath(r, dirname(path), env),
     };
   }
@@ -325,6 +333,7 @@ export function normalizeUsageStoreConfig(
     pool_size: optInt(r, "pool_size", 4, 1, 100),
     connect_timeout_s: optInt(r, "connect_timeout_s", 10, 1, 600),
     flush_interval_ms: flush,
+    bill_estimated: optBool(r, "bill_estimated", true),
     spill_path: spillPath(r, undefined, env),
   };
 }

@@ -165,6 +165,7 @@ export function buildUsageEvent(
     error_type: errorType,
     error_message: text(fields.error_message),
     attempts: toCount(fields.attempts),
+    usage_source: fields.usage_source === "estimated" ? "estimated" : "reported",
   };
   if (fields.content_bytes !== undefined) event.content_bytes = toCount(fields.content_bytes);
   if (fields.ttft_ms !== undefined) event.ttft_ms = toCount(fields.ttft_ms);

@@ -172,7 +172,8 @@ export class UsageLedger implements UsageRecorder {
   /** Hands one event to the ledger. Synchronous; never throws, never waits for a write. */
   record(event: UsageEvent): void {
     try {
-      const e = event.event_id ? event : { ...event, event_id: crypto.randomUUID() };
+      let e = event.event_id ? event : { ...event, event_id: crypto.randomUUID() };
+      if (e.usage_source === "estimated" && this.#cfg?.bill_estimated === false) e = unpriced(e);
       if (this.#closed) {
         this.#toSpill([e]);
         return;
@@ -636,4 +637,19 @@ export class UsageLedger implements UsageRecorder {
   now(): number {
     return this.#now();
   }
+}
+
+/**
+ * An estimated event under `bill_estimated: false` (ADR 0027): recorded with its estimated
+ * tokens, priced 0.
+ */
+function unpriced(e: UsageEvent): UsageEvent {
+  return {
+    ...e,
+    cost_input_usd: 0,
+    cost_output_usd: 0,
+    cost_cache_read_usd: 0,
+    cost_cache_write_usd: 0,
+    cost_total_usd: 0,
+  };
 }

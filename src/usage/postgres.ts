@@ -186,6 +186,7 @@ export class PostgresStore implements UsageStore {
     param: (n) => `$${n}`,
     count: "COUNT(*)::float8",
     sum: (name) => this.#columns.has(name) ? `COALESCE(SUM(${name}), 0)::float8` : "0::float8",
+    has: (name) => this.#columns.has(name),
     recentColumn: (name) => {
       if (name === "id") return "id::float8 AS id";
       if (name === "created_at") return `${CREATED_AT_TEXT} AS created_at`;

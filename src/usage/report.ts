@@ -7,6 +7,7 @@
  */
 import { toAmount, toCount } from "./event.ts";
 import type {
+  EstimatedTotals,
   ReportFilters,
   ReportGroup,
   ReportTotals,
@@ -72,6 +73,7 @@ export const RECENT_FIELDS = [
   "ok",
   ...TOKEN_COUNT_FIELDS,
   "cost_total_usd",
+  "usage_source",
 ] as const;
 
 const NUMERIC = new Set<string>(["status_code", ...TOKEN_COUNT_FIELDS]);
@@ -88,11 +90,12 @@ export function recentRow(src: Record<string, unknown>): Record<string, unknown>
     else row[f] = typeof v === "string" ? v : "";
   }
   if (row.requested_model === "") row.requested_model = row.model;
+  if (row.usage_source !== "estimated") row.usage_source = "reported";
   return row;
 }
 
 /** All-zero totals. */
-export function emptyTotals(): ReportTotals {
+export function emptyTotals(): ReportTotals & { estimated: EstimatedTotals } {
   return {
     requests: 0,
     input_tokens: 0,
@@ -102,6 +105,7 @@ export function emptyTotals(): ReportTotals {
     cache_write_tokens: 0,
     tool_calls: 0,
     total_cost_usd: 0,
+    estimated: { requests: 0, total_tokens: 0, total_cost_usd: 0 },
   };
 }
 
@@ -138,6 +142,11 @@ export function aggregate(
     totals.requests += 1;
     for (const f of TOKEN_COUNT_FIELDS) totals[f] += toCount(e[f]);
     totals.total_cost_usd += cost;
+    if (e.usage_source === "estimated") {
+      totals.estimated.requests += 1;
+      totals.estimated.total_tokens += tokens;
+      totals.estimated.total_cost_usd += cost;
+    }
     for (const [map, field] of [[byKey, "api_key_id"], [byModel, "model"]] as const) {
       const name = typeof e[field] === "string" ? e[field] as string : "";
       const g = map.get(name) ?? { [field]: name, requests: 0, total_tokens: 0, total_cost_usd: 0 };

@@ -62,6 +62,8 @@ export const USAGE_COLUMNS: readonly UsageColumn[] = [
   { name: "event_id", sqlite: "TEXT", postgresql: "TEXT" },
   { name: "ttft_ms", sqlite: "INTEGER", postgresql: "BIGINT" },
   { name: "attempts", sqlite: "INTEGER", postgresql: "INTEGER" },
+  // ADR 0027: NULL (a row from before the column) reads as `reported`.
+  { name: "usage_source", sqlite: "TEXT", postgresql: "TEXT" },
 ];
 
 /** Indexes; the event_id one is unique (the idempotency key of a replayed batch). */

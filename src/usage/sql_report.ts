@@ -12,13 +12,7 @@ import {
   recentRow,
   TOKEN_COUNT_FIELDS,
 } from "./report.ts";
-import type {
-  KeyPeriodTotals,
-  ReportFilters,
-  ReportGroup,
-  ReportTotals,
-  UsageReport,
-} from "./types.ts";
+import type { KeyPeriodTotals, ReportFilters, ReportGroup, UsageReport } from "./types.ts";
 
 /** A query argument of a report. */
 export type SqlArg = string | number;
@@ -31,6 +25,8 @@ export interface ReportDialect {
   readonly count: string;
   /** The sum of column `name`, 0 when the table lacks the column. */
   sum(name: string): string;
+  /** Whether the table has column `name`. */
+  has(name: string): boolean;
   /** The select expression of the `recent` field `name`. */
   recentColumn(name: string): string;
   /** The condition of a `since` filter with its argument at `param`, and that argument. */
@@ -83,8 +79,23 @@ export async function sqlReport(
     }, ${sum("cost_total_usd")} AS total_cost_usd FROM usage_events${w}`,
     args,
   );
-  const totals: ReportTotals = emptyTotals();
-  for (const k of Object.keys(totals) as (keyof ReportTotals)[]) totals[k] = Number(t?.[k] ?? 0);
+  const totals = emptyTotals();
+  for (const k of [...TOKEN_COUNT_FIELDS, "requests", "total_cost_usd"] as const) {
+    totals[k] = Number(t?.[k] ?? 0);
+  }
+  if (dialect.has("usage_source")) {
+    const [e] = await query(
+      `SELECT ${count} AS requests, ${sum("total_tokens")} AS total_tokens, ${
+        sum("cost_total_usd")
+      } AS total_cost_usd FROM usage_events${w ? `${w} AND` : " WHERE"} usage_source = 'estimated'`,
+      args,
+    );
+    totals.estimated = {
+      requests: Number(e?.requests ?? 0),
+      total_tokens: Number(e?.total_tokens ?? 0),
+      total_cost_usd: Number(e?.total_cost_usd ?? 0),
+    };
+  }
 
   const recentArgs = [...args, filters.limit ?? DEFAULT_REPORT_LIMIT];
   const recent = (await query(

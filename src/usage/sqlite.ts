@@ -170,6 +170,7 @@ export class SqliteStore implements UsageStore {
     param: () => "?",
     count: "COUNT(*)",
     sum: (name) => this.#columns.has(name) ? `COALESCE(SUM(${name}), 0)` : "0",
+    has: (name) => this.#columns.has(name),
     recentColumn: (name) => this.#columns.has(name) ? name : `NULL AS ${name}`,
     since: (since, param) => ({ condition: `created_at >= ${param}`, arg: since }),
   };

@@ -52,7 +52,16 @@ export interface UsageEvent extends TokenCounts, CostAmounts {
   ttft_ms?: number;
   /** How many upstream attempts this request took (failover). */
   attempts: number;
+  /**
+   * Where the token counts come from (ADR 0027): `reported` by the upstream (exact; also an
+   * event with no tokens at all), or `estimated` by Skeid for a request the client left before
+   * the upstream reported its usage (from the request and the text relayed).
+   */
+  usage_source: UsageSource;
 }
+
+/** Where a usage event's token counts come from (ADR 0027). */
+export type UsageSource = "reported" | "estimated";
 
 /** Filters of a usage report; empty ones are dropped. */
 export interface ReportFilters {
@@ -71,6 +80,21 @@ export interface ReportTotals extends TokenCounts {
   /** Usage events that matched the filters. */
   requests: number;
   /** Summed `cost_total_usd`, USD. */
+  total_cost_usd: number;
+  /**
+   * The part of the above with `usage_source: estimated` (ADR 0027), shown apart (every store
+   * gives it; a report callback may not).
+   */
+  estimated?: EstimatedTotals;
+}
+
+/** The estimated part of a report's totals (ADR 0027). */
+export interface EstimatedTotals {
+  /** Matching events whose tokens Skeid estimated. */
+  requests: number;
+  /** Their summed `total_tokens`. */
+  total_tokens: number;
+  /** Their summed `cost_total_usd`, USD (0 when the store bills reported usage only). */
   total_cost_usd: number;
 }
 

@@ -36,7 +36,11 @@ Deno.test("openai request: identity body, upstream path per route, stream flag",
     stream_options: { include_usage: true },
   });
   deepStrictEqual(asked.context, { include_usage: true });
-  strictEqual(face.toUpstream("/v1/chat/completions", { model: "m", stream: "yes" }).stream, false);
+  // Not a JSON boolean: refused, naming the field (a lenient upstream would stream it).
+  throws(
+    () => face.toUpstream("/v1/chat/completions", { model: "m", stream: "yes" }),
+    (e: unknown) => e instanceof FaceError && e.status === 400 && e.message.startsWith("stream:"),
+  );
 });
 
 Deno.test("openai request: model missing → 400; unknown route → 404", () => {

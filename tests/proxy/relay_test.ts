@@ -61,7 +61,8 @@ Deno.test("relay raw: bytes unchanged, empty reads skipped, usage and content co
   const pieces = ["", src.slice(0, 7), "", src.slice(7, 50), src.slice(50)];
   const { text, outcome, writes } = await relay("raw", pieces);
   strictEqual(text, src);
-  strictEqual(writes, 3);
+  // Whole frames go out: the reads that end inside a frame are held until it ends.
+  strictEqual(writes, 1);
   strictEqual(outcome.end, "done");
   deepStrictEqual(outcome.usage, { prompt_tokens: 3, completion_tokens: 2 });
   strictEqual(outcome.contentBytes, 6);
@@ -218,4 +219,15 @@ Deno.test("relay keepalive: raw and strip streams never get one", async () => {
     const last = await reader.read();
     strictEqual(last.done, true, `${mode}: nothing was sent while silent`);
   }
+});
+
+Deno.test("relay raw: a break inside a frame drops its half; the error frame stands alone", async () => {
+  const whole = content("a");
+  const half = content("b").slice(0, 20);
+  const { text, outcome } = await relay("raw", [whole + half], 1);
+  strictEqual(outcome.end, "broken");
+  const frames = text.split("\n\n").filter((f) => f !== "");
+  strictEqual(frames.length, 2, text);
+  strictEqual(frames[0] + "\n\n", whole);
+  strictEqual(JSON.parse(frames[1].slice(6)).error.type, "upstream_error");
 });

@@ -3,6 +3,7 @@ import { fetchUpstream, UpstreamTransportError } from "../../src/proxy/call.ts";
 import { IdleWatch } from "../../src/proxy/idle_watch.ts";
 import { relayedResponse, upstreamHeaders, upstreamUrl } from "../../src/proxy/upstream.ts";
 import { nodeKeyFromEnv } from "../../src/keys/node_key.ts";
+import { assertEquals } from "../_assert.ts";
 
 Deno.test("upstream url: /v1 added only when missing; trailing slashes removed", () => {
   strictEqual(upstreamUrl("http://a:1/v1", "/chat/completions"), "http://a:1/v1/chat/completions");
@@ -216,4 +217,39 @@ Deno.test("fetchUpstream: with the shared watch, no headers within the timeout i
     ac.abort();
     await server.finished;
   }
+});
+
+Deno.test("upstream headers: identity headers never go; the resolved key id only when given", () => {
+  const client = new Headers({ "x-skeid-key-id": "k_forged", "x-api-key-id": "k_forged2" });
+  assertEquals(new Headers(upstreamHeaders(client, undefined)).has("x-skeid-key-id"), false);
+  assertEquals(new Headers(upstreamHeaders(client, undefined)).has("x-api-key-id"), false);
+  const opted = new Headers(upstreamHeaders(client, undefined, 1, "k_real"));
+  assertEquals(opted.get("x-skeid-key-id"), "k_real");
+  assertEquals(opted.has("x-api-key-id"), false);
+});
+
+Deno.test("upstream headers: a node key gets no client credential or account header", () => {
+  const client = new Headers({
+    "authorization": "Bearer c",
+    "api-key": "c",
+    "x-goog-api-key": "c",
+    "openai-organization": "org",
+    "openai-project": "proj",
+    "cookie": "s=1",
+    "x-app": "cli",
+  });
+  const out = new Headers(upstreamHeaders(client, "node-secret"));
+  assertEquals([...out.keys()].sort(), ["authorization", "content-type", "x-app", "x-skeid-hops"]);
+  assertEquals(out.get("authorization"), "Bearer node-secret");
+});
+
+Deno.test("upstream headers: headers named in Connection are dropped", () => {
+  const client = new Headers({
+    "connection": "keep-alive, X-Secret-Hop",
+    "x-secret-hop": "1",
+    "x-a": "1",
+  });
+  const out = new Headers(upstreamHeaders(client, undefined));
+  assertEquals(out.has("x-secret-hop"), false);
+  assertEquals(out.get("x-a"), "1");
 });

@@ -42,6 +42,7 @@ async function seed(raw: Record<string, unknown>): Promise<void> {
       output_tokens: 30,
       cost_total_usd: 0.003,
       created_at: "2026-09-02T12:00:00Z",
+      usage_source: "estimated",
     }),
   ]);
   await store.close();
@@ -101,8 +102,10 @@ Deno.test("skeid usage: readable tables (totals, by key, by model, recent)", asy
     assertMatch(r.out, /by model\n {2}MODEL/);
     assertMatch(
       r.out,
-      /recent \(newest first, 3\)\n {2}CREATED AT .*\n {2}2026-09-02T12:00:00Z +k_b +m1/,
+      /recent \(newest first, 3\)\n {2}CREATED AT .* USAGE\n {2}2026-09-02T12:00:00Z +k_b +m1 .* estimated\n/,
     );
+    // ADR 0027: the estimated part apart.
+    assertMatch(r.out, /\n {2}estimated requests +1\n {2}estimated tokens +330\n/);
   } finally {
     await cleanup();
   }

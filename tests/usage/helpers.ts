@@ -14,6 +14,7 @@ import type {
   UsageReport,
   UsageStore,
 } from "../../src/usage/types.ts";
+import type { UsageLedger } from "../../src/usage/ledger.ts";
 import { assertEquals } from "../_assert.ts";
 
 /** A usage event with test defaults (served model `m`, customer key id `k_a`, status 200). */
@@ -250,6 +251,7 @@ export function assertOneEventReport(r: UsageReport): void {
     cache_write_tokens: 0,
     tool_calls: 1,
     total_cost_usd: 0.00027,
+    estimated: { requests: 0, total_tokens: 0, total_cost_usd: 0 },
   });
   assertEquals(r.by_key, [
     { api_key_id: "k_1", requests: 1, total_tokens: 150, total_cost_usd: 0.00027 },
@@ -257,6 +259,34 @@ export function assertOneEventReport(r: UsageReport): void {
   assertEquals(r.by_model, [
     { model: "gpt-x", requests: 1, total_tokens: 150, total_cost_usd: 0.00027 },
   ]);
+}
+
+/**
+ * ADR 0027 on one store: a reported and an estimated event round-trip with their
+ * `usage_source`, and the report shows the estimated part apart. With `billEstimated` false the
+ * ledger prices the estimated event 0 (its tokens are kept).
+ */
+export async function assertUsageSourceApart(
+  ledger: UsageLedger,
+  billEstimated: boolean,
+): Promise<void> {
+  ledger.record(event({ usage: { prompt_tokens: 10, completion_tokens: 5 }, cost_total_usd: 0.5 }));
+  ledger.record(event({
+    usage: { prompt_tokens: 4, completion_tokens: 3 },
+    cost_total_usd: 0.25,
+    usage_source: "estimated",
+  }));
+  const r = await ledger.report({});
+  assertEquals(r.ok, true, r.error);
+  assertEquals(r.totals?.requests, 2);
+  assertEquals(r.totals?.total_tokens, 22);
+  assertEquals(r.totals?.total_cost_usd, billEstimated ? 0.75 : 0.5);
+  assertEquals(r.totals?.estimated, {
+    requests: 1,
+    total_tokens: 7,
+    total_cost_usd: billEstimated ? 0.25 : 0,
+  });
+  assertEquals(r.recent?.map((row) => row.usage_source), ["estimated", "reported"]);
 }
 
 /**

@@ -3,7 +3,7 @@ import { normalizeUsageStoreConfig } from "../../src/usage/config.ts";
 import { jsonlogRecordId, JsonlogStore } from "../../src/usage/jsonlog.ts";
 import { UsageLedger } from "../../src/usage/ledger.ts";
 import { memoryLogger } from "../../src/log.ts";
-import { event } from "./helpers.ts";
+import { assertUsageSourceApart, event } from "./helpers.ts";
 import { tempDir } from "../_helpers/temp.ts";
 
 const env = { env: () => undefined };
@@ -154,5 +154,24 @@ Deno.test("jsonlog: prepare fails with the path when the directory cannot be mad
     assertMatch(msg, /^usage_store jsonlog dir .*plain\/sub: /);
   } finally {
     await cleanup();
+  }
+});
+
+Deno.test("jsonlog: usage_source round-trips and is shown apart; bill_estimated: false prices 0", async () => {
+  for (const bill of [true, false]) {
+    const { dir, cleanup } = await tempDir();
+    const ledger = new UsageLedger({ logger: memoryLogger(), spillPath: `${dir}/spill.jsonl` });
+    try {
+      await ledger.configure(
+        normalizeUsageStoreConfig(
+          { backend: "jsonlog", path: `${dir}/u.jsonl`, bill_estimated: bill },
+          env,
+        ),
+      );
+      await assertUsageSourceApart(ledger, bill);
+    } finally {
+      await ledger.close();
+      await cleanup();
+    }
   }
 });

@@ -19,6 +19,7 @@ import { PostgresStore, sinceTimestamp } from "../../src/usage/postgres.ts";
 import { POSTGRES_SCHEMA } from "../../src/usage/schema.ts";
 import {
   assertOneEventReport,
+  assertUsageSourceApart,
   event,
   ONE_EVENT,
   recordConcurrently,
@@ -95,7 +96,10 @@ Deno.test({
           const cols = (await admin.unsafe(
             `SELECT column_name FROM information_schema.columns WHERE table_name = 'usage_events'`,
           )).map((c) => c.column_name);
-          for (const c of ["requested_model", "cached_tokens", "event_id", "ttft_ms"]) {
+          assertEquals(r.recent?.[1].usage_source, "reported", "an old row reads as reported");
+          for (
+            const c of ["requested_model", "cached_tokens", "event_id", "ttft_ms", "usage_source"]
+          ) {
             assert(cols.includes(c), c);
           }
           const idx = (await admin.unsafe(
@@ -135,6 +139,17 @@ Deno.test({
           assertEquals(await count(), 1);
         } finally {
           await again.close();
+          await ledger.close();
+        }
+        await admin.unsafe("TRUNCATE usage_events");
+      });
+
+      await t.step("usage_source round-trips and is shown apart (ADR 0027)", async () => {
+        const ledger = new UsageLedger({ logger: memoryLogger(), spillPath: `${dir}/s9.jsonl` });
+        try {
+          await ledger.configure(pgConfig({ dsn: db.dsn, pool_size: 1, bill_estimated: false }));
+          await assertUsageSourceApart(ledger, false);
+        } finally {
           await ledger.close();
         }
         await admin.unsafe("TRUNCATE usage_events");

@@ -5,7 +5,13 @@ import { UsageLedger } from "../../src/usage/ledger.ts";
 import { SQLITE_SCHEMA } from "../../src/usage/schema.ts";
 import { SqliteStore } from "../../src/usage/sqlite.ts";
 import { memoryLogger } from "../../src/log.ts";
-import { assertOneEventReport, event, ONE_EVENT, recordFilterFixture } from "./helpers.ts";
+import {
+  assertOneEventReport,
+  assertUsageSourceApart,
+  event,
+  ONE_EVENT,
+  recordFilterFixture,
+} from "./helpers.ts";
 import { exists, tempDir } from "../_helpers/temp.ts";
 
 const env = { env: () => undefined };
@@ -129,7 +135,8 @@ Deno.test("sqlite: an old table without requested_model is migrated; both round-
     const db = new DatabaseSync(path, { readOnly: true });
     try {
       const cols = db.prepare("PRAGMA table_info(usage_events)").all().map((c) => c.name);
-      for (const c of ["requested_model", "cached_tokens", "event_id", "ttft_ms", "attempts"]) {
+      const added = ["requested_model", "cached_tokens", "event_id", "ttft_ms", "attempts"];
+      for (const c of [...added, "usage_source"]) {
         assert(cols.includes(c), c);
       }
       const idx = db.prepare("PRAGMA index_list(usage_events)").all().map((i) => i.name);
@@ -197,5 +204,19 @@ Deno.test("sqlite: read-only open of a missing database fails clearly, creates n
     assertEquals(await exists(`${dir}/none.sqlite`), false, "no database created");
   } finally {
     await cleanup();
+  }
+});
+
+Deno.test("sqlite: usage_source round-trips and is shown apart; bill_estimated: false prices 0", async () => {
+  for (const bill of [true, false]) {
+    const { dir, cleanup } = await tempDir();
+    const ledger = new UsageLedger({ logger: memoryLogger(), spillPath: `${dir}/spill.jsonl` });
+    try {
+      await ledger.configure(sqliteConfig({ path: `${dir}/u.sqlite`, bill_estimated: bill }));
+      await assertUsageSourceApart(ledger, bill);
+    } finally {
+      await ledger.close();
+      await cleanup();
+    }
   }
 });

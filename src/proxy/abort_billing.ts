@@ -1,0 +1,160 @@
+/**
+ * Abort billing (ADR 0027): a request whose client left still gets a usage event that bills
+ * what was delivered. A stream's relay keeps reading the upstream for the abort drain
+ * (`SKEID_ABORT_DRAIN_MS`) to catch its usage report, which is exact; when none comes, the tokens
+ * are estimated here from the request (about 4 characters a token, the `count_tokens` rule) and
+ * from the content relayed, and the event says `usage_source: estimated`. A non-streamed request
+ * whose client left stops its upstream call (`ClientWatch`) and is recorded the same way.
+ *
+ * @module
+ */
+import type { JsonObject } from "../json.ts";
+import type { UsageSource } from "../usage/types.ts";
+import type { CallHolder } from "./call.ts";
+import type { RelayOutcome } from "./relay.ts";
+import type { UsageOutcome } from "./usage.ts";
+
+/** Default abort drain, ms: long enough for a usage chunk that follows the last token. */
+export const DEFAULT_ABORT_DRAIN_MS = 2000;
+/** The longest abort drain allowed, ms (the slot stays held through it). */
+export const MAX_ABORT_DRAIN_MS = 60_000;
+
+/** `SKEID_ABORT_DRAIN_MS`: a whole number of ms, 0 = stop at once; default 2000, at most 60000. */
+export function abortDrainMs(raw: string | undefined): number {
+  if (raw === undefined || raw.trim() === "") return DEFAULT_ABORT_DRAIN_MS;
+  const n = Number(raw.trim());
+  if (!Number.isInteger(n) || n < 0) return DEFAULT_ABORT_DRAIN_MS;
+  return Math.min(n, MAX_ABORT_DRAIN_MS);
+}
+
+/** Characters per token of the estimate (the `count_tokens` rule). */
+const CHARS_PER_TOKEN = 4;
+
+/**
+ * Estimated input tokens of an upstream (OpenAI-shaped) body: the text of `messages` (string
+ * contents and text parts, tool call arguments), `prompt`, `input`, and the `tools` JSON.
+ */
+export function estimateInputTokens(body: JsonObject): number {
+  let chars = textLength(body.prompt) + textLength(body.input);
+  const messages = body.messages;
+  if (Array.isArray(messages)) {
+    for (const m of messages) {
+      if (m === null || typeof m !== "object" || Array.isArray(m)) continue;
+      chars += textLength(m.content);
+      if (Array.isArray(m.tool_calls)) chars += JSON.stringify(m.tool_calls).length;
+    }
+  }
+  if (Array.isArray(body.tools) && body.tools.length > 0) {
+    chars += JSON.stringify(body.tools).length;
+  }
+  return Math.ceil(chars / CHARS_PER_TOKEN);
+}
+
+/** Characters of text in a string, a list of strings, or content parts with `text`. */
+function textLength(value: unknown): number {
+  if (typeof value === "string") return value.length;
+  if (!Array.isArray(value)) return 0;
+  let n = 0;
+  for (const part of value) {
+    if (typeof part === "string") n += part.length;
+    else if (part !== null && typeof part === "object" && typeof part.text === "string") {
+      n += part.text.length;
+    }
+  }
+  return n;
+}
+
+/** An estimated usage object (OpenAI shape) for `inputTokens` and `contentBytes` relayed. */
+export function estimatedUsage(inputTokens: number, contentBytes: number): JsonObject {
+  const output = Math.ceil(Math.max(0, contentBytes) / CHARS_PER_TOKEN);
+  return {
+    prompt_tokens: inputTokens,
+    completion_tokens: output,
+    total_tokens: inputTokens + output,
+  };
+}
+
+/** What a stream's end puts in its usage event and the node's finish. */
+export interface StreamEnd {
+  /** The status recorded: the upstream's, 499 (client gone) or 502 (broken). */
+  status: number;
+  /** Error type of a stream that did not end well. */
+  errorType?: string;
+  /** What went wrong. */
+  errorMessage?: string;
+  /** The usage to bill: reported by the upstream, or estimated for a client that left. */
+  usage: JsonObject | undefined;
+  /** Where `usage` comes from. */
+  usageSource: UsageSource;
+}
+
+/**
+ * The usage event's facts of a relayed stream that ended as `outcome`: a client that left
+ * without a usage report is billed the estimate of `inputTokens` and the content relayed.
+ */
+export function streamEnd(outcome: RelayOutcome, status: number, inputTokens: number): StreamEnd {
+  const end: StreamEnd = { status, usage: outcome.usage, usageSource: "reported" };
+  if (outcome.end === "aborted") {
+    end.status = 499;
+    end.errorType = "client_closed";
+    end.errorMessage = "client closed the stream";
+    if (outcome.usage === undefined) {
+      end.usage = estimatedUsage(inputTokens, outcome.contentBytes);
+      end.usageSource = "estimated";
+    }
+  } else if (outcome.end === "broken") {
+    end.status = 502;
+    end.errorType = "upstream_error";
+    end.errorMessage = `Upstream error: ${outcome.error ?? "stream broke"}`;
+  }
+  return end;
+}
+
+/** The usage event's facts of a non-streamed request whose client left during the call. */
+export function clientLeft(body: JsonObject): UsageOutcome {
+  return {
+    usage: estimatedUsage(estimateInputTokens(body), 0),
+    usageSource: "estimated",
+    errorType: "client_closed",
+    errorMessage: "client closed the connection",
+  };
+}
+
+/**
+ * Watches a non-streamed request's client while its upstream call runs: when the client goes
+ * away the call is stopped (the node stops generating for nobody) and `gone` is set, so the
+ * exchange records 499 instead of failing over. A stream's relay sees its client leave by
+ * itself (the body is cancelled), so streams are never watched.
+ */
+export class ClientWatch {
+  /** The client went away during the call. */
+  gone = false;
+  readonly #signal: AbortSignal;
+  readonly #holder: CallHolder;
+  readonly #onAbort = () => {
+    this.gone = true;
+    this.#holder.upstreamCall?.abort();
+  };
+
+  /** Starts watching `client.signal` for `holder`'s call. */
+  constructor(client: { readonly signal: AbortSignal }, holder: CallHolder) {
+    this.#signal = client.signal;
+    this.#holder = holder;
+    if (this.#signal.aborted) this.gone = true;
+    else this.#signal.addEventListener("abort", this.#onAbort, { once: true });
+  }
+
+  /** Stops watching (the answer is in hand, or the call is over). */
+  stop(): void {
+    this.#signal.removeEventListener("abort", this.#onAbort);
+  }
+}
+
+/** A watch over the client of a non-streamed attempt; none for a stream (its relay sees it). */
+export function watchClient(
+  client: { readonly signal: AbortSignal },
+  holder: CallHolder,
+  stream: boolean,
+): ClientWatch | undefined {
+  return stream ? undefined : new ClientWatch(client, holder);
+}
