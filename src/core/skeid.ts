@@ -60,6 +60,7 @@ import {
   normalizeNodeList,
 } from "./inventory.ts";
 import { FailureHistory, workerShare, workerShareWarnings } from "./admission.ts";
+import { InflightTable } from "./inflight_table.ts";
 import { hasAllTags, hasAnyTag, pickWeighted, RouteTable } from "./router.ts";
 import {
   capacityMaxAgeFromEnv,
@@ -73,8 +74,14 @@ import {
 export interface SkeidOptions {
   /** Clock, epoch ms (tests inject one). Default `Date.now`. */
   now?: () => number;
-  /** Prefork workers sharing this config (ADR 0010); default 1. */
+  /** Workers sharing this config (ADR 0025); default 1. */
   workerCount?: number;
+  /**
+   * Per-node inflight counters admission takes slots from (ADR 0025); default a table of this
+   * core alone. A table shared by several workers (`workers > 1`) makes admission exact across
+   * them: max_conns is then divided by frontend_count only.
+   */
+  inflight?: InflightTable;
   /** How long a capacity reading is trusted, ms; default 5000; 0 disables expiry. */
   capacityMaxAgeMs?: number;
   /** Routing settings that override the environment defaults (the "passed to new" values). */
@@ -160,8 +167,10 @@ function copyNode(node: Node): Node {
 export class Skeid {
   /** Epoch-ms clock. */
   readonly now: () => number;
-  /** Prefork workers sharing this config (divides max_conns, spreads probe polls). */
+  /** Workers sharing this config (spreads probe polls; divides max_conns without a shared table). */
   readonly workerCount: number;
+  /** The inflight counters admission takes slots from (shared by the workers, or this core's). */
+  readonly inflight: InflightTable;
   /** How long a capacity reading is trusted, ms (0 = forever). */
   readonly capacityMaxAgeMs: number;
   /** Where the core's warnings go. */
@@ -191,6 +200,7 @@ export class Skeid {
     this.logger = options.logger ?? createLogger();
     const env: EnvReader = options.env ?? processEnv;
     this.workerCount = Math.max(1, Math.floor(options.workerCount ?? 1) || 1);
+    this.inflight = options.inflight ?? InflightTable.local();
     this.capacityMaxAgeMs = Math.max(0, options.capacityMaxAgeMs ?? capacityMaxAgeFromEnv(env));
     this.#baseRouting = Object.freeze({
       ...routingFromEnv(env),
@@ -478,7 +488,7 @@ export class Skeid {
     const index = pickWeighted(entry, this.#admitsIn(entry.nodes));
     if (index < 0) return undefined;
     const record = entry.nodes[index];
-    return { ...record.node, inflight: record.counters.inflight, route_key: entry.key };
+    return { ...record.node, inflight: this.#inflightOf(record), route_key: entry.key };
   }
 
   /**
@@ -510,6 +520,10 @@ export class Skeid {
   startRequest(id: string): boolean {
     const record = this.#inventory.get(id);
     if (!record || !this.#admits(record)) return false;
+    // The slot itself is one compare-and-swap on the node's row: another worker may have taken
+    // the last one since `#admits` read the total.
+    const row = this.inflight.slot(id);
+    if (row >= 0 && !this.inflight.tryTake(row, record.share)) return false;
     record.counters.inflight++;
     record.counters.started++;
     this.#ejection.start(id);
@@ -522,8 +536,15 @@ export class Skeid {
    * touches health; inflight never goes below 0.
    */
   finishRequest(id: string, outcome: FinishOutcome = {}): boolean {
+    // The slot goes back to the node's row even when the node was removed while the request ran
+    // (the id may be added again); `release` never takes a row below what this worker holds.
+    const row = this.inflight.slot(id);
+    if (row >= 0) this.inflight.release(row);
     const record = this.#inventory.get(id);
-    if (!record) return true;
+    if (!record) {
+      this.#notify();
+      return true;
+    }
     const counters = record.counters;
     if (counters.inflight > 0) counters.inflight--;
     // Without a transport outcome the request says nothing about the node; a trial it was is
@@ -555,7 +576,7 @@ export class Skeid {
   /** Nodes whose max_conns cannot be split among the processes sharing them. */
   workerShareWarnings(): string[] {
     const nodes = [...this.#inventory.records()].map((r) => r.node);
-    return workerShareWarnings(nodes, this.workerCount, this.#routing.frontend_count);
+    return workerShareWarnings(nodes, this.#dividingWorkers(), this.#routing.frontend_count);
   }
 
   /** Counters of one node, or of all. */
@@ -696,7 +717,7 @@ export class Skeid {
    */
   readonly #admits = (record: NodeRecord): boolean =>
     record.node.healthy &&
-    (record.share === 0 || record.counters.inflight < record.share) &&
+    (record.share === 0 || this.#inflightOf(record) < record.share) &&
     this.#capacity.allows(record.node.id);
 
   /**
@@ -710,8 +731,23 @@ export class Skeid {
     return (record) => !out.has(record.node.id) && this.#admits(record);
   }
 
+  /** Workers that divide max_conns: none beyond one when they share the inflight table. */
+  #dividingWorkers(): number {
+    return this.inflight.workers > 1 ? 1 : this.workerCount;
+  }
+
+  /** Requests in flight at a node: every worker's when the table is shared, else this core's. */
+  #inflightOf(record: NodeRecord): number {
+    const row = this.inflight.slot(record.node.id);
+    return row >= 0 ? this.inflight.total(row) : record.counters.inflight;
+  }
+
+  /**
+   * What max_conns is divided by: the processes that each admit on their own. Workers sharing
+   * one inflight table admit as one (ADR 0025), so only frontends divide then.
+   */
   #divisor(): number {
-    return this.workerCount * this.#routing.frontend_count;
+    return this.#dividingWorkers() * this.#routing.frontend_count;
   }
 
   #recomputeShares(): void {
@@ -751,7 +787,7 @@ export class Skeid {
     const c = record.counters;
     const metrics: NodeMetrics = {
       node_id: record.node.id,
-      inflight: c.inflight,
+      inflight: this.#inflightOf(record),
       started: c.started,
       ok: c.ok,
       error: c.error,
