@@ -626,6 +626,14 @@ export class Skeid {
     };
   }
 
+  /**
+   * Tells the capacity listeners that admission may take more now for a reason outside this
+   * core: a slot freed in another worker of a shared inflight table (ADR 0025).
+   */
+  capacityChanged(): void {
+    this.#notify();
+  }
+
   // ---- capacity readings -------------------------------------------------------------------
 
   /**
