@@ -8,6 +8,7 @@
 import type { InflightTableSize } from "../core/inflight_table.ts";
 import type { CapacityReadingInput } from "../core/types.ts";
 import type { UsageEvent } from "../usage/types.ts";
+import type { LogLevel } from "../log.ts";
 
 /** A config the supervisor validated and applied, numbered. */
 export interface ConfigVersion {
@@ -15,6 +16,15 @@ export interface ConfigVersion {
   generation: number;
   /** The file's text as the supervisor read it ("" without a config file). */
   text: string;
+}
+
+/** The gateway options a worker is started with (plain data: they cross isolates). */
+export interface WorkerGatewayOptions {
+  /** The environment the worker's gateway sees; default the process's. */
+  env?: Record<string, string>;
+  upstreamTimeoutMs?: number;
+  keepaliveMs?: number;
+  logLevel?: LogLevel;
 }
 
 /** Supervisor → worker. */
@@ -30,6 +40,7 @@ export type ToWorker =
     configPath: string | undefined;
     explicitAdminKey: string | undefined;
     config: ConfigVersion;
+    gateway: WorkerGatewayOptions;
   }
   | ({ type: "config" } & ConfigVersion)
   | { type: "readings"; readings: [string, CapacityReadingInput | null][] }

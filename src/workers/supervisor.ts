@@ -28,6 +28,8 @@ export interface SupervisorOptions extends GatewayOptions {
   port: number;
   /** Workers to run (≥ 2; one worker is the plain single-isolate server). */
   workers: number;
+  /** The environment the workers see when not the process's (tests). */
+  workerEnv?: Record<string, string>;
 }
 
 /** One worker as `GET /skeid/workers` lists it. */
@@ -95,28 +97,31 @@ export class Supervisor {
   /** Loads the config (throws when it does not load), starts the workers. */
   static async start(opts: SupervisorOptions): Promise<Supervisor> {
     const fs = new RecordingFs();
-    let supervisor: Supervisor | undefined;
+    // The config manager calls back before the supervisor exists (the first load): nothing to
+    // hand on yet, the workers get that version with their start.
+    const late: { supervisor?: Supervisor } = {};
     const gateway = await Gateway.open({
       ...opts,
       workerCount: 1,
       configFs: fs,
       onConfigApplied: () => {
-        if (supervisor) supervisor.#configApplied();
+        if (late.supervisor) late.supervisor.#configApplied();
       },
     });
-    supervisor = new Supervisor(opts, gateway, fs);
+    const supervisor = new Supervisor(opts, gateway, fs);
+    late.supervisor = supervisor;
     try {
       // Worker 0 first: with port 0 it learns the real port the others then share.
       const first = await supervisor.#spawn(0, 0);
       supervisor.addr = { transport: "tcp", hostname: first.hostname, port: first.port };
       await Promise.all(
-        Array.from({ length: opts.workers - 1 }, (_, i) => supervisor!.#spawn(i + 1, 0)),
+        Array.from({ length: opts.workers - 1 }, (_, i) => supervisor.#spawn(i + 1, 0)),
       );
     } catch (err) {
       await supervisor.stop(0);
       throw err;
     }
-    gateway.skeid.onCapacityChange(() => supervisor!.#queueReadings());
+    gateway.skeid.onCapacityChange(() => supervisor.#queueReadings());
     supervisor.#queueReadings();
     gateway.config.watch();
     return supervisor;
@@ -243,6 +248,12 @@ export class Supervisor {
       configPath: o.configPath,
       explicitAdminKey: o.explicitAdminKey,
       config: this.#config,
+      gateway: {
+        env: o.workerEnv,
+        upstreamTimeoutMs: o.upstreamTimeoutMs,
+        keepaliveMs: o.keepaliveMs,
+        logLevel: o.logLevel,
+      },
     });
     return listening.promise;
   }

@@ -73,6 +73,10 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
       inflight,
       configFs: posted,
       remoteRecorder: recorder,
+      upstreamTimeoutMs: msg.gateway.upstreamTimeoutMs,
+      keepaliveMs: msg.gateway.keepaliveMs,
+      logLevel: msg.gateway.logLevel,
+      ...(msg.gateway.env ? { env: (name: string) => msg.gateway.env![name] } : {}),
     });
   } catch (err) {
     post({ type: "failed", error: errorMessage(err) });

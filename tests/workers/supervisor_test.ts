@@ -1,0 +1,179 @@
+import { assert, assertEquals } from "../_assert.ts";
+import { until } from "../_helpers/poll.ts";
+import { tempDir } from "../_helpers/temp.ts";
+import { startFakeModel } from "../../src/fake/model.ts";
+import { Supervisor } from "../../src/workers/supervisor.ts";
+import { memoryLogger } from "../../src/log.ts";
+import { stringify } from "yaml";
+
+/** A config of one fake node with max_conns 4 and events to a .jsonl file. */
+function config(url: string, events: string, extra: Record<string, unknown> = {}) {
+  return {
+    admin_api_key: "adm",
+    routing: { wait_timeout_ms: 300 },
+    nodes: [{ id: "n", url, model: "m", max_conns: 4 }],
+    usage_store: { backend: "jsonlog", path: events },
+    ...extra,
+  };
+}
+
+async function group(cfg: Record<string, unknown>, dir: string) {
+  const configPath = `${dir}/skeid.yaml`;
+  await Deno.writeTextFile(configPath, stringify(cfg));
+  const logger = memoryLogger("warn");
+  const sup = await Supervisor.start({
+    hostname: "127.0.0.1",
+    port: 0,
+    workers: 2,
+    configPath,
+    env: () => undefined,
+    workerEnv: {},
+    logger,
+    logLevel: "error",
+    spillPath: `${dir}/spill.jsonl`,
+  });
+  return { sup, configPath, logger, base: `http://127.0.0.1:${sup.addr.port}` };
+}
+
+/** A chat request the fake model holds `holdMs` before answering. */
+async function chat(base: string, holdMs = 0): Promise<number> {
+  const res = await fetch(`${base}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model: "m",
+      messages: [{ role: "user", content: "hi" }],
+      fake_ttft_ms: holdMs,
+    }),
+  });
+  await res.body?.cancel();
+  return res.status;
+}
+
+async function eventLines(path: string): Promise<Record<string, unknown>[]> {
+  const text = await Deno.readTextFile(path).catch(() => "");
+  return text.split("\n").filter((l) => l.trim() !== "").map((l) => JSON.parse(l));
+}
+
+Deno.test("workers: max_conns 4 over two workers admits 4 at once and refuses the 5th, 10 times", async () => {
+  const tmp = await tempDir();
+  const fake = startFakeModel({ record: 0 });
+  const { sup, base } = await group(config(fake.url, `${tmp.dir}/events.jsonl`), tmp.dir);
+  try {
+    for (let round = 0; round < 10; round++) {
+      const held = Array.from({ length: 4 }, () => chat(base, 1500));
+      await until(
+        () => fake.stats.inflight === 4,
+        () => `4 at the node (round ${round}, ${fake.stats.inflight})`,
+        3000,
+      );
+      assertEquals(await chat(base), 429, `round ${round}: the 5th waits, then 429`);
+      assertEquals(fake.stats.inflight, 4, `round ${round}: never more than max_conns`);
+      assertEquals(await Promise.all(held), [200, 200, 200, 200], `round ${round}: all 4 answered`);
+    }
+    const workers = await sup.workers();
+    assertEquals(workers.length, 2, "two workers listed");
+    assert(workers.every((w) => w.requests > 0), `both workers served: ${JSON.stringify(workers)}`);
+    assertEquals(workers.map((w) => w.inflight), [0, 0], "nothing left in flight");
+    const row = sup.table.slot("n");
+    assertEquals(sup.table.total(row), 0, "no slot leaked");
+  } finally {
+    await sup.stop(2000);
+    await fake.close();
+    await tmp.cleanup();
+  }
+});
+
+Deno.test("workers: a waiter is admitted when a slot frees in either worker", async () => {
+  const tmp = await tempDir();
+  const fake = startFakeModel({ record: 0 });
+  const cfg = config(fake.url, `${tmp.dir}/events.jsonl`, { routing: { wait_timeout_ms: 10_000 } });
+  const { sup, base } = await group(cfg, tmp.dir);
+  try {
+    for (let round = 0; round < 3; round++) {
+      const held = Array.from({ length: 4 }, () => chat(base, 400));
+      await until(() => fake.stats.inflight === 4, "4 at the node", 3000);
+      const waiters = Array.from({ length: 4 }, () => chat(base));
+      assertEquals(await Promise.all(waiters), [200, 200, 200, 200], "the waiters got in");
+      assertEquals(await Promise.all(held), [200, 200, 200, 200], "the held answered");
+    }
+  } finally {
+    await sup.stop(2000);
+    await fake.close();
+    await tmp.cleanup();
+  }
+});
+
+Deno.test("workers: a killed worker is replaced and its slots are given back", async () => {
+  const tmp = await tempDir();
+  const fake = startFakeModel({ record: 0 });
+  const { sup, base, logger } = await group(config(fake.url, `${tmp.dir}/events.jsonl`), tmp.dir);
+  try {
+    const held = Array.from({ length: 4 }, () => chat(base, 3000).catch(() => 0));
+    await until(() => fake.stats.inflight === 4, "4 at the node", 3000);
+    const row = sup.table.slot("n");
+    const victim = sup.table.held(row, 0) > 0 ? 0 : 1;
+    const heldByVictim = sup.table.held(row, victim);
+    sup.kill(victim);
+    assertEquals(sup.table.total(row), 4 - heldByVictim, "the dead worker's slots are free");
+    const died = logger.lines.find((l) => l.event === "worker_died");
+    assertEquals(died?.failed_requests, heldByVictim, "its requests are counted as failed");
+    await until(async () => (await sup.workers())[victim].restarts === 1, "the replacement", 5000);
+    await Promise.all(held);
+    await until(() => fake.stats.inflight === 0, "the node idle", 5000);
+    for (let i = 0; i < 6; i++) assertEquals(await chat(base), 200, `request ${i} after`);
+    assertEquals(sup.table.total(row), 0, "no slot leaked");
+  } finally {
+    await sup.stop(2000);
+    await fake.close();
+    await tmp.cleanup();
+  }
+});
+
+Deno.test("workers: a reload reaches every worker before it counts as applied", async () => {
+  const tmp = await tempDir();
+  const fake = startFakeModel({ record: 0 });
+  const events = `${tmp.dir}/events.jsonl`;
+  const { sup, base, configPath } = await group(config(fake.url, events), tmp.dir);
+  try {
+    const cfg = config(fake.url, events);
+    cfg.nodes.push({ id: "b", url: fake.url, model: "new-model", max_conns: 4 });
+    await Deno.writeTextFile(configPath, stringify(cfg));
+    await sup.gateway.config.reload();
+    await sup.configApplied();
+    // New connections land on either worker: each must already serve the new config.
+    for (let i = 0; i < 20; i++) {
+      const res = await fetch(`${base}/v1/models`, { headers: { connection: "close" } });
+      const ids = ((await res.json()).data as { id: string }[]).map((m) => m.id);
+      assert(ids.includes("new-model"), `request ${i}: the new model is listed (${ids})`);
+    }
+  } finally {
+    await sup.stop(2000);
+    await fake.close();
+    await tmp.cleanup();
+  }
+});
+
+Deno.test("workers: usage events of both workers are stored once each", async () => {
+  const tmp = await tempDir();
+  const fake = startFakeModel({ record: 0 });
+  const events = `${tmp.dir}/events.jsonl`;
+  const { sup, base } = await group(config(fake.url, events), tmp.dir);
+  let stopped = false;
+  try {
+    const statuses = await Promise.all(Array.from({ length: 24 }, () => chat(base, 50)));
+    assert(statuses.every((s) => s === 200 || s === 429), `answers: ${statuses}`);
+    const ok = statuses.filter((s) => s === 200).length;
+    const workers = await sup.workers();
+    assert(workers.every((w) => w.requests > 0), `both workers served: ${JSON.stringify(workers)}`);
+    await sup.stop(2000);
+    stopped = true;
+    const lines = await eventLines(events);
+    assertEquals(lines.length, ok, "one event per answered request");
+    assertEquals(new Set(lines.map((l) => l.request_id)).size, ok, "each request once");
+  } finally {
+    if (!stopped) await sup.stop(2000);
+    await fake.close();
+    await tmp.cleanup();
+  }
+});
