@@ -17,6 +17,7 @@ import {
   connectionLimits,
   listen,
   openFileLimit,
+  type ServeHandler,
 } from "../edge/listener.ts";
 
 /** Default listen address. */
@@ -62,6 +63,8 @@ export interface StartServerOptions extends GatewayOptions {
   reusePort?: boolean;
   /** Watch the config file; default true (a worker's supervisor watches it instead). */
   watch?: boolean;
+  /** Wraps the app's handler (a worker hands the group's admin requests to its supervisor). */
+  wrap?: (handler: ServeHandler) => ServeHandler;
 }
 
 /** Opens a gateway and serves it (used by `serve`, `demo` and the integration tests). */
@@ -76,7 +79,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       port: opts.port,
       limits,
       reusePort: opts.reusePort,
-      handler: app.fetch,
+      handler: opts.wrap ? opts.wrap(app.fetch) : app.fetch,
       onError: (err) => {
         gateway.logger.error("http_error", {
           error: errorMessage(err),

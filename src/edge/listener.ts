@@ -181,7 +181,11 @@ export function listen(opts: ListenerOptions): ClientListener {
     idle.remove(c);
     // Only ever called on a connection with nothing in flight: aborting its server closes the
     // socket (an abort while a response streams would cut it).
-    c.closer.abort();
+    try {
+      c.closer.abort();
+    } catch {
+      // The socket is already gone (the client closed it as the server stopped): nothing to do.
+    }
   };
 
   const oldestIdle = (): ClientConn | undefined => {

@@ -45,7 +45,11 @@ export type ToWorker =
   | ({ type: "config" } & ConfigVersion)
   | { type: "readings"; readings: [string, CapacityReadingInput | null][] }
   | { type: "stats" }
-  | { type: "stop"; graceMs: number };
+  | { type: "stop"; graceMs: number }
+  /** An admin request to run on the worker's own gateway (a mutation applied to all, metrics). */
+  | { type: "local"; id: number; request: WireRequest }
+  /** The supervisor's answer to a request the worker forwarded. */
+  | { type: "forward_reply"; id: number; response: WireResponse };
 
 /** What a worker says about itself for `GET /skeid/workers`. */
 export interface WorkerStats {
@@ -62,4 +66,70 @@ export type FromWorker =
   | { type: "config_ack"; generation: number; error?: string }
   | { type: "usage"; events: UsageEvent[] }
   | ({ type: "stats" } & WorkerStats)
-  | { type: "stopped" };
+  | { type: "stopped" }
+  /** An admin request that is the group's business, for the supervisor to answer. */
+  | { type: "forward"; id: number; request: WireRequest }
+  | { type: "local_reply"; id: number; response: WireResponse };
+
+/** An HTTP request as plain data. */
+export interface WireRequest {
+  method: string;
+  /** Path and query. */
+  path: string;
+  headers: [string, string][];
+  body: string;
+}
+
+/** An HTTP response as plain data. */
+export interface WireResponse {
+  status: number;
+  headers: [string, string][];
+  body: string;
+}
+
+/** A request as plain data (its body read). */
+export async function toWire(req: Request): Promise<WireRequest> {
+  const url = new URL(req.url);
+  const body = req.method === "GET" || req.method === "HEAD" ? "" : await req.text();
+  return { method: req.method, path: url.pathname + url.search, headers: [...req.headers], body };
+}
+
+/** A wire request as a Request (the host is a placeholder: routes look at the path only). */
+export function fromWire(w: WireRequest): Request {
+  const init: RequestInit = { method: w.method, headers: w.headers };
+  if (w.body !== "" && w.method !== "GET" && w.method !== "HEAD") init.body = w.body;
+  return new Request(`http://skeid.invalid${w.path}`, init);
+}
+
+/** A response as plain data (its body read). */
+export async function responseToWire(res: Response): Promise<WireResponse> {
+  return { status: res.status, headers: [...res.headers], body: await res.text() };
+}
+
+/** A wire response as a Response. */
+export function responseFromWire(w: WireResponse): Response {
+  return new Response(w.status === 204 ? null : w.body, { status: w.status, headers: w.headers });
+}
+
+/**
+ * Admin requests a worker hands to the supervisor: what changes the inventory (applied to every
+ * worker), the config status and reload (the group's), the usage report (the one ledger), the
+ * group's node metrics and the worker list.
+ */
+export function forwardedToSupervisor(method: string, path: string): boolean {
+  if (!path.startsWith("/skeid/")) return false;
+  if (method === "GET") {
+    return path === "/skeid/config" || path === "/skeid/workers" ||
+      path === "/skeid/metrics/nodes" || path === "/skeid/usage";
+  }
+  if (method === "POST") {
+    return path === "/skeid/nodes" || path === "/skeid/config/reload" ||
+      /^\/skeid\/nodes\/[^/]+\/health$/.test(path);
+  }
+  return method === "DELETE" && /^\/skeid\/nodes\/[^/]+$/.test(path);
+}
+
+/** Whether a forwarded admin request changes the inventory (then every worker applies it). */
+export function isInventoryMutation(method: string, path: string): boolean {
+  return (method === "POST" || method === "DELETE") && path !== "/skeid/config/reload";
+}

@@ -17,7 +17,19 @@ import {
 import { type ConfigFileSystem, denoFileSystem } from "../config/manager.ts";
 import type { CapacityReadingInput } from "../core/types.ts";
 import { errorMessage } from "../error_message.ts";
-import type { ConfigVersion, FromWorker, ToWorker, WorkerStats } from "./protocol.ts";
+import { buildApp } from "../server.ts";
+import type { NodeMetrics } from "../core/types.ts";
+import {
+  type ConfigVersion,
+  fromWire,
+  type FromWorker,
+  isInventoryMutation,
+  responseToWire,
+  type ToWorker,
+  type WireRequest,
+  type WireResponse,
+  type WorkerStats,
+} from "./protocol.ts";
 
 /** Distinct node ids the shared table holds. */
 const TABLE_CAPACITY = 4096;
@@ -51,6 +63,8 @@ interface Slot {
   stopping: boolean;
   stopped: PromiseWithResolvers<void>;
   stats?: PromiseWithResolvers<WorkerStats>;
+  /** `local` requests waiting for this worker's answer, by id. */
+  local: Map<number, (response: WireResponse) => void>;
 }
 
 /** The config file read through a recorder: the text the supervisor last read is what it sends. */
@@ -82,6 +96,8 @@ export class Supervisor {
   #readings = new Map<string, string>();
   #readingsQueued = false;
   readonly #opts: SupervisorOptions;
+  #app: ReturnType<typeof buildApp> | undefined;
+  #nextId = 1;
 
   private constructor(opts: SupervisorOptions, gateway: Gateway, fs: RecordingFs) {
     this.#opts = opts;
@@ -197,6 +213,7 @@ export class Supervisor {
       acked: this.#config.generation,
       stopping: false,
       stopped: Promise.withResolvers<void>(),
+      local: new Map(),
     };
     this.#slots[index] = slot;
     const listening = Promise.withResolvers<{ hostname: string; port: number }>();
@@ -229,6 +246,15 @@ export class Supervisor {
           return;
         case "stopped":
           slot.stopped.resolve();
+          return;
+        case "forward":
+          this.#answer(msg.request).then(
+            (response) => this.#send(slot, { type: "forward_reply", id: msg.id, response }),
+          );
+          return;
+        case "local_reply":
+          slot.local.get(msg.id)?.(msg.response);
+          slot.local.delete(msg.id);
           return;
       }
     };
@@ -270,6 +296,10 @@ export class Supervisor {
       failed_requests: freed,
     });
     slot.stats?.resolve({ requests: 0, inflight: 0 });
+    for (const answer of slot.local.values()) {
+      answer({ status: 503, headers: [], body: `worker ${slot.index} died` });
+    }
+    slot.local.clear();
     if (this.#stopping) return;
     this.#spawn(slot.index, slot.restarts + 1).catch((err) =>
       this.gateway.logger.error("worker_start_failed", {
@@ -277,6 +307,66 @@ export class Supervisor {
         error: errorMessage(err),
       })
     );
+  }
+
+  /**
+   * An admin request a worker handed over, answered for the group: on the supervisor's own
+   * gateway (its admin key, its config, its ledger); an inventory change that succeeded there is
+   * then applied by every worker before the answer goes back.
+   */
+  async #answer(request: WireRequest): Promise<WireResponse> {
+    const app = this.#app ??= buildApp(this.gateway);
+    const path = request.path.split("?")[0];
+    const grouped = path === "/skeid/workers" || path === "/skeid/metrics/nodes";
+    // The group routes are checked by the supervisor's own admin plane first (key, 401/404).
+    const asked = grouped
+      ? { ...request, method: "GET", path: "/skeid/config", body: "" }
+      : request;
+    if (path === "/skeid/config" || path === "/skeid/config/reload") {
+      // The config status is the group's: said only once every worker runs it.
+      const res = await responseToWire(await app.fetch(fromWire(request)));
+      await this.configApplied();
+      return path === "/skeid/config"
+        ? await responseToWire(await app.fetch(fromWire(request)))
+        : res;
+    }
+    const res = await responseToWire(await app.fetch(fromWire(asked)));
+    if (res.status !== 200) return res;
+    if (path === "/skeid/workers") return jsonWire({ workers: await this.workers() });
+    if (path === "/skeid/metrics/nodes") return await this.#nodeMetrics(request);
+    if (isInventoryMutation(request.method, path)) {
+      await Promise.all(this.#slots.map((slot) => this.#local(slot, request)));
+    }
+    return res;
+  }
+
+  /** Runs an admin request on one worker's gateway. */
+  #local(slot: Slot, request: WireRequest): Promise<WireResponse> {
+    const id = this.#nextId++;
+    const answered = new Promise<WireResponse>((resolve) => slot.local.set(id, resolve));
+    this.#send(slot, { type: "local", id, request });
+    return answered;
+  }
+
+  /** `/skeid/metrics/nodes` of the group: each worker's counters summed, inflight the group's. */
+  async #nodeMetrics(request: WireRequest): Promise<WireResponse> {
+    const answers = await Promise.all(this.#slots.map((slot) => this.#local(slot, request)));
+    const sums = new Map<string, NodeMetrics>();
+    for (const answer of answers) {
+      if (answer.status !== 200) continue;
+      for (const m of (JSON.parse(answer.body).metrics ?? []) as NodeMetrics[]) {
+        const sum = sums.get(m.node_id);
+        if (!sum) {
+          sums.set(m.node_id, { ...m });
+          continue;
+        }
+        for (const k of ["started", "ok", "error", "aborted", "duration_ms_total"] as const) {
+          sum[k] += m[k];
+        }
+      }
+    }
+    const probes = this.gateway.probes.status();
+    return jsonWire({ metrics: [...sums.values()], probes });
   }
 
   #send(slot: Slot, msg: ToWorker): void {
@@ -324,4 +414,13 @@ export class Supervisor {
       for (const slot of this.#slots) this.#send(slot, { type: "readings", readings });
     }, 0);
   }
+}
+
+/** A JSON answer as plain data. */
+function jsonWire(body: unknown): WireResponse {
+  return {
+    status: 200,
+    headers: [["content-type", "application/json; charset=utf-8"]],
+    body: JSON.stringify(body),
+  };
 }

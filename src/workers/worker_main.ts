@@ -14,7 +14,18 @@ import { type RunningServer, startServer } from "../cli/serve.ts";
 import { errorMessage } from "../error_message.ts";
 import type { UsageEvent, UsageRecorder } from "../usage/types.ts";
 import type { CapacityReadingInput } from "../core/types.ts";
-import type { ConfigVersion, FromWorker, ToWorker } from "./protocol.ts";
+import type { ServeHandler } from "../edge/listener.ts";
+import {
+  type ConfigVersion,
+  forwardedToSupervisor,
+  fromWire,
+  type FromWorker,
+  responseFromWire,
+  responseToWire,
+  toWire,
+  type ToWorker,
+  type WireResponse,
+} from "./protocol.ts";
 
 function post(message: FromWorker): void {
   self.postMessage(message);
@@ -49,6 +60,29 @@ class PostedConfig implements ConfigFileSystem {
 }
 
 let running: RunningServer | undefined;
+/** The gateway's own handler (what a `local` request from the supervisor runs on). */
+let inner: ServeHandler | undefined;
+/** Forwarded requests waiting for the supervisor's answer, by id. */
+const forwarded = new Map<number, (response: WireResponse) => void>();
+let nextId = 1;
+
+/** The group's admin requests go to the supervisor; everything else is served here. */
+function wrap(handler: ServeHandler): ServeHandler {
+  inner = handler;
+  return async (req, info) => {
+    const url = new URL(req.url);
+    if (!forwardedToSupervisor(req.method, url.pathname)) return await handler(req, info);
+    const id = nextId++;
+    const answered = new Promise<WireResponse>((resolve) => forwarded.set(id, resolve));
+    post({ type: "forward", id, request: await toWire(req) });
+    return responseFromWire(await answered);
+  };
+}
+
+const LOCAL_INFO = {
+  remoteAddr: { transport: "tcp", hostname: "127.0.0.1", port: 0 },
+  completed: Promise.resolve(),
+} as Deno.ServeHandlerInfo<Deno.NetAddr>;
 let recorder: PostingRecorder | undefined;
 let posted: PostedConfig | undefined;
 /** Probe readings last applied, by node id, so one that ended can be forgotten. */
@@ -73,6 +107,7 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
       inflight,
       configFs: posted,
       remoteRecorder: recorder,
+      wrap,
       upstreamTimeoutMs: msg.gateway.upstreamTimeoutMs,
       keepaliveMs: msg.gateway.keepaliveMs,
       logLevel: msg.gateway.logLevel,
@@ -97,6 +132,7 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
 
 async function handle(msg: ToWorker): Promise<void> {
   if (msg.type === "start") return await start(msg);
+
   const gw = running?.gateway;
   if (!gw || !posted) {
     early.push(msg);
@@ -111,6 +147,11 @@ async function handle(msg: ToWorker): Promise<void> {
       } catch (err) {
         post({ type: "config_ack", generation: msg.generation, error: errorMessage(err) });
       }
+      return;
+    }
+    case "local": {
+      const res = await inner!(fromWire(msg.request), LOCAL_INFO);
+      post({ type: "local_reply", id: msg.id, response: await responseToWire(res) });
       return;
     }
     case "readings":
@@ -146,6 +187,13 @@ function applyReading(id: string, reading: CapacityReadingInput | null): void {
 }
 
 self.onmessage = (e: MessageEvent<ToWorker>) => {
+  const msg = e.data;
+  if (msg.type === "forward_reply") {
+    // Not queued: a stop waiting for a drain must not hold back the answers the drain awaits.
+    forwarded.get(msg.id)?.(msg.response);
+    forwarded.delete(msg.id);
+    return;
+  }
   // One message at a time, in order (a config must be applied before the next is looked at).
   work = work.then(async () => {
     await handle(e.data);

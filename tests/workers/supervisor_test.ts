@@ -61,7 +61,7 @@ Deno.test("workers: max_conns 4 over two workers admits 4 at once and refuses th
   const { sup, base } = await group(config(fake.url, `${tmp.dir}/events.jsonl`), tmp.dir);
   try {
     for (let round = 0; round < 10; round++) {
-      const held = Array.from({ length: 4 }, () => chat(base, 1500));
+      const held = Array.from({ length: 4 }, () => chat(base, 1000));
       await until(
         () => fake.stats.inflight === 4,
         () => `4 at the node (round ${round}, ${fake.stats.inflight})`,
@@ -173,6 +173,56 @@ Deno.test("workers: usage events of both workers are stored once each", async ()
     assertEquals(new Set(lines.map((l) => l.request_id)).size, ok, "each request once");
   } finally {
     if (!stopped) await sup.stop(2000);
+    await fake.close();
+    await tmp.cleanup();
+  }
+});
+
+Deno.test("workers: admin changes reach every worker; workers, node metrics and config are the group's", async () => {
+  const tmp = await tempDir();
+  const fake = startFakeModel({ record: 0 });
+  const events = `${tmp.dir}/events.jsonl`;
+  const { sup, base, configPath } = await group(config(fake.url, events), tmp.dir);
+  const admin = { authorization: "Bearer adm", connection: "close" };
+  try {
+    const added = await fetch(`${base}/skeid/nodes`, {
+      method: "POST",
+      headers: { ...admin, "content-type": "application/json" },
+      body: JSON.stringify({ id: "c", url: fake.url, model: "added" }),
+    });
+    assertEquals(added.status, 200, "node added");
+    await added.body?.cancel();
+    for (let i = 0; i < 10; i++) {
+      const res = await fetch(`${base}/skeid/nodes`, { headers: admin });
+      const ids = ((await res.json()).nodes as { id: string }[]).map((n) => n.id);
+      assert(ids.includes("c"), `request ${i}: every worker has the node (${ids})`);
+    }
+    const unauth = await fetch(`${base}/skeid/workers`, { headers: { connection: "close" } });
+    assertEquals(unauth.status, 401, "the worker list is admin only");
+    await unauth.body?.cancel();
+    for (let i = 0; i < 8; i++) assertEquals(await chat(base), 200, `request ${i}`);
+    const listed = await (await fetch(`${base}/skeid/workers`, { headers: admin })).json();
+    assertEquals(listed.workers.map((w: { index: number }) => w.index), [0, 1], "both listed");
+    const served = listed.workers.reduce((n: number, w: { requests: number }) => n + w.requests, 0);
+    assertEquals(served, 8, "requests served, all workers");
+    const nodes = await (await fetch(`${base}/skeid/metrics/nodes`, { headers: admin })).json();
+    const n = nodes.metrics.find((m: { node_id: string }) => m.node_id === "n");
+    assertEquals([n.started, n.ok, n.inflight], [8, 8, 0], "node metrics summed over workers");
+    const cfg = config(fake.url, events);
+    cfg.nodes.push({ id: "b", url: fake.url, model: "new-model", max_conns: 4 });
+    await Deno.writeTextFile(configPath, stringify(cfg));
+    const reload = await fetch(`${base}/skeid/config/reload`, { method: "POST", headers: admin });
+    assertEquals(reload.status, 200, "reloaded");
+    await reload.body?.cancel();
+    for (let i = 0; i < 10; i++) {
+      const res = await fetch(`${base}/v1/models`, { headers: { connection: "close" } });
+      const ids = ((await res.json()).data as { id: string }[]).map((m) => m.id);
+      assert(ids.includes("new-model"), `request ${i}: applied in every worker (${ids})`);
+    }
+    const status = await (await fetch(`${base}/skeid/config`, { headers: admin })).json();
+    assertEquals(status.ok, true, "config status ok");
+  } finally {
+    await sup.stop(2000);
     await fake.close();
     await tmp.cleanup();
   }
