@@ -1,6 +1,6 @@
 /**
  * `deno task bench [--quick] [--out FILE] [--gateway-url URL|fake|bare] [--usage jsonlog|none]
- * [--transport raw|fetch] [--wrk auto|yes|no] [--streams N]`
+ * [--transport raw|fetch] [--wrk auto|yes|no] [--streams N] [--workers N]`
  *
  * Measures Skeid's overhead in one run: the same load client against the fake model directly
  * and through the gateway, with the gateway pinned to CPU 0 and the client and fake model to
@@ -39,6 +39,12 @@ const BARE_PROXY = `${ROOT}/scripts/bench/bare_proxy.ts`;
 const DENO = Deno.execPath();
 const GATEWAY_CPU = 0;
 const LOAD_CPU = 1;
+
+/** The gateway's CPUs: one core, or (`--workers N`, N > 1) one per worker where there are that many. */
+function gatewayCpus(workers: number): string {
+  const cores = Math.min(workers, navigator.hardwareConcurrency || 1);
+  return cores <= 1 ? String(GATEWAY_CPU) : `${GATEWAY_CPU}-${GATEWAY_CPU + cores - 1}`;
+}
 
 /** A load to run on both sides. */
 interface Scenario {
@@ -306,18 +312,25 @@ async function main(): Promise<number> {
       transport: { type: "string", default: "raw" },
       wrk: { type: "string", default: "auto" },
       streams: { type: "string" },
+      workers: { type: "string", default: "1" },
       help: { type: "boolean", short: "h" },
     },
   });
   if (values.help) {
     console.log(
       "usage: deno task bench [--quick] [--out FILE] [--gateway-url URL|fake|bare] " +
-        "[--usage jsonlog|none] [--transport raw|fetch] [--wrk auto|yes|no] [--streams N]",
+        "[--usage jsonlog|none] [--transport raw|fetch] [--wrk auto|yes|no] [--streams N] " +
+        "[--workers N]",
     );
     return 0;
   }
   if (values.usage !== "jsonlog" && values.usage !== "none") {
     console.error(`bench: --usage must be jsonlog or none, got '${values.usage}'`);
+    return 2;
+  }
+  const workers = Number(values.workers);
+  if (!Number.isInteger(workers) || workers < 1) {
+    console.error(`bench: --workers must be a whole number >= 1, got '${values.workers}'`);
     return 2;
   }
   if (values.wrk !== "auto" && values.wrk !== "yes" && values.wrk !== "no") {
@@ -450,17 +463,21 @@ async function main(): Promise<number> {
         "--allow-write",
         "--allow-env",
         "--allow-sys",
+        "--unstable-net",
         MAIN,
         "serve",
         "--config",
         config,
         "--listen",
         `127.0.0.1:${port}`,
-      ], { cpu: pin ? GATEWAY_CPU : undefined, env: { SKEID_LOG_LEVEL: "warn" } });
+        "--workers",
+        String(workers),
+      ], { cpu: pin ? gatewayCpus(workers) : undefined, env: { SKEID_LOG_LEVEL: "warn" } });
       children.push(gw);
       gatewayUrl = `http://127.0.0.1:${port}/v1`;
       gatewayPid = gw.pid;
-      gatewayNote = `\`skeid serve\` (src/main.ts) on 127.0.0.1:${port}, one node → the fake model`;
+      gatewayNote = `\`skeid serve --workers ${workers}\` (src/main.ts) on 127.0.0.1:${port}, ` +
+        "one node → the fake model";
       unavailable = await waitHealthy(`http://127.0.0.1:${port}/health`, gw, 60_000) ??
         await sanityCheck(gatewayUrl);
     }
@@ -532,7 +549,8 @@ async function main(): Promise<number> {
       gateway: gatewayNote,
       gatewayAvailable: useGateway,
       pinning: pin
-        ? `gateway on CPU ${GATEWAY_CPU}; load client and fake model on CPU ${LOAD_CPU} (taskset)`
+        ? `gateway on CPU ${gatewayCpus(workers)}; load client and fake model on CPU ${LOAD_CPU} ` +
+          "(taskset)"
         : "none (taskset missing or fewer than 2 CPUs): all processes share every CPU",
       notes,
     };
