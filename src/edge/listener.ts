@@ -181,11 +181,7 @@ export function listen(opts: ListenerOptions): ClientListener {
     idle.remove(c);
     // Only ever called on a connection with nothing in flight: aborting its server closes the
     // socket (an abort while a response streams would cut it).
-    try {
-      c.closer.abort();
-    } catch {
-      // The socket is already gone (the client closed it as the server stopped): nothing to do.
-    }
+    c.closer.abort();
   };
 
   const oldestIdle = (): ClientConn | undefined => {

@@ -33,6 +33,8 @@ export type ToWorker =
     type: "start";
     /** The worker's column in the inflight table (a replacement takes the dead one's). */
     index: number;
+    /** Workers in the group (the table has one more column: the supervisor's). */
+    workers: number;
     buffer: SharedArrayBuffer;
     size: InflightTableSize;
     hostname: string;

@@ -99,13 +99,18 @@ export class Supervisor {
   #app: ReturnType<typeof buildApp> | undefined;
   #nextId = 1;
 
-  private constructor(opts: SupervisorOptions, gateway: Gateway, fs: RecordingFs) {
+  private constructor(
+    opts: SupervisorOptions,
+    gateway: Gateway,
+    fs: RecordingFs,
+    table: InflightTable,
+  ) {
     this.#opts = opts;
     this.gateway = gateway;
     this.#fs = fs;
-    this.size = { capacity: TABLE_CAPACITY, workers: opts.workers };
-    this.buffer = new SharedArrayBuffer(inflightTableBytes(this.size));
-    this.table = new InflightTable(this.buffer, this.size, 0);
+    this.table = table;
+    this.size = { capacity: table.capacity, workers: table.workers };
+    this.buffer = table.words.buffer as SharedArrayBuffer;
     this.#config = { generation: 1, text: fs.last };
     this.addr = { transport: "tcp", hostname: opts.hostname, port: opts.port };
   }
@@ -116,15 +121,22 @@ export class Supervisor {
     // The config manager calls back before the supervisor exists (the first load): nothing to
     // hand on yet, the workers get that version with their start.
     const late: { supervisor?: Supervisor } = {};
+    // One column per worker, and the last one the supervisor's own: a slot its core takes (the
+    // function table, tests) counts for the group like any worker's.
+    const size = { capacity: TABLE_CAPACITY, workers: opts.workers + 1 };
+    const buffer = new SharedArrayBuffer(inflightTableBytes(size));
+    const table = new InflightTable(buffer, size, opts.workers);
     const gateway = await Gateway.open({
       ...opts,
+      // One set of probes, polling at the configured interval (not spread over the workers).
       workerCount: 1,
+      inflight: table,
       configFs: fs,
       onConfigApplied: () => {
         if (late.supervisor) late.supervisor.#configApplied();
       },
     });
-    const supervisor = new Supervisor(opts, gateway, fs);
+    const supervisor = new Supervisor(opts, gateway, fs, table);
     late.supervisor = supervisor;
     try {
       // Worker 0 first: with port 0 it learns the real port the others then share.
@@ -267,6 +279,7 @@ export class Supervisor {
     this.#send(slot, {
       type: "start",
       index,
+      workers: o.workers,
       buffer: this.buffer,
       size: this.size,
       hostname: o.hostname,

@@ -103,7 +103,7 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
       watch: false,
       configPath: msg.configPath,
       explicitAdminKey: msg.explicitAdminKey,
-      workerCount: msg.size.workers,
+      workerCount: msg.workers,
       inflight,
       configFs: posted,
       remoteRecorder: recorder,

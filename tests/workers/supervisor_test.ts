@@ -1,7 +1,7 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { until } from "../_helpers/poll.ts";
 import { tempDir } from "../_helpers/temp.ts";
-import { startFakeModel } from "../../src/fake/model.ts";
+import { type FakeModel, startFakeModel } from "../../src/fake/model.ts";
 import { Supervisor } from "../../src/workers/supervisor.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { stringify } from "yaml";
@@ -35,6 +35,24 @@ async function group(cfg: Record<string, unknown>, dir: string) {
   return { sup, configPath, logger, base: `http://127.0.0.1:${sup.addr.port}` };
 }
 
+/** A group of two workers over one fake node, with its fake model and a temp dir, for `fn`. */
+async function withGroup(
+  extra: Record<string, unknown>,
+  fn: (g: Awaited<ReturnType<typeof group>> & { fake: FakeModel; events: string }) => Promise<void>,
+): Promise<void> {
+  const tmp = await tempDir();
+  const fake = startFakeModel({ record: 0 });
+  const events = `${tmp.dir}/events.jsonl`;
+  const g = await group(config(fake.url, events, extra), tmp.dir);
+  try {
+    await fn({ ...g, fake, events });
+  } finally {
+    await g.sup.stop(2000);
+    await fake.close();
+    await tmp.cleanup();
+  }
+}
+
 /** A chat request the fake model holds `holdMs` before answering. */
 async function chat(base: string, holdMs = 0): Promise<number> {
   const res = await fetch(`${base}/v1/chat/completions`, {
@@ -56,10 +74,7 @@ async function eventLines(path: string): Promise<Record<string, unknown>[]> {
 }
 
 Deno.test("workers: max_conns 4 over two workers admits 4 at once and refuses the 5th, 10 times", async () => {
-  const tmp = await tempDir();
-  const fake = startFakeModel({ record: 0 });
-  const { sup, base } = await group(config(fake.url, `${tmp.dir}/events.jsonl`), tmp.dir);
-  try {
+  await withGroup({}, async ({ sup, base, fake }) => {
     for (let round = 0; round < 10; round++) {
       const held = Array.from({ length: 4 }, () => chat(base, 1000));
       await until(
@@ -75,21 +90,12 @@ Deno.test("workers: max_conns 4 over two workers admits 4 at once and refuses th
     assertEquals(workers.length, 2, "two workers listed");
     assert(workers.every((w) => w.requests > 0), `both workers served: ${JSON.stringify(workers)}`);
     assertEquals(workers.map((w) => w.inflight), [0, 0], "nothing left in flight");
-    const row = sup.table.slot("n");
-    assertEquals(sup.table.total(row), 0, "no slot leaked");
-  } finally {
-    await sup.stop(2000);
-    await fake.close();
-    await tmp.cleanup();
-  }
+    assertEquals(sup.table.total(sup.table.slot("n")), 0, "no slot leaked");
+  });
 });
 
 Deno.test("workers: a waiter is admitted when a slot frees in either worker", async () => {
-  const tmp = await tempDir();
-  const fake = startFakeModel({ record: 0 });
-  const cfg = config(fake.url, `${tmp.dir}/events.jsonl`, { routing: { wait_timeout_ms: 10_000 } });
-  const { sup, base } = await group(cfg, tmp.dir);
-  try {
+  await withGroup({ routing: { wait_timeout_ms: 10_000 } }, async ({ base, fake }) => {
     for (let round = 0; round < 3; round++) {
       const held = Array.from({ length: 4 }, () => chat(base, 400));
       await until(() => fake.stats.inflight === 4, "4 at the node", 3000);
@@ -97,18 +103,11 @@ Deno.test("workers: a waiter is admitted when a slot frees in either worker", as
       assertEquals(await Promise.all(waiters), [200, 200, 200, 200], "the waiters got in");
       assertEquals(await Promise.all(held), [200, 200, 200, 200], "the held answered");
     }
-  } finally {
-    await sup.stop(2000);
-    await fake.close();
-    await tmp.cleanup();
-  }
+  });
 });
 
 Deno.test("workers: a killed worker is replaced and its slots are given back", async () => {
-  const tmp = await tempDir();
-  const fake = startFakeModel({ record: 0 });
-  const { sup, base, logger } = await group(config(fake.url, `${tmp.dir}/events.jsonl`), tmp.dir);
-  try {
+  await withGroup({}, async ({ sup, base, fake, logger }) => {
     const held = Array.from({ length: 4 }, () => chat(base, 3000).catch(() => 0));
     await until(() => fake.stats.inflight === 4, "4 at the node", 3000);
     const row = sup.table.slot("n");
@@ -123,68 +122,38 @@ Deno.test("workers: a killed worker is replaced and its slots are given back", a
     await until(() => fake.stats.inflight === 0, "the node idle", 5000);
     for (let i = 0; i < 6; i++) assertEquals(await chat(base), 200, `request ${i} after`);
     assertEquals(sup.table.total(row), 0, "no slot leaked");
-  } finally {
-    await sup.stop(2000);
-    await fake.close();
-    await tmp.cleanup();
-  }
+  });
 });
 
 Deno.test("workers: a reload reaches every worker before it counts as applied", async () => {
-  const tmp = await tempDir();
-  const fake = startFakeModel({ record: 0 });
-  const events = `${tmp.dir}/events.jsonl`;
-  const { sup, base, configPath } = await group(config(fake.url, events), tmp.dir);
-  try {
+  await withGroup({}, async ({ sup, base, fake, configPath, events }) => {
     const cfg = config(fake.url, events);
     cfg.nodes.push({ id: "b", url: fake.url, model: "new-model", max_conns: 4 });
     await Deno.writeTextFile(configPath, stringify(cfg));
     await sup.gateway.config.reload();
     await sup.configApplied();
     // New connections land on either worker: each must already serve the new config.
-    for (let i = 0; i < 20; i++) {
-      const res = await fetch(`${base}/v1/models`, { headers: { connection: "close" } });
-      const ids = ((await res.json()).data as { id: string }[]).map((m) => m.id);
-      assert(ids.includes("new-model"), `request ${i}: the new model is listed (${ids})`);
-    }
-  } finally {
-    await sup.stop(2000);
-    await fake.close();
-    await tmp.cleanup();
-  }
+    await assertEveryWorkerLists(base, "new-model");
+  });
 });
 
 Deno.test("workers: usage events of both workers are stored once each", async () => {
-  const tmp = await tempDir();
-  const fake = startFakeModel({ record: 0 });
-  const events = `${tmp.dir}/events.jsonl`;
-  const { sup, base } = await group(config(fake.url, events), tmp.dir);
-  let stopped = false;
-  try {
+  await withGroup({}, async ({ sup, base, events }) => {
     const statuses = await Promise.all(Array.from({ length: 24 }, () => chat(base, 50)));
     assert(statuses.every((s) => s === 200 || s === 429), `answers: ${statuses}`);
     const ok = statuses.filter((s) => s === 200).length;
     const workers = await sup.workers();
     assert(workers.every((w) => w.requests > 0), `both workers served: ${JSON.stringify(workers)}`);
     await sup.stop(2000);
-    stopped = true;
     const lines = await eventLines(events);
     assertEquals(lines.length, ok, "one event per answered request");
     assertEquals(new Set(lines.map((l) => l.request_id)).size, ok, "each request once");
-  } finally {
-    if (!stopped) await sup.stop(2000);
-    await fake.close();
-    await tmp.cleanup();
-  }
+  });
 });
 
 Deno.test("workers: admin changes reach every worker; workers, node metrics and config are the group's", async () => {
-  const tmp = await tempDir();
-  const fake = startFakeModel({ record: 0 });
-  const events = `${tmp.dir}/events.jsonl`;
-  const { sup, base, configPath } = await group(config(fake.url, events), tmp.dir);
-  const admin = { authorization: "Bearer adm", connection: "close" };
-  try {
+  await withGroup({}, async ({ base, fake, configPath, events }) => {
+    const admin = { authorization: "Bearer adm", connection: "close" };
     const added = await fetch(`${base}/skeid/nodes`, {
       method: "POST",
       headers: { ...admin, "content-type": "application/json" },
@@ -192,11 +161,7 @@ Deno.test("workers: admin changes reach every worker; workers, node metrics and 
     });
     assertEquals(added.status, 200, "node added");
     await added.body?.cancel();
-    for (let i = 0; i < 10; i++) {
-      const res = await fetch(`${base}/skeid/nodes`, { headers: admin });
-      const ids = ((await res.json()).nodes as { id: string }[]).map((n) => n.id);
-      assert(ids.includes("c"), `request ${i}: every worker has the node (${ids})`);
-    }
+    await assertEveryWorkerLists(base, "added");
     const unauth = await fetch(`${base}/skeid/workers`, { headers: { connection: "close" } });
     assertEquals(unauth.status, 401, "the worker list is admin only");
     await unauth.body?.cancel();
@@ -214,16 +179,17 @@ Deno.test("workers: admin changes reach every worker; workers, node metrics and 
     const reload = await fetch(`${base}/skeid/config/reload`, { method: "POST", headers: admin });
     assertEquals(reload.status, 200, "reloaded");
     await reload.body?.cancel();
-    for (let i = 0; i < 10; i++) {
-      const res = await fetch(`${base}/v1/models`, { headers: { connection: "close" } });
-      const ids = ((await res.json()).data as { id: string }[]).map((m) => m.id);
-      assert(ids.includes("new-model"), `request ${i}: applied in every worker (${ids})`);
-    }
+    await assertEveryWorkerLists(base, "new-model");
     const status = await (await fetch(`${base}/skeid/config`, { headers: admin })).json();
     assertEquals(status.ok, true, "config status ok");
-  } finally {
-    await sup.stop(2000);
-    await fake.close();
-    await tmp.cleanup();
-  }
+  });
 });
+
+/** `/v1/models` on 10 new connections (they land on either worker) lists `model` every time. */
+async function assertEveryWorkerLists(base: string, model: string): Promise<void> {
+  for (let i = 0; i < 10; i++) {
+    const res = await fetch(`${base}/v1/models`, { headers: { connection: "close" } });
+    const ids = ((await res.json()).data as { id: string }[]).map((m) => m.id);
+    assert(ids.includes(model), `request ${i}: every worker lists ${model} (${ids})`);
+  }
+}
