@@ -301,6 +301,14 @@ async function machine(): Promise<string> {
     `${Deno.osRelease()}, Deno ${Deno.version.deno}`;
 }
 
+/** User + system CPU time of a process so far, ms (/proc/PID/stat, 100 ticks a second). */
+async function cpuMs(pid: number): Promise<number | null> {
+  const stat = await readProc(`/proc/${pid}/stat`);
+  if (!stat) return null;
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
 async function main(): Promise<number> {
   const { values } = parseArgs({
     args: Deno.args,
@@ -492,6 +500,7 @@ async function main(): Promise<number> {
     const sc = scenarios(quick, streamCount);
     const runSide = async (url: string, s: Scenario, sampleRssOf?: number): Promise<SideRun> => {
       const sampler = sampleRssOf ? sampleRss(sampleRssOf) : undefined;
+      const cpuBefore = url === gatewayUrl && gatewayPid ? await cpuMs(gatewayPid) : null;
       try {
         const result = useWrk && s.wrk
           ? await runWrk({
@@ -503,6 +512,15 @@ async function main(): Promise<number> {
             cpu: pin ? LOAD_CPU : undefined,
           })
           : await runClient(url, s, values.transport, pin);
+        const cpuAfter = cpuBefore !== null && gatewayPid ? await cpuMs(gatewayPid) : null;
+        if (cpuBefore !== null && cpuAfter !== null && result.completed > 0) {
+          // Whole-process CPU (every worker and the supervisor), warm-up included: an upper bound.
+          const us = ((cpuAfter - cpuBefore) * 1000) / result.completed;
+          notes.push(
+            `${s.label}: gateway CPU ${us.toFixed(0)} µs per request ` +
+              `(${result.completed.toLocaleString("en-US")} requests, --workers ${workers})`,
+          );
+        }
         return { result, rssPeakMb: sampler ? await sampler.stop() : undefined };
       } catch (e) {
         await sampler?.stop();
