@@ -251,7 +251,8 @@ export class Gateway implements ProxyContext {
       reload: () => config.reload(),
       reloadStatus: () => config.status(),
       usageRecord: (args) => {
-        ledger.record(buildUsageEvent(args, skeid.now));
+        // A worker's recorder hands the event to its supervisor's ledger (ADR 0025).
+        this.recorder.record(buildUsageEvent(args, skeid.now));
         return Promise.resolve({ ok: true, queued: true });
       },
       usageReport: (filters) => ledger.report(filters as ReportFilters),
