@@ -176,6 +176,11 @@ export class Skeid {
   /** Where the core's warnings go. */
   readonly logger: Logger;
 
+  /**
+   * Whether the inflight table is shared with other workers. A core alone counts on its own
+   * counters (the same numbers, without the table's lookups on the request path).
+   */
+  readonly #shared: boolean;
   readonly #capacity: CapacityTable;
   readonly #ejection: EjectionTable;
   readonly #pricing = new PricingTable();
@@ -201,6 +206,7 @@ export class Skeid {
     const env: EnvReader = options.env ?? processEnv;
     this.workerCount = Math.max(1, Math.floor(options.workerCount ?? 1) || 1);
     this.inflight = options.inflight ?? InflightTable.local();
+    this.#shared = this.inflight.workers > 1;
     this.capacityMaxAgeMs = Math.max(0, options.capacityMaxAgeMs ?? capacityMaxAgeFromEnv(env));
     this.#baseRouting = Object.freeze({
       ...routingFromEnv(env),
@@ -520,10 +526,12 @@ export class Skeid {
   startRequest(id: string): boolean {
     const record = this.#inventory.get(id);
     if (!record || !this.#admits(record)) return false;
-    // The slot itself is one compare-and-swap on the node's row: another worker may have taken
-    // the last one since `#admits` read the total.
-    const row = this.inflight.slot(id);
-    if (row >= 0 && !this.inflight.tryTake(row, record.share)) return false;
+    if (this.#shared) {
+      // The slot itself is one compare-and-swap on the node's row: another worker may have taken
+      // the last one since `#admits` read the total.
+      const row = record.row ??= this.inflight.slot(id);
+      if (row >= 0 && !this.inflight.tryTake(row, record.share)) return false;
+    }
     record.counters.inflight++;
     record.counters.started++;
     this.#ejection.start(id);
@@ -536,13 +544,16 @@ export class Skeid {
    * touches health; inflight never goes below 0.
    */
   finishRequest(id: string, outcome: FinishOutcome = {}): boolean {
-    // The slot goes back to the node's row even when the node was removed while the request ran
-    // (the id may be added again); `release` never takes a row below what this worker holds.
-    const row = this.inflight.slot(id);
-    if (row >= 0) this.inflight.release(row);
+    const shared = this.#shared;
+    if (shared) {
+      // The slot goes back to the node's row even when the node was removed while the request
+      // ran (the id may be added again); `release` never takes a row below what this one holds.
+      const row = this.inflight.slot(id);
+      if (row >= 0) this.inflight.release(row);
+    }
     const record = this.#inventory.get(id);
     if (!record) {
-      this.#notify();
+      if (shared) this.#notify();
       return true;
     }
     const counters = record.counters;
@@ -741,12 +752,13 @@ export class Skeid {
 
   /** Workers that divide max_conns: none beyond one when they share the inflight table. */
   #dividingWorkers(): number {
-    return this.inflight.workers > 1 ? 1 : this.workerCount;
+    return this.#shared ? 1 : this.workerCount;
   }
 
   /** Requests in flight at a node: every worker's when the table is shared, else this core's. */
   #inflightOf(record: NodeRecord): number {
-    const row = this.inflight.slot(record.node.id);
+    if (!this.#shared) return record.counters.inflight;
+    const row = record.row ??= this.inflight.slot(record.node.id);
     return row >= 0 ? this.inflight.total(row) : record.counters.inflight;
   }
 
