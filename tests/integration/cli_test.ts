@@ -1,4 +1,5 @@
 import { deepStrictEqual, match, ok, strictEqual, throws } from "node:assert/strict";
+import { endChild } from "../_helpers/cli.ts";
 import { fileURLToPath } from "node:url";
 import { parseListen } from "../../src/cli/serve.ts";
 
@@ -95,12 +96,7 @@ Deno.test("cli: serve --workers 4 prints address, config and the shared max_conn
     );
     ok(true);
   } finally {
-    try {
-      proc.kill("SIGKILL");
-    } catch {
-      // exited
-    }
-    await proc.status;
+    await endChild(proc);
     await reader.cancel().catch(() => {});
     await stderr.catch(() => {});
     await Deno.remove(dir, { recursive: true });

@@ -1,4 +1,5 @@
 import { assert, assertEquals, assertMatch } from "../_assert.ts";
+import { endChild } from "../_helpers/cli.ts";
 import { fileURLToPath } from "node:url";
 import { tempDir } from "../_helpers/temp.ts";
 import { startFakeModel } from "../../src/fake/model.ts";
@@ -85,12 +86,7 @@ Deno.test("serve --workers 2: SIGTERM drains both workers, stores every event, e
     const ids = new Set(lines.map((l) => JSON.parse(l).request_id));
     assertEquals(ids.size, 26, "each once");
   } finally {
-    try {
-      proc.kill("SIGKILL");
-    } catch {
-      // exited
-    }
-    await proc.status;
+    await endChild(proc);
     await reader.cancel().catch(() => {});
     await fake.close();
     await tmp.cleanup();
