@@ -116,14 +116,14 @@ export function responseFromWire(w: WireResponse): Response {
 /**
  * Requests a worker hands to the supervisor: `/health` (the group's reload state), and what changes the inventory (applied to every
  * worker), the config status and reload (the group's), the usage report (the one ledger), the
- * group's node metrics and the worker list.
+ * group's metrics and the worker list.
  */
 export function forwardedToSupervisor(method: string, path: string): boolean {
   // `/health` carries the config reload state, which is the supervisor's.
   if (path === "/health") return method === "GET";
   if (!path.startsWith("/skeid/")) return false;
   if (method === "GET") {
-    return path === "/skeid/config" || path === "/skeid/workers" ||
+    return path === "/skeid/config" || path === "/skeid/workers" || path === "/skeid/metrics" ||
       path === "/skeid/metrics/nodes" || path === "/skeid/usage";
   }
   if (method === "POST") {

@@ -18,6 +18,7 @@ import { type ConfigFileSystem, denoFileSystem } from "../config/manager.ts";
 import type { CapacityReadingInput } from "../core/types.ts";
 import { errorMessage } from "../error_message.ts";
 import { buildApp } from "../server.ts";
+import { mergePrometheus } from "./metrics_merge.ts";
 import type { NodeMetrics } from "../core/types.ts";
 import {
   type ConfigVersion,
@@ -330,7 +331,8 @@ export class Supervisor {
   async #answer(request: WireRequest): Promise<WireResponse> {
     const app = this.#app ??= buildApp(this.gateway);
     const path = request.path.split("?")[0];
-    const grouped = path === "/skeid/workers" || path === "/skeid/metrics/nodes";
+    const grouped = path === "/skeid/workers" || path === "/skeid/metrics" ||
+      path === "/skeid/metrics/nodes";
     // The group routes are checked by the supervisor's own admin plane first (key, 401/404).
     const asked = grouped
       ? { ...request, method: "GET", path: "/skeid/config", body: "" }
@@ -347,6 +349,14 @@ export class Supervisor {
     if (res.status !== 200) return res;
     if (path === "/skeid/workers") return jsonWire({ workers: await this.workers() });
     if (path === "/skeid/metrics/nodes") return await this.#nodeMetrics(request);
+    if (path === "/skeid/metrics") {
+      const answers = await Promise.all(this.#slots.map((slot) => this.#local(slot, request)));
+      return {
+        status: 200,
+        headers: [["content-type", "text/plain; version=0.0.4; charset=utf-8"]],
+        body: mergePrometheus(answers.filter((a) => a.status === 200).map((a) => a.body)),
+      };
+    }
     if (isInventoryMutation(request.method, path)) {
       await Promise.all(this.#slots.map((slot) => this.#local(slot, request)));
     }

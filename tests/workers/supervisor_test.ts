@@ -1,4 +1,4 @@
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals, assertMatch } from "../_assert.ts";
 import { until } from "../_helpers/poll.ts";
 import { tempDir } from "../_helpers/temp.ts";
 import { type FakeModel, startFakeModel } from "../../src/fake/model.ts";
@@ -173,6 +173,8 @@ Deno.test("workers: admin changes reach every worker; workers, node metrics and 
     const nodes = await (await fetch(`${base}/skeid/metrics/nodes`, { headers: admin })).json();
     const n = nodes.metrics.find((m: { node_id: string }) => m.node_id === "n");
     assertEquals([n.started, n.ok, n.inflight], [8, 8, 0], "node metrics summed over workers");
+    const prom = await (await fetch(`${base}/skeid/metrics`, { headers: admin })).text();
+    assertMatch(prom, /^skeid_node_requests_ok_total\{node="n"\} 8$/m, "Prometheus summed");
     const cfg = config(fake.url, events);
     cfg.nodes.push({ id: "b", url: fake.url, model: "new-model", max_conns: 4 });
     await Deno.writeTextFile(configPath, stringify(cfg));
