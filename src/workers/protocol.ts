@@ -9,6 +9,7 @@ import type { InflightTableSize } from "../core/inflight_table.ts";
 import type { CapacityReadingInput } from "../core/types.ts";
 import type { UsageEvent } from "../usage/types.ts";
 import type { LogLevel } from "../log.ts";
+import type { KeyAnswer } from "../keys/broker.ts";
 
 /** A config the supervisor validated and applied, numbered. */
 export interface ConfigVersion {
@@ -43,6 +44,8 @@ export type ToWorker =
     explicitAdminKey: string | undefined;
     config: ConfigVersion;
     gateway: WorkerGatewayOptions;
+    /** Whether the supervisor has a key broker (OpenBao) the worker asks node keys of. */
+    keyBroker: boolean;
   }
   | ({ type: "config" } & ConfigVersion)
   | { type: "readings"; readings: [string, CapacityReadingInput | null][] }
@@ -51,7 +54,8 @@ export type ToWorker =
   /** An admin request to run on the worker's own gateway (a mutation applied to all, metrics). */
   | { type: "local"; id: number; request: WireRequest }
   /** The supervisor's answer to a request the worker forwarded. */
-  | { type: "forward_reply"; id: number; response: WireResponse };
+  | { type: "forward_reply"; id: number; response: WireResponse }
+  | { type: "key_reply"; id: number; answer: KeyAnswer };
 
 /** What a worker says about itself for `GET /skeid/workers`. */
 export interface WorkerStats {
@@ -71,7 +75,9 @@ export type FromWorker =
   | { type: "stopped" }
   /** An admin request that is the group's business, for the supervisor to answer. */
   | { type: "forward"; id: number; request: WireRequest }
-  | { type: "local_reply"; id: number; response: WireResponse };
+  | { type: "local_reply"; id: number; response: WireResponse }
+  /** A node key (`api_key_ref`) the worker's cache does not hold: the supervisor's broker asks. */
+  | { type: "key"; id: number; ref: string };
 
 /** An HTTP request as plain data. */
 export interface WireRequest {

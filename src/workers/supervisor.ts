@@ -265,6 +265,14 @@ export class Supervisor {
             (response) => this.#send(slot, { type: "forward_reply", id: msg.id, response }),
           );
           return;
+        case "key": {
+          const broker = this.gateway.keyBroker;
+          const answer = broker
+            ? broker.keyFor(msg.ref)
+            : Promise.resolve({ error: "no key broker" });
+          answer.then((a) => this.#send(slot, { type: "key_reply", id: msg.id, answer: a }));
+          return;
+        }
         case "local_reply":
           slot.local.get(msg.id)?.(msg.response);
           slot.local.delete(msg.id);
@@ -288,6 +296,7 @@ export class Supervisor {
       configPath: o.configPath,
       explicitAdminKey: o.explicitAdminKey,
       config: this.#config,
+      keyBroker: this.gateway.keyBroker !== undefined,
       gateway: {
         env: o.workerEnv,
         upstreamTimeoutMs: o.upstreamTimeoutMs,

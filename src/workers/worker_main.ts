@@ -15,6 +15,8 @@ import { errorMessage } from "../error_message.ts";
 import type { UsageEvent, UsageRecorder } from "../usage/types.ts";
 import type { CapacityReadingInput } from "../core/types.ts";
 import type { ServeHandler } from "../edge/listener.ts";
+import { CachingKeyBroker, type KeyAnswer } from "../keys/broker.ts";
+import { createLogger, type Logger } from "../log.ts";
 import {
   type ConfigVersion,
   forwardedToSupervisor,
@@ -79,6 +81,21 @@ function wrap(handler: ServeHandler): ServeHandler {
   };
 }
 
+/** Node keys asked of the supervisor, by id. */
+const keys = new Map<number, (answer: KeyAnswer) => void>();
+
+/** The supervisor's one OpenBao login, behind this worker's own cache (ADR 0025). */
+function remoteKeyBroker(logger: Logger): CachingKeyBroker {
+  return new CachingKeyBroker({
+    resolveKeyAsync(ref: string): Promise<KeyAnswer> {
+      const id = nextId++;
+      const answered = new Promise<KeyAnswer>((resolve) => keys.set(id, resolve));
+      post({ type: "key", id, ref });
+      return answered;
+    },
+  }, { logger });
+}
+
 const LOCAL_INFO = {
   remoteAddr: { transport: "tcp", hostname: "127.0.0.1", port: 0 },
   completed: Promise.resolve(),
@@ -108,6 +125,7 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
       configFs: posted,
       remoteRecorder: recorder,
       wrap,
+      keyBroker: msg.keyBroker ? remoteKeyBroker(createLogger(msg.gateway.logLevel)) : null,
       upstreamTimeoutMs: msg.gateway.upstreamTimeoutMs,
       keepaliveMs: msg.gateway.keepaliveMs,
       logLevel: msg.gateway.logLevel,
@@ -188,6 +206,11 @@ function applyReading(id: string, reading: CapacityReadingInput | null): void {
 
 self.onmessage = (e: MessageEvent<ToWorker>) => {
   const msg = e.data;
+  if (msg.type === "key_reply") {
+    keys.get(msg.id)?.(msg.answer);
+    keys.delete(msg.id);
+    return;
+  }
   if (msg.type === "forward_reply") {
     // Not queued: a stop waiting for a drain must not hold back the answers the drain awaits.
     forwarded.get(msg.id)?.(msg.response);

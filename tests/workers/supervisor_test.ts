@@ -195,3 +195,55 @@ async function assertEveryWorkerLists(base: string, model: string): Promise<void
     assert(ids.includes(model), `request ${i}: every worker lists ${model} (${ids})`);
   }
 }
+
+Deno.test("workers: node keys come from the supervisor's one key broker, asked once per ref", async () => {
+  const tmp = await tempDir();
+  const fake = startFakeModel();
+  const asked: string[] = [];
+  const broker = {
+    keyFor(ref: string) {
+      asked.push(ref);
+      return Promise.resolve({ key: `key-of-${ref}` });
+    },
+    cached: () => undefined,
+    forget() {},
+    close: () => Promise.resolve(),
+  };
+  const configPath = `${tmp.dir}/skeid.yaml`;
+  await Deno.writeTextFile(
+    configPath,
+    stringify({ nodes: [{ id: "n", url: fake.url, model: "m", api_key_ref: "kv/node-n" }] }),
+  );
+  const sup = await Supervisor.start({
+    hostname: "127.0.0.1",
+    port: 0,
+    workers: 2,
+    configPath,
+    env: () => undefined,
+    workerEnv: {},
+    logger: memoryLogger("warn"),
+    logLevel: "error",
+    keyBroker: broker,
+  });
+  try {
+    const base = `http://127.0.0.1:${sup.addr.port}`;
+    for (let i = 0; i < 10; i++) {
+      const res = await fetch(`${base}/v1/chat/completions`, {
+        method: "POST",
+        headers: { connection: "close", "content-type": "application/json" },
+        body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] }),
+      });
+      assertEquals(res.status, 200, `request ${i}`);
+      await res.body?.cancel();
+    }
+    const auth = fake.requests.map((r) => r.headers.authorization);
+    assertEquals(auth.length, 10, "10 forwarded");
+    assert(auth.every((a) => a === "Bearer key-of-kv/node-n"), `the broker's key: ${auth}`);
+    const fromWorkers = asked.filter((r) => r === "kv/node-n").length;
+    assert(fromWorkers <= 3, `cached per worker (asked ${fromWorkers} times, warm-up included)`);
+  } finally {
+    await sup.stop(2000);
+    await fake.close();
+    await tmp.cleanup();
+  }
+});
