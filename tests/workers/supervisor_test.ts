@@ -2,7 +2,7 @@ import { assert, assertEquals, assertMatch } from "../_assert.ts";
 import { until } from "../_helpers/poll.ts";
 import { tempDir } from "../_helpers/temp.ts";
 import { type FakeModel, startFakeModel } from "../../src/fake/model.ts";
-import { Supervisor } from "../../src/workers/supervisor.ts";
+import { Supervisor, type SupervisorOptions } from "../../src/workers/supervisor.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { stringify } from "yaml";
 
@@ -17,7 +17,11 @@ function config(url: string, events: string, extra: Record<string, unknown> = {}
   };
 }
 
-async function group(cfg: Record<string, unknown>, dir: string) {
+async function group(
+  cfg: Record<string, unknown>,
+  dir: string,
+  more: Partial<SupervisorOptions> = {},
+) {
   const configPath = `${dir}/skeid.yaml`;
   await Deno.writeTextFile(configPath, stringify(cfg));
   const logger = memoryLogger("warn");
@@ -31,6 +35,7 @@ async function group(cfg: Record<string, unknown>, dir: string) {
     logger,
     logLevel: "error",
     spillPath: `${dir}/spill.jsonl`,
+    ...more,
   });
   return { sup, configPath, logger, base: `http://127.0.0.1:${sup.addr.port}` };
 }
@@ -209,24 +214,9 @@ Deno.test("workers: node keys come from the supervisor's one key broker, asked o
     forget() {},
     close: () => Promise.resolve(),
   };
-  const configPath = `${tmp.dir}/skeid.yaml`;
-  await Deno.writeTextFile(
-    configPath,
-    stringify({ nodes: [{ id: "n", url: fake.url, model: "m", api_key_ref: "kv/node-n" }] }),
-  );
-  const sup = await Supervisor.start({
-    hostname: "127.0.0.1",
-    port: 0,
-    workers: 2,
-    configPath,
-    env: () => undefined,
-    workerEnv: {},
-    logger: memoryLogger("warn"),
-    logLevel: "error",
-    keyBroker: broker,
-  });
+  const nodes = [{ id: "n", url: fake.url, model: "m", api_key_ref: "kv/node-n" }];
+  const { sup, base } = await group({ nodes }, tmp.dir, { keyBroker: broker });
   try {
-    const base = `http://127.0.0.1:${sup.addr.port}`;
     for (let i = 0; i < 10; i++) {
       const res = await fetch(`${base}/v1/chat/completions`, {
         method: "POST",
