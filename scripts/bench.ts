@@ -1,6 +1,6 @@
 /**
  * `deno task bench [--quick] [--out FILE] [--gateway-url URL|fake|bare] [--usage jsonlog|none]
- * [--transport raw|fetch] [--wrk auto|yes|no] [--streams N] [--limits]`
+ * [--transport raw|fetch] [--wrk auto|yes|no] [--streams N] [--limits] [--workers N]`
  *
  * Measures Skeid's overhead in one run: the same load client against the fake model directly
  * and through the gateway, with the gateway pinned to CPU 0 and the client and fake model to
@@ -39,6 +39,12 @@ const BARE_PROXY = `${ROOT}/scripts/bench/bare_proxy.ts`;
 const DENO = Deno.execPath();
 const GATEWAY_CPU = 0;
 const LOAD_CPU = 1;
+
+/** The gateway's CPUs: one core, or (`--workers N`, N > 1) one per worker where there are that many. */
+function gatewayCpus(workers: number): string {
+  const cores = Math.min(workers, navigator.hardwareConcurrency || 1);
+  return cores <= 1 ? String(GATEWAY_CPU) : `${GATEWAY_CPU}-${GATEWAY_CPU + cores - 1}`;
+}
 
 /** A load to run on both sides. */
 interface Scenario {
@@ -309,6 +315,14 @@ async function machine(): Promise<string> {
     `${Deno.osRelease()}, Deno ${Deno.version.deno}`;
 }
 
+/** User + system CPU time of a process so far, ms (/proc/PID/stat, 100 ticks a second). */
+async function cpuMs(pid: number): Promise<number | null> {
+  const stat = await readProc(`/proc/${pid}/stat`);
+  if (!stat) return null;
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
 async function main(): Promise<number> {
   const { values } = parseArgs({
     args: Deno.args,
@@ -321,6 +335,7 @@ async function main(): Promise<number> {
       wrk: { type: "string", default: "auto" },
       streams: { type: "string" },
       limits: { type: "boolean", default: false },
+      workers: { type: "string", default: "1" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -328,12 +343,17 @@ async function main(): Promise<number> {
     console.log(
       "usage: deno task bench [--quick] [--out FILE] [--gateway-url URL|fake|bare] " +
         "[--usage jsonlog|none] [--transport raw|fetch] [--wrk auto|yes|no] [--streams N] " +
-        "[--limits]",
+        "[--limits] [--workers N]",
     );
     return 0;
   }
   if (values.usage !== "jsonlog" && values.usage !== "none") {
     console.error(`bench: --usage must be jsonlog or none, got '${values.usage}'`);
+    return 2;
+  }
+  const workers = Number(values.workers);
+  if (!Number.isInteger(workers) || workers < 1) {
+    console.error(`bench: --workers must be a whole number >= 1, got '${values.workers}'`);
     return 2;
   }
   if (values.wrk !== "auto" && values.wrk !== "yes" && values.wrk !== "no") {
@@ -466,18 +486,21 @@ async function main(): Promise<number> {
         "--allow-write",
         "--allow-env",
         "--allow-sys",
+        "--unstable-net",
         MAIN,
         "serve",
         "--config",
         config,
         "--listen",
         `127.0.0.1:${port}`,
-      ], { cpu: pin ? GATEWAY_CPU : undefined, env: { SKEID_LOG_LEVEL: "warn" } });
+        "--workers",
+        String(workers),
+      ], { cpu: pin ? gatewayCpus(workers) : undefined, env: { SKEID_LOG_LEVEL: "warn" } });
       children.push(gw);
       gatewayUrl = `http://127.0.0.1:${port}/v1`;
       gatewayPid = gw.pid;
-      gatewayNote =
-        `\`skeid serve\` (src/main.ts) on 127.0.0.1:${port}, one node → the fake model` +
+      gatewayNote = `\`skeid serve --workers ${workers}\` (src/main.ts) on 127.0.0.1:${port}, ` +
+        "one node → the fake model" +
         (values.limits ? "; every key on a policy with rate limits and a budget (--limits)" : "");
       unavailable = await waitHealthy(`http://127.0.0.1:${port}/health`, gw, 60_000) ??
         await sanityCheck(gatewayUrl);
@@ -493,6 +516,7 @@ async function main(): Promise<number> {
     const sc = scenarios(quick, streamCount);
     const runSide = async (url: string, s: Scenario, sampleRssOf?: number): Promise<SideRun> => {
       const sampler = sampleRssOf ? sampleRss(sampleRssOf) : undefined;
+      const cpuBefore = url === gatewayUrl && gatewayPid ? await cpuMs(gatewayPid) : null;
       try {
         const result = useWrk && s.wrk
           ? await runWrk({
@@ -504,6 +528,15 @@ async function main(): Promise<number> {
             cpu: pin ? LOAD_CPU : undefined,
           })
           : await runClient(url, s, values.transport, pin);
+        const cpuAfter = cpuBefore !== null && gatewayPid ? await cpuMs(gatewayPid) : null;
+        if (cpuBefore !== null && cpuAfter !== null && result.completed > 0) {
+          // Whole-process CPU (every worker and the supervisor), warm-up included: an upper bound.
+          const us = ((cpuAfter - cpuBefore) * 1000) / result.completed;
+          notes.push(
+            `${s.label}: gateway CPU ${us.toFixed(0)} µs per request ` +
+              `(${result.completed.toLocaleString("en-US")} requests, --workers ${workers})`,
+          );
+        }
         return { result, rssPeakMb: sampler ? await sampler.stop() : undefined };
       } catch (e) {
         await sampler?.stop();
@@ -550,7 +583,8 @@ async function main(): Promise<number> {
       gateway: gatewayNote,
       gatewayAvailable: useGateway,
       pinning: pin
-        ? `gateway on CPU ${GATEWAY_CPU}; load client and fake model on CPU ${LOAD_CPU} (taskset)`
+        ? `gateway on CPU ${gatewayCpus(workers)}; load client and fake model on CPU ${LOAD_CPU} ` +
+          "(taskset)"
         : "none (taskset missing or fewer than 2 CPUs): all processes share every CPU",
       notes,
     };

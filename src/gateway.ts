@@ -12,13 +12,14 @@ import { keyIdForKey } from "./core/keyid.ts";
 import { FunctionTable } from "./core/functions.ts";
 import { Tenancy } from "./core/tenancy.ts";
 import type { Node } from "./core/types.ts";
-import { ConfigManager } from "./config/manager.ts";
+import { type ConfigFileSystem, ConfigManager } from "./config/manager.ts";
+import type { InflightTable } from "./core/inflight_table.ts";
 import { assertRegistryProbeBlock } from "./config/registry_probe.ts";
 import { UsageLedger } from "./usage/ledger.ts";
 import { buildUsageEvent } from "./usage/event.ts";
 import { normalizeUsageStoreConfig } from "./usage/config.ts";
 import { BudgetSync } from "./usage/budget_sync.ts";
-import type { ReportFilters, UsageReport } from "./usage/types.ts";
+import type { ReportFilters, UsageRecorder, UsageReport } from "./usage/types.ts";
 import { GatewayMetrics, knownModels } from "./admin/metrics.ts";
 import { BufferBudget, maxBufferedBytes } from "./proxy/buffer_budget.ts";
 import type { AdminDeps } from "./admin/routes.ts";
@@ -76,6 +77,17 @@ export interface GatewayOptions {
    * 10,000; 0 = none.
    */
   keepaliveMs?: number;
+  /** The inflight table admission takes slots from (shared by the workers, ADR 0025). */
+  inflight?: InflightTable;
+  /** How the config file is read (a worker reads the text its supervisor sent). */
+  configFs?: ConfigFileSystem;
+  /** Called after every applied config (the supervisor hands it on to the workers). */
+  onConfigApplied?: () => void;
+  /**
+   * A worker's usage recorder (it posts to the supervisor, ADR 0025): the gateway then opens no
+   * usage store and runs no capacity probes of its own; the supervisor does both, once.
+   */
+  remoteRecorder?: UsageRecorder;
 }
 
 /** The `/health` answer. */
@@ -114,8 +126,8 @@ export class Gateway implements ProxyContext {
   readonly config: ConfigManager;
   /** The usage store with its write-behind queue, retries and spill file. */
   readonly ledger: UsageLedger;
-  /** The ledger again, as the proxy's `UsageRecorder`. */
-  readonly recorder: UsageLedger;
+  /** The ledger again, as the proxy's `UsageRecorder` (a worker's posts to its supervisor). */
+  readonly recorder: UsageRecorder;
   /** Volatile counters for `/skeid/metrics`; never billed. */
   readonly metrics: GatewayMetrics;
   /** The gateway's logger (level from `SKEID_LOG_LEVEL` unless one is given). */
@@ -173,13 +185,14 @@ export class Gateway implements ProxyContext {
     this.skeid = new Skeid({
       now: opts.now,
       workerCount: opts.workerCount,
+      inflight: opts.inflight,
       env,
       logger: this.logger,
       // addNode (admin API, functions) refuses a registry probe block a config load refuses.
       validateNode: assertRegistryProbeBlock,
     });
     this.ledger = new UsageLedger({ logger: this.logger, spillPath: opts.spillPath });
-    this.recorder = this.ledger;
+    this.recorder = opts.remoteRecorder ?? this.ledger;
     this.metrics = new GatewayMetrics(
       knownModels(this.skeid),
       (id) => shareKeyLabel(id, this.skeid.keyNameForId(id)),
@@ -237,26 +250,35 @@ export class Gateway implements ProxyContext {
       logger: this.logger,
       explicitAdminKey: opts.explicitAdminKey,
       reloadIntervalMs: opts.reloadIntervalMs,
+      fs: opts.configFs,
       hooks: {
-        prepareUsageStore: async (cfg) => {
+        prepareUsageStore: opts.remoteRecorder ? undefined : async (cfg) => {
           const store = await ledger.prepareStore(cfg);
           return {
             install: () => ledger.installStore(store, cfg),
             discard: () => store.close(),
           };
         },
-        onApplied: () => this.#onApplied(),
+        onApplied: () => {
+          this.#onApplied();
+          opts.onConfigApplied?.();
+        },
       },
     });
     const config = this.config;
     this.keyBroker = opts.keyBroker ?? undefined;
     // Follows the inventory by itself (config load/reload, admin API, functions).
-    this.probes = startCapacityProbes({ skeid, logger: this.logger, env });
+    this.probes = opts.remoteRecorder ? noProbes() : startCapacityProbes({
+      skeid,
+      logger: this.logger,
+      env,
+    });
     this.functions = new FunctionTable(skeid, {
       reload: () => config.reload(),
       reloadStatus: () => config.status(),
       usageRecord: (args) => {
-        ledger.record(buildUsageEvent(args, skeid.now));
+        // A worker's recorder hands the event to its supervisor's ledger (ADR 0025).
+        this.recorder.record(buildUsageEvent(args, skeid.now));
         return Promise.resolve({ ok: true, queued: true });
       },
       usageReport: (filters) => ledger.report(filters as ReportFilters),
@@ -433,4 +455,10 @@ export class Gateway implements ProxyContext {
     }
     for (const tag of this.#keyWarned) if (!seen.has(tag)) this.#keyWarned.delete(tag);
   }
+}
+
+/** A worker's probes: none (the supervisor probes once for all and posts the readings). */
+function noProbes(): CapacityProbes {
+  const done = (): Promise<void> => Promise.resolve();
+  return { refresh() {}, close: done, status: () => [], pollNow: done, settled: done };
 }

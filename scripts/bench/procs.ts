@@ -57,7 +57,7 @@ export function spawnChild(
   cmd: string,
   args: string[],
   opts: {
-    cpu?: number;
+    cpu?: number | string;
     env?: Record<string, string>;
     /** Called with every complete line of stdout and stderr (e.g. to count log events). */
     onLine?: (line: string) => void;

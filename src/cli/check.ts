@@ -8,6 +8,7 @@
  */
 import { parseArgs } from "node:util";
 import { Skeid } from "../core/skeid.ts";
+import { InflightTable } from "../core/inflight_table.ts";
 import { silentLogger } from "../log.ts";
 import { ConfigLoadError, formatIssue } from "../config/errors.ts";
 import { ConfigFileMissingError, loadConfigFile, type LoadedConfig } from "../config/load.ts";
@@ -19,7 +20,8 @@ const HELP = `usage: skeid check --config FILE [--workers N]
 Validates a config file: every error is printed with its path and line. Exit 0 when it loads
 (warnings are printed too), 1 when it does not, 2 when the file is missing or the arguments are
 wrong. Environment variables the config names (registry secret, admin key, a store's password)
-are read as serve would read them; the usage store is checked but not opened.
+are read as serve would read them; the usage store is checked but not opened. --workers N is
+serve's: the workers share each node's max_conns, so only frontend_count splits it (warned).
 `;
 
 /** Runs the subcommand; answers the exit code. */
@@ -108,7 +110,14 @@ function shareWarnings(
 ): string[] {
   if (!loaded.nodeSpecs || loaded.nodeSpecs.length === 0) return [];
   try {
-    const skeid = new Skeid({ env, workerCount: workers, logger: silentLogger });
+    // The workers of one serve share their inflight counters (ADR 0025): only frontends divide
+    // max_conns, so N workers warn exactly as one does.
+    const skeid = new Skeid({
+      env,
+      workerCount: workers,
+      inflight: workers > 1 ? InflightTable.shared(1, workers) : undefined,
+      logger: silentLogger,
+    });
     skeid.setRouting(loaded.routing);
     skeid.replaceNodes(loaded.nodeSpecs);
     return skeid.workerShareWarnings();

@@ -10,12 +10,14 @@ import { Gateway, type GatewayOptions } from "../gateway.ts";
 import { buildApp } from "../server.ts";
 import { formatIssue } from "../config/errors.ts";
 import { errorMessage } from "../error_message.ts";
+import { Supervisor } from "../workers/supervisor.ts";
 import {
   type ClientListener,
   type ConnectionLimits,
   connectionLimits,
   listen,
   openFileLimit,
+  type ServeHandler,
 } from "../edge/listener.ts";
 
 /** Default listen address. */
@@ -57,6 +59,12 @@ export interface StartServerOptions extends GatewayOptions {
   port: number;
   /** Client connection limits; default from the environment and the file-descriptor limit. */
   limits?: ConnectionLimits;
+  /** Listen with reusePort (the workers of one process share the address, ADR 0025). */
+  reusePort?: boolean;
+  /** Watch the config file; default true (a worker's supervisor watches it instead). */
+  watch?: boolean;
+  /** Wraps the app's handler (a worker hands the group's admin requests to its supervisor). */
+  wrap?: (handler: ServeHandler) => ServeHandler;
 }
 
 /** Opens a gateway and serves it (used by `serve`, `demo` and the integration tests). */
@@ -70,7 +78,8 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       hostname: opts.hostname,
       port: opts.port,
       limits,
-      handler: app.fetch,
+      reusePort: opts.reusePort,
+      handler: opts.wrap ? opts.wrap(app.fetch) : app.fetch,
       onError: (err) => {
         gateway.logger.error("http_error", {
           error: errorMessage(err),
@@ -83,7 +92,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
     await gateway.close();
     throw err;
   }
-  gateway.config.watch();
+  if (opts.watch !== false) gateway.config.watch();
   let stopping: Promise<void> | undefined;
   const stop = (graceMs = 10_000): Promise<void> => {
     stopping ??= (async () => {
@@ -146,15 +155,18 @@ export async function run(args: string[]): Promise<number> {
     }
   }
 
-  let running: RunningServer;
+  let running: Pick<RunningServer, "gateway" | "addr" | "stop" | "finished">;
   try {
-    running = await startServer({
+    const opts = {
       hostname: listen.hostname,
       port: listen.port,
       configPath,
       explicitAdminKey: v["admin-api-key"],
-      workerCount: workers,
-    });
+    };
+    // N workers on one address, admitting as one (ADR 0025); 1 is the plain server.
+    running = workers > 1
+      ? await Supervisor.start({ ...opts, workers })
+      : await startServer({ ...opts, workerCount: 1 });
   } catch (err) {
     const msg = errorMessage(err);
     // ConfigLoadError names the file and every error with its path and line already.
@@ -169,10 +181,7 @@ export async function run(args: string[]): Promise<number> {
   console.log(`skeid: listening on http://${host}:${running.addr.port}`);
   console.log(`skeid: config ${configPath ?? "(none: empty inventory)"}`);
   if (workers > 1) {
-    console.log(
-      `skeid: --workers ${workers}: this process admits 1/${workers} of each node's max_conns; ` +
-        `run ${workers} such processes (each on its own --listen, behind one balancer)`,
-    );
+    console.log(`skeid: --workers ${workers}: ${workers} workers share each node's max_conns`);
   }
   for (const w of gw.skeid.workerShareWarnings()) console.log(`skeid: warning: ${w}`);
   if (!gw.ledger.warnIfUnconfigured()) {

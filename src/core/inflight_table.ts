@@ -80,6 +80,12 @@ export class InflightTable {
     return new InflightTable(new ArrayBuffer(inflightTableBytes(size)), size, 0);
   }
 
+  /** A table `workers` workers can share (worker 0's view; hand the buffer to the others). */
+  static shared(capacity: number, workers: number): InflightTable {
+    const size = { capacity, workers };
+    return new InflightTable(new SharedArrayBuffer(inflightTableBytes(size)), size, 0);
+  }
+
   /** The row offset of a node id, claimed on first use; -1 when the table is full. */
   slot(id: string): number {
     const cached = this.#slots.get(id);

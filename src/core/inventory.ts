@@ -311,6 +311,8 @@ export interface NodeRecord {
   readonly counters: NodeCounters;
   /** This process's share of max_conns (0 = unlimited); kept current by the core. */
   share: number;
+  /** The node's row in a shared inflight table, found on first use (ADR 0025). */
+  row?: number;
 }
 
 function byId(a: NodeRecord, b: NodeRecord): number {

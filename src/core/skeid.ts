@@ -62,6 +62,7 @@ import {
   normalizeNodeList,
 } from "./inventory.ts";
 import { FailureHistory, workerShare, workerShareWarnings } from "./admission.ts";
+import { InflightTable } from "./inflight_table.ts";
 import { hasAllTags, hasAnyTag, pickWeighted, RouteTable } from "./router.ts";
 import {
   capacityMaxAgeFromEnv,
@@ -75,8 +76,14 @@ import {
 export interface SkeidOptions {
   /** Clock, epoch ms (tests inject one). Default `Date.now`. */
   now?: () => number;
-  /** Prefork workers sharing this config (ADR 0010); default 1. */
+  /** Workers sharing this config (ADR 0025); default 1. */
   workerCount?: number;
+  /**
+   * Per-node inflight counters admission takes slots from (ADR 0025); default a table of this
+   * core alone. A table shared by several workers (`workers > 1`) makes admission exact across
+   * them: max_conns is then divided by frontend_count only.
+   */
+  inflight?: InflightTable;
   /** How long a capacity reading is trusted, ms; default 5000; 0 disables expiry. */
   capacityMaxAgeMs?: number;
   /** Routing settings that override the environment defaults (the "passed to new" values). */
@@ -162,13 +169,20 @@ function copyNode(node: Node): Node {
 export class Skeid {
   /** Epoch-ms clock. */
   readonly now: () => number;
-  /** Prefork workers sharing this config (divides max_conns, spreads probe polls). */
+  /** Workers sharing this config (spreads probe polls; divides max_conns without a shared table). */
   readonly workerCount: number;
+  /** The inflight counters admission takes slots from (shared by the workers, or this core's). */
+  readonly inflight: InflightTable;
   /** How long a capacity reading is trusted, ms (0 = forever). */
   readonly capacityMaxAgeMs: number;
   /** Where the core's warnings go. */
   readonly logger: Logger;
 
+  /**
+   * Whether the inflight table is shared with other workers. A core alone counts on its own
+   * counters (the same numbers, without the table's lookups on the request path).
+   */
+  readonly #shared: boolean;
   readonly #capacity: CapacityTable;
   readonly #ejection: EjectionTable;
   readonly #pricing = new PricingTable();
@@ -195,6 +209,8 @@ export class Skeid {
     this.logger = options.logger ?? createLogger();
     const env: EnvReader = options.env ?? processEnv;
     this.workerCount = Math.max(1, Math.floor(options.workerCount ?? 1) || 1);
+    this.inflight = options.inflight ?? InflightTable.local();
+    this.#shared = this.inflight.workers > 1;
     this.capacityMaxAgeMs = Math.max(0, options.capacityMaxAgeMs ?? capacityMaxAgeFromEnv(env));
     this.#baseRouting = Object.freeze({
       ...routingFromEnv(env),
@@ -500,7 +516,7 @@ export class Skeid {
     const index = pickWeighted(entry, this.#admitsIn(entry.nodes));
     if (index < 0) return undefined;
     const record = entry.nodes[index];
-    return { ...record.node, inflight: record.counters.inflight, route_key: entry.key };
+    return { ...record.node, inflight: this.#inflightOf(record), route_key: entry.key };
   }
 
   /**
@@ -532,6 +548,12 @@ export class Skeid {
   startRequest(id: string): boolean {
     const record = this.#inventory.get(id);
     if (!record || !this.#admits(record)) return false;
+    if (this.#shared) {
+      // The slot itself is one compare-and-swap on the node's row: another worker may have taken
+      // the last one since `#admits` read the total.
+      const row = record.row ??= this.inflight.slot(id);
+      if (row >= 0 && !this.inflight.tryTake(row, record.share)) return false;
+    }
     record.counters.inflight++;
     record.counters.started++;
     this.#ejection.start(id);
@@ -544,8 +566,18 @@ export class Skeid {
    * touches health; inflight never goes below 0.
    */
   finishRequest(id: string, outcome: FinishOutcome = {}): boolean {
+    const shared = this.#shared;
+    if (shared) {
+      // The slot goes back to the node's row even when the node was removed while the request
+      // ran (the id may be added again); `release` never takes a row below what this one holds.
+      const row = this.inflight.slot(id);
+      if (row >= 0) this.inflight.release(row);
+    }
     const record = this.#inventory.get(id);
-    if (!record) return true;
+    if (!record) {
+      if (shared) this.#notify();
+      return true;
+    }
     const counters = record.counters;
     if (counters.inflight > 0) counters.inflight--;
     // Without a transport outcome the request says nothing about the node; a trial it was is
@@ -577,7 +609,7 @@ export class Skeid {
   /** Nodes whose max_conns cannot be split among the processes sharing them. */
   workerShareWarnings(): string[] {
     const nodes = [...this.#inventory.records()].map((r) => r.node);
-    return workerShareWarnings(nodes, this.workerCount, this.#routing.frontend_count);
+    return workerShareWarnings(nodes, this.#dividingWorkers(), this.#routing.frontend_count);
   }
 
   /** Counters of one node, or of all. */
@@ -625,6 +657,14 @@ export class Skeid {
     return () => {
       this.#listeners.delete(listener);
     };
+  }
+
+  /**
+   * Tells the capacity listeners that admission may take more now for a reason outside this
+   * core: a slot freed in another worker of a shared inflight table (ADR 0025).
+   */
+  capacityChanged(): void {
+    this.#notify();
   }
 
   // ---- capacity readings -------------------------------------------------------------------
@@ -718,7 +758,7 @@ export class Skeid {
    */
   readonly #admits = (record: NodeRecord): boolean =>
     record.node.healthy &&
-    (record.share === 0 || record.counters.inflight < record.share) &&
+    (record.share === 0 || this.#inflightOf(record) < record.share) &&
     this.#capacity.allows(record.node.id);
 
   /**
@@ -732,8 +772,24 @@ export class Skeid {
     return (record) => !out.has(record.node.id) && this.#admits(record);
   }
 
+  /** Workers that divide max_conns: none beyond one when they share the inflight table. */
+  #dividingWorkers(): number {
+    return this.#shared ? 1 : this.workerCount;
+  }
+
+  /** Requests in flight at a node: every worker's when the table is shared, else this core's. */
+  #inflightOf(record: NodeRecord): number {
+    if (!this.#shared) return record.counters.inflight;
+    const row = record.row ??= this.inflight.slot(record.node.id);
+    return row >= 0 ? this.inflight.total(row) : record.counters.inflight;
+  }
+
+  /**
+   * What max_conns is divided by: the processes that each admit on their own. Workers sharing
+   * one inflight table admit as one (ADR 0025), so only frontends divide then.
+   */
   #divisor(): number {
-    return this.workerCount * this.#routing.frontend_count;
+    return this.#dividingWorkers() * this.#routing.frontend_count;
   }
 
   #recomputeShares(): void {
@@ -773,7 +829,7 @@ export class Skeid {
     const c = record.counters;
     const metrics: NodeMetrics = {
       node_id: record.node.id,
-      inflight: c.inflight,
+      inflight: this.#inflightOf(record),
       started: c.started,
       ok: c.ok,
       error: c.error,

@@ -46,6 +46,11 @@ export interface ListenerOptions {
   onEvent?: (event: string, fields: Record<string, unknown>) => void;
   /** Clock, epoch ms (tests inject one). */
   now?: () => number;
+  /**
+   * Lets the workers of one process each listen on the same address (SO_REUSEPORT; the kernel
+   * spreads connections over them, ADR 0025). Needs `--unstable-net`.
+   */
+  reusePort?: boolean;
 }
 
 /** Counters of the listener, for `/skeid/metrics`. */
@@ -146,7 +151,12 @@ export function listen(opts: ListenerOptions): ClientListener {
   const now = opts.now ?? Date.now;
   const limits = opts.limits;
   const note = opts.onEvent ?? (() => {});
-  const listener = Deno.listen({ hostname: opts.hostname, port: opts.port, transport: "tcp" });
+  const listener = Deno.listen({
+    hostname: opts.hostname,
+    port: opts.port,
+    transport: "tcp",
+    ...(opts.reusePort ? { reusePort: true } : {}),
+  });
   /** Connections never served yet, in accept order (header timeout). */
   const fresh = new ConnList();
   /** Served connections with nothing in flight, in the order they became idle (idle timeout). */

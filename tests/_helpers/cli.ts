@@ -33,3 +33,13 @@ export async function runCli(
   });
   return { code, out, err };
 }
+
+/** Ends a child process the test started (SIGKILL unless it already exited) and waits for it. */
+export async function endChild(proc: Deno.ChildProcess): Promise<void> {
+  try {
+    proc.kill("SIGKILL");
+  } catch {
+    // exited
+  }
+  await proc.status;
+}

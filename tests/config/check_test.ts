@@ -169,3 +169,21 @@ Deno.test("skeid check runs as a subcommand of the CLI", async () => {
   }).output();
   assertEquals(missing.code, 2);
 });
+
+Deno.test("check --workers N: workers share max_conns, only frontends split it (ADR 0025)", async () => {
+  const tmp = await tempDir();
+  try {
+    const node = "nodes:\n  - id: gpu-1\n    url: http://127.0.0.1:1\n    max_conns: 2\n";
+    await Deno.writeTextFile(`${tmp.dir}/w.yaml`, node);
+    const workers = await check(["--config", `${tmp.dir}/w.yaml`, "--workers", "4"]);
+    assertEquals(workers.code, 0);
+    assertEquals(workers.out.filter((l) => l.startsWith("warning:")), [], "4 workers: no warning");
+    await Deno.writeTextFile(`${tmp.dir}/f.yaml`, `routing:\n  frontend_count: 4\n${node}`);
+    const frontends = await check(["--config", `${tmp.dir}/f.yaml`, "--workers", "4"]);
+    const warnings = frontends.out.filter((l) => l.startsWith("warning:"));
+    assertEquals(warnings.length, 1, "4 frontends: one warning");
+    assertMatch(warnings[0], /gpu-1.*4 frontends.*fewer frontends or raise max_conns/);
+  } finally {
+    await tmp.cleanup();
+  }
+});

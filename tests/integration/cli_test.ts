@@ -1,4 +1,5 @@
 import { deepStrictEqual, match, ok, strictEqual, throws } from "node:assert/strict";
+import { endChild } from "../_helpers/cli.ts";
 import { fileURLToPath } from "node:url";
 import { parseListen } from "../../src/cli/serve.ts";
 
@@ -45,7 +46,7 @@ Deno.test("cli: serve exits non-zero with every config error, its path and line"
   }
 });
 
-Deno.test("cli: serve prints address, config and worker-share warnings; SIGINT exits 0", async () => {
+Deno.test("cli: serve --workers 4 prints address, config and the shared max_conns; SIGINT exits 0", async () => {
   const dir = await Deno.makeTempDir({ prefix: "skeid-cli-" });
   const child = new Deno.Command(launcher, {
     args: ["serve", "--config", `${dir}/ok.yaml`, "--listen", "127.0.0.1:0", "--workers", "4"],
@@ -69,7 +70,9 @@ Deno.test("cli: serve prints address, config and worker-share warnings; SIGINT e
     }
     match(text, /listening on http:\/\/127\.0\.0\.1:\d+/);
     match(text, new RegExp(`config ${dir}/ok\\.yaml`));
-    match(text, /warning: .*gpu-1.*fewer workers or raise max_conns/);
+    // The 4 workers share gpu-1's max_conns 2 (ADR 0025): nothing to split, nothing to warn.
+    match(text, /--workers 4: 4 workers share each node's max_conns/);
+    strictEqual(/fewer workers/.test(text), false, "no worker-share warning");
     match(text, /warning: no usage_store configured: usage events are not recorded/);
     const base = text.match(/http:\/\/127\.0\.0\.1:\d+/)![0];
     const health = await fetch(`${base}/health`);
@@ -93,12 +96,7 @@ Deno.test("cli: serve prints address, config and worker-share warnings; SIGINT e
     );
     ok(true);
   } finally {
-    try {
-      proc.kill("SIGKILL");
-    } catch {
-      // exited
-    }
-    await proc.status;
+    await endChild(proc);
     await reader.cancel().catch(() => {});
     await stderr.catch(() => {});
     await Deno.remove(dir, { recursive: true });

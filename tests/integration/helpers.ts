@@ -7,6 +7,7 @@
 import { stringify } from "yaml";
 import { strictEqual } from "node:assert/strict";
 import { type RunningServer, startServer } from "../../src/cli/serve.ts";
+import { Supervisor } from "../../src/workers/supervisor.ts";
 import type { Gateway } from "../../src/gateway.ts";
 import { memoryLogger } from "../../src/log.ts";
 import type { UsageEvent } from "../../src/usage/types.ts";
@@ -52,7 +53,7 @@ export class EventSink {
 export interface TestGateway {
   base: string;
   gw: Gateway;
-  server: RunningServer;
+  server: Pick<RunningServer, "gateway" | "addr" | "stop" | "finished">;
   sink: EventSink;
   logger: ReturnType<typeof memoryLogger>;
   configPath: string;
@@ -88,18 +89,23 @@ export async function startGateway(
   const client = Deno.env.get("SKEID_TEST_UPSTREAM_CLIENT");
   if (client) env.SKEID_UPSTREAM_CLIENT = client;
   const logger = memoryLogger("warn");
-  const server = await startServer({
+  const options = {
     hostname: "127.0.0.1",
     port: 0,
     configPath,
-    env: (name) => env[name],
+    env: (name: string) => env[name],
     logger,
     spillPath: `${dir}/spill.jsonl`,
     reloadIntervalMs: opts.reloadIntervalMs ?? 100,
     upstreamTimeoutMs: opts.upstreamTimeoutMs,
     keepaliveMs: opts.keepaliveMs,
     now: opts.now,
-  });
+  };
+  // SKEID_TEST_WORKERS=2 runs the suite through `serve --workers 2` (a supervisor, two workers).
+  const workers = Number(Deno.env.get("SKEID_TEST_WORKERS") ?? "1");
+  const server = workers > 1
+    ? await Supervisor.start({ ...options, workers, workerEnv: env, logLevel: "error" })
+    : await startServer(options);
   const sink = new EventSink();
   if (opts.sink !== false) server.gateway.ledger.setCallbacks({ store: sink.store });
   return {

@@ -1,0 +1,145 @@
+/**
+ * The messages between the supervisor (the main isolate) and its workers (ADR 0025). Everything
+ * that is one per process crosses here: the config text, usage events, capacity readings,
+ * stop. Admission does not: it is shared memory (`InflightTable`).
+ *
+ * @module
+ */
+import type { InflightTableSize } from "../core/inflight_table.ts";
+import type { CapacityReadingInput } from "../core/types.ts";
+import type { UsageEvent } from "../usage/types.ts";
+import type { LogLevel } from "../log.ts";
+import type { KeyAnswer } from "../keys/broker.ts";
+
+/** A config the supervisor validated and applied, numbered. */
+export interface ConfigVersion {
+  /** Counts from 1; a worker acknowledges by it. */
+  generation: number;
+  /** The file's text as the supervisor read it ("" without a config file). */
+  text: string;
+}
+
+/** The gateway options a worker is started with (plain data: they cross isolates). */
+export interface WorkerGatewayOptions {
+  /** The environment the worker's gateway sees; default the process's. */
+  env?: Record<string, string>;
+  upstreamTimeoutMs?: number;
+  keepaliveMs?: number;
+  logLevel?: LogLevel;
+}
+
+/** Supervisor → worker. */
+export type ToWorker =
+  | {
+    type: "start";
+    /** The worker's column in the inflight table (a replacement takes the dead one's). */
+    index: number;
+    /** Workers in the group (the table has one more column: the supervisor's). */
+    workers: number;
+    buffer: SharedArrayBuffer;
+    size: InflightTableSize;
+    hostname: string;
+    port: number;
+    configPath: string | undefined;
+    explicitAdminKey: string | undefined;
+    config: ConfigVersion;
+    gateway: WorkerGatewayOptions;
+    /** Whether the supervisor has a key broker (OpenBao) the worker asks node keys of. */
+    keyBroker: boolean;
+  }
+  | ({ type: "config" } & ConfigVersion)
+  | { type: "readings"; readings: [string, CapacityReadingInput | null][] }
+  | { type: "stats" }
+  | { type: "stop"; graceMs: number }
+  /** An admin request to run on the worker's own gateway (a mutation applied to all, metrics). */
+  | { type: "local"; id: number; request: WireRequest }
+  /** The supervisor's answer to a request the worker forwarded. */
+  | { type: "forward_reply"; id: number; response: WireResponse }
+  | { type: "key_reply"; id: number; answer: KeyAnswer };
+
+/** What a worker says about itself for `GET /skeid/workers`. */
+export interface WorkerStats {
+  /** Requests served since the worker started. */
+  requests: number;
+  /** Requests in flight in this worker now. */
+  inflight: number;
+}
+
+/** Worker → supervisor. */
+export type FromWorker =
+  | { type: "listening"; hostname: string; port: number }
+  | { type: "failed"; error: string }
+  | { type: "config_ack"; generation: number; error?: string }
+  | { type: "usage"; events: UsageEvent[] }
+  | ({ type: "stats" } & WorkerStats)
+  | { type: "stopped" }
+  /** An admin request that is the group's business, for the supervisor to answer. */
+  | { type: "forward"; id: number; request: WireRequest }
+  | { type: "local_reply"; id: number; response: WireResponse }
+  /** A node key (`api_key_ref`) the worker's cache does not hold: the supervisor's broker asks. */
+  | { type: "key"; id: number; ref: string };
+
+/** An HTTP request as plain data. */
+export interface WireRequest {
+  method: string;
+  /** Path and query. */
+  path: string;
+  headers: [string, string][];
+  body: string;
+}
+
+/** An HTTP response as plain data. */
+export interface WireResponse {
+  status: number;
+  headers: [string, string][];
+  body: string;
+}
+
+/** A request as plain data (its body read). */
+export async function toWire(req: Request): Promise<WireRequest> {
+  const url = new URL(req.url);
+  const body = req.method === "GET" || req.method === "HEAD" ? "" : await req.text();
+  return { method: req.method, path: url.pathname + url.search, headers: [...req.headers], body };
+}
+
+/** A wire request as a Request (the host is a placeholder: routes look at the path only). */
+export function fromWire(w: WireRequest): Request {
+  const init: RequestInit = { method: w.method, headers: w.headers };
+  if (w.body !== "" && w.method !== "GET" && w.method !== "HEAD") init.body = w.body;
+  return new Request(`http://skeid.invalid${w.path}`, init);
+}
+
+/** A response as plain data (its body read). */
+export async function responseToWire(res: Response): Promise<WireResponse> {
+  return { status: res.status, headers: [...res.headers], body: await res.text() };
+}
+
+/** A wire response as a Response. */
+export function responseFromWire(w: WireResponse): Response {
+  return new Response(w.status === 204 ? null : w.body, { status: w.status, headers: w.headers });
+}
+
+/**
+ * Requests a worker hands to the supervisor: `/health` (the group's reload state), and what changes the inventory (applied to every
+ * worker), the config status and reload (the group's), the usage report (the one ledger), the
+ * group's metrics and the worker list.
+ */
+export function forwardedToSupervisor(method: string, path: string): boolean {
+  // `/health` carries the config reload state, which is the supervisor's.
+  if (path === "/health") return method === "GET";
+  if (!path.startsWith("/skeid/")) return false;
+  if (method === "GET") {
+    return path === "/skeid/config" || path === "/skeid/workers" || path === "/skeid/metrics" ||
+      path === "/skeid/metrics/nodes" || path === "/skeid/usage";
+  }
+  if (method === "POST") {
+    return path === "/skeid/nodes" || path === "/skeid/config/reload" ||
+      /^\/skeid\/nodes\/[^/]+\/health$/.test(path);
+  }
+  return method === "DELETE" && /^\/skeid\/nodes\/[^/]+$/.test(path);
+}
+
+/** Whether a forwarded admin request changes the inventory (then every worker applies it). */
+export function isInventoryMutation(method: string, path: string): boolean {
+  return (method === "POST" || method === "DELETE") && path !== "/skeid/config/reload";
+}

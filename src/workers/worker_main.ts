@@ -1,0 +1,227 @@
+/**
+ * A worker of `skeid serve --workers N` (ADR 0025): one Web Worker isolate serving the shared
+ * `--listen` address (reusePort) with its own gateway, over the process's shared inflight table.
+ * Its config comes from the supervisor (text, numbered), its usage events go to the
+ * supervisor's ledger (batched per tick), its capacity readings come from the supervisor's
+ * probes. A slot freed in any worker wakes this worker's waiters.
+ *
+ * @module
+ */
+/// <reference lib="deno.worker" />
+import { InflightTable } from "../core/inflight_table.ts";
+import type { ConfigFileSystem } from "../config/manager.ts";
+import { type RunningServer, startServer } from "../cli/serve.ts";
+import { errorMessage } from "../error_message.ts";
+import type { UsageEvent, UsageRecorder } from "../usage/types.ts";
+import type { CapacityReadingInput } from "../core/types.ts";
+import type { ServeHandler } from "../edge/listener.ts";
+import { CachingKeyBroker, type KeyAnswer } from "../keys/broker.ts";
+import { createLogger, type Logger } from "../log.ts";
+import {
+  type ConfigVersion,
+  forwardedToSupervisor,
+  fromWire,
+  type FromWorker,
+  responseFromWire,
+  responseToWire,
+  toWire,
+  type ToWorker,
+  type WireResponse,
+} from "./protocol.ts";
+
+function post(message: FromWorker): void {
+  self.postMessage(message);
+}
+
+/** Usage events handed to the supervisor, one message per tick. */
+export class PostingRecorder implements UsageRecorder {
+  #batch: UsageEvent[] = [];
+  constructor(readonly send: (events: UsageEvent[]) => void) {}
+  record(event: UsageEvent): void {
+    if (this.#batch.length === 0) setTimeout(() => this.flush(), 0);
+    this.#batch.push(event);
+  }
+  /** Sends what is batched now. */
+  flush(): void {
+    if (this.#batch.length === 0) return;
+    const events = this.#batch;
+    this.#batch = [];
+    this.send(events);
+  }
+}
+
+/** The config file as the supervisor last sent it: its generation is the file's stamp. */
+class PostedConfig implements ConfigFileSystem {
+  constructor(public version: ConfigVersion) {}
+  stat() {
+    return Promise.resolve({ mtimeMs: this.version.generation, size: this.version.text.length });
+  }
+  readTextFile() {
+    return Promise.resolve(this.version.text);
+  }
+}
+
+let running: RunningServer | undefined;
+/** The gateway's own handler (what a `local` request from the supervisor runs on). */
+let inner: ServeHandler | undefined;
+/** Forwarded requests waiting for the supervisor's answer, by id. */
+const forwarded = new Map<number, (response: WireResponse) => void>();
+let nextId = 1;
+
+/** The group's admin requests go to the supervisor; everything else is served here. */
+function wrap(handler: ServeHandler): ServeHandler {
+  inner = handler;
+  return async (req, info) => {
+    const url = new URL(req.url);
+    if (!forwardedToSupervisor(req.method, url.pathname)) return await handler(req, info);
+    const id = nextId++;
+    const answered = new Promise<WireResponse>((resolve) => forwarded.set(id, resolve));
+    post({ type: "forward", id, request: await toWire(req) });
+    return responseFromWire(await answered);
+  };
+}
+
+/** Node keys asked of the supervisor, by id. */
+const keys = new Map<number, (answer: KeyAnswer) => void>();
+
+/** The supervisor's one OpenBao login, behind this worker's own cache (ADR 0025). */
+function remoteKeyBroker(logger: Logger): CachingKeyBroker {
+  return new CachingKeyBroker({
+    resolveKeyAsync(ref: string): Promise<KeyAnswer> {
+      const id = nextId++;
+      const answered = new Promise<KeyAnswer>((resolve) => keys.set(id, resolve));
+      post({ type: "key", id, ref });
+      return answered;
+    },
+  }, { logger });
+}
+
+const LOCAL_INFO = {
+  remoteAddr: { transport: "tcp", hostname: "127.0.0.1", port: 0 },
+  completed: Promise.resolve(),
+} as Deno.ServeHandlerInfo<Deno.NetAddr>;
+let recorder: PostingRecorder | undefined;
+let posted: PostedConfig | undefined;
+/** Probe readings last applied, by node id, so one that ended can be forgotten. */
+const readingSources = new Map<string, string>();
+/** Messages that came before the gateway was up (config, readings), handled in order after. */
+const early: ToWorker[] = [];
+let work: Promise<void> = Promise.resolve();
+
+async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
+  const inflight = new InflightTable(msg.buffer, msg.size, msg.index);
+  recorder = new PostingRecorder((events) => post({ type: "usage", events }));
+  posted = new PostedConfig(msg.config);
+  try {
+    running = await startServer({
+      hostname: msg.hostname,
+      port: msg.port,
+      reusePort: true,
+      watch: false,
+      configPath: msg.configPath,
+      explicitAdminKey: msg.explicitAdminKey,
+      workerCount: msg.workers,
+      inflight,
+      configFs: posted,
+      remoteRecorder: recorder,
+      wrap,
+      keyBroker: msg.keyBroker ? remoteKeyBroker(createLogger(msg.gateway.logLevel)) : null,
+      upstreamTimeoutMs: msg.gateway.upstreamTimeoutMs,
+      keepaliveMs: msg.gateway.keepaliveMs,
+      logLevel: msg.gateway.logLevel,
+      ...(msg.gateway.env ? { env: (name: string) => msg.gateway.env![name] } : {}),
+    });
+  } catch (err) {
+    post({ type: "failed", error: errorMessage(err) });
+    return;
+  }
+  const skeid = running.gateway.skeid;
+  // A release in any worker bumps the table's generation: wake this worker's waiters.
+  (async () => {
+    let seen = inflight.generation();
+    for (;;) {
+      await inflight.released(seen);
+      seen = inflight.generation();
+      skeid.capacityChanged();
+    }
+  })();
+  post({ type: "listening", hostname: running.addr.hostname, port: running.addr.port });
+}
+
+async function handle(msg: ToWorker): Promise<void> {
+  if (msg.type === "start") return await start(msg);
+
+  const gw = running?.gateway;
+  if (!gw || !posted) {
+    early.push(msg);
+    return;
+  }
+  switch (msg.type) {
+    case "config": {
+      posted.version = { generation: msg.generation, text: msg.text };
+      try {
+        await gw.config.reload();
+        post({ type: "config_ack", generation: msg.generation });
+      } catch (err) {
+        post({ type: "config_ack", generation: msg.generation, error: errorMessage(err) });
+      }
+      return;
+    }
+    case "local": {
+      const res = await inner!(fromWire(msg.request), LOCAL_INFO);
+      post({ type: "local_reply", id: msg.id, response: await responseToWire(res) });
+      return;
+    }
+    case "readings":
+      for (const [id, reading] of msg.readings) applyReading(id, reading);
+      return;
+    case "stats": {
+      let requests = 0;
+      for (const m of gw.skeid.nodeMetrics()) requests += m.started;
+      post({ type: "stats", requests, inflight: gw.inflight });
+      return;
+    }
+    case "stop": {
+      await running!.stop(msg.graceMs);
+      recorder?.flush();
+      post({ type: "stopped" });
+      self.close();
+      return;
+    }
+  }
+}
+
+function applyReading(id: string, reading: CapacityReadingInput | null): void {
+  const skeid = running!.gateway.skeid;
+  const before = readingSources.get(id);
+  if (reading === null) {
+    if (before !== undefined) skeid.forgetCapacity(id, before);
+    readingSources.delete(id);
+    return;
+  }
+  if (skeid.setCapacityReading(id, reading) && reading.source) {
+    readingSources.set(id, reading.source);
+  }
+}
+
+self.onmessage = (e: MessageEvent<ToWorker>) => {
+  const msg = e.data;
+  if (msg.type === "key_reply") {
+    keys.get(msg.id)?.(msg.answer);
+    keys.delete(msg.id);
+    return;
+  }
+  if (msg.type === "forward_reply") {
+    // Not queued: a stop waiting for a drain must not hold back the answers the drain awaits.
+    forwarded.get(msg.id)?.(msg.response);
+    forwarded.delete(msg.id);
+    return;
+  }
+  // One message at a time, in order (a config must be applied before the next is looked at).
+  work = work.then(async () => {
+    await handle(e.data);
+    if (running && early.length > 0) {
+      for (const m of early.splice(0)) await handle(m);
+    }
+  }).catch((err) => post({ type: "failed", error: errorMessage(err) }));
+};
