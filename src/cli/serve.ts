@@ -86,7 +86,11 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
         });
         return new Response("Internal Server Error", { status: 500 });
       },
-      onEvent: (event, fields) => gateway.logger.warn(event, fields),
+      // A client that closed first is routine; a limit that acted is worth a warning.
+      onEvent: (event, fields) =>
+        event === "connection_close_failed"
+          ? gateway.logger.debug(event, fields)
+          : gateway.logger.warn(event, fields),
     });
   } catch (err) {
     await gateway.close();

@@ -181,7 +181,21 @@ export function listen(opts: ListenerOptions): ClientListener {
     idle.remove(c);
     // Only ever called on a connection with nothing in flight: aborting its server closes the
     // socket (an abort while a response streams would cut it).
-    c.closer.abort();
+    // Deno's per-connection server throws BadResource from its abort listener when the client
+    // already closed the socket (the resource is gone). A listener's error is reported as an
+    // uncaught error, which would end the process: it is taken here, during this one dispatch,
+    // and only that kind. The connection is closed either way.
+    const taken = (e: ErrorEvent): void => {
+      if (!(e.error instanceof Deno.errors.BadResource)) return;
+      e.preventDefault();
+      note("connection_close_failed", { error: errorMessage(e.error) });
+    };
+    globalThis.addEventListener("error", taken);
+    try {
+      c.closer.abort();
+    } finally {
+      globalThis.removeEventListener("error", taken);
+    }
   };
 
   const oldestIdle = (): ClientConn | undefined => {
@@ -228,7 +242,7 @@ export function listen(opts: ListenerOptions): ClientListener {
       if (--c.inflight !== 0 || c.closer.signal.aborted) return;
       if (stopping) {
         // Draining: a connection closes once its last request was answered.
-        c.closer.abort();
+        close(c);
         return;
       }
       c.since = now();
