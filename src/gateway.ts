@@ -29,6 +29,8 @@ import { IdleWatch } from "./proxy/idle_watch.ts";
 import { SecondStamp } from "./proxy/usage.ts";
 import { WaiterQueue } from "./proxy/wait.ts";
 import { LinkedList } from "./proxy/linked_list.ts";
+import { ResponseKeeper } from "./proxy/response_store.ts";
+import { resolveResponses } from "./config/responses.ts";
 import { type CapacityProbes, startCapacityProbes } from "./capacity/manager.ts";
 import type { KeyBroker } from "./keys/broker.ts";
 import { createKeyBroker } from "./keys/create.ts";
@@ -110,6 +112,8 @@ export class Gateway implements ProxyContext {
   readonly ledger: UsageLedger;
   /** The ledger again, as the proxy's `UsageRecorder`. */
   readonly recorder: UsageLedger;
+  /** The Responses face's response store, open while `responses.store` is on (ADR 0028). */
+  readonly responses: ResponseKeeper;
   /** Volatile counters for `/skeid/metrics`; never billed. */
   readonly metrics: GatewayMetrics;
   /** The gateway's logger (level from `SKEID_LOG_LEVEL` unless one is given). */
@@ -166,6 +170,7 @@ export class Gateway implements ProxyContext {
     });
     this.ledger = new UsageLedger({ logger: this.logger, spillPath: opts.spillPath });
     this.recorder = this.ledger;
+    this.responses = new ResponseKeeper(this.logger, this.skeid.now);
     this.metrics = new GatewayMetrics();
     this.upstreamTimeoutMs = opts.upstreamTimeoutMs ??
       positiveInt(env("SKEID_UPSTREAM_TIMEOUT"), 300) * 1000;
@@ -219,7 +224,11 @@ export class Gateway implements ProxyContext {
             discard: () => store.close(),
           };
         },
-        onApplied: () => this.#onApplied(),
+        onApplied: (config) => {
+          this.#onApplied();
+          const usage = ledger.config;
+          this.responses.apply(resolveResponses(config.responses, usage?.backend).settings, usage);
+        },
       },
     });
     const config = this.config;
@@ -361,6 +370,7 @@ export class Gateway implements ProxyContext {
     for (const ex of this.#exchanges) ex.forceClose();
     await this.config.close();
     this.idle.close();
+    await this.responses.close().catch(() => {});
     try {
       await this.ledger.close();
     } catch (err) {

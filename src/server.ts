@@ -27,6 +27,7 @@ import { requestKeyId } from "./proxy/identity.ts";
 import { customerKeyId, requestIdOf } from "./proxy/intake.ts";
 import { ollamaRootResponse, showResponse, withOllamaLoad } from "./faces/ollama_local.ts";
 import { notFoundResponse } from "./faces/not_found.ts";
+import { keptResponseRoute } from "./proxy/response_store.ts";
 
 /** The data-plane routes each face proxies. */
 const PROXIED: readonly { face: FaceName; path: string }[] = [
@@ -96,6 +97,11 @@ export function buildApp(gw: Gateway): Hono {
       return errorResponse(face, status, "invalid_request_error", message, rid);
     }
   });
+
+  // Kept responses (ADR 0028): the key that owns one reads or deletes it.
+  const kept = (c: Context) => keptResponseRoute(gw, c.req.raw, c.req.param("id") ?? "");
+  app.get("/v1/responses/:id", kept);
+  app.delete("/v1/responses/:id", kept);
 
   app.get("/v1/models", async (c: Context) => {
     const id = await listingKeyId(gw, c.req.raw, faces.openai);

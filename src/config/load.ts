@@ -32,6 +32,8 @@ import {
   resolveManifest,
 } from "./manifest.ts";
 import { validateRegistryProbeBlock } from "./registry_probe.ts";
+import { resolveResponses } from "./responses.ts";
+import type { ResponsesSettings } from "../responses/store.ts";
 import {
   type Config,
   configSchema,
@@ -112,6 +114,8 @@ export interface LoadedConfig {
   manifests: Map<string, string>;
   /** The usage store section (`usage_store`, or the older `usage_db_path`), when present. */
   usageStore?: UsageStoreSection;
+  /** The `responses` section (the Responses face's store), defaults when absent. */
+  responses: ResponsesSettings;
   /** Not errors, but worth saying (skipped entries, duplicate ids, ignored keys). */
   warnings: ConfigIssue[];
 }
@@ -417,6 +421,12 @@ export function loadConfigValue(
     }
   }
 
+  // ---- responses ----
+  const usageBackend = usageStore?.normalized.backend ??
+    (opts.env("SKEID_USAGE_DB") ? "sqlite" : undefined);
+  const responses = resolveResponses(root.responses, usageBackend);
+  for (const p of responses.problems) err(["responses", ...p.segments], p.message);
+
   if (errors.length > 0) throw new ConfigLoadError(finish(errors), opts.source);
 
   const routing: Partial<RoutingSettings> = {};
@@ -446,6 +456,7 @@ export function loadConfigValue(
     manifest,
     manifests,
     usageStore,
+    responses: responses.settings,
     warnings: finish(warnings),
   };
 }

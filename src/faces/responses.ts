@@ -28,6 +28,7 @@ import {
   toolCallItem,
 } from "./responses_answer.ts";
 import { ResponsesStreamTranslator } from "./responses_stream.ts";
+import { NativeResponsesFace } from "./responses_native.ts";
 
 /** The route this face serves. */
 export const RESPONSES_ENDPOINT = "/v1/responses";
@@ -38,6 +39,8 @@ export class ResponsesFace implements Face {
   readonly name = "responses" as const;
   /** Answers are translated and upstream errors reshaped (ADR 0012). */
   readonly passesThrough = false;
+  /** Toward a node that speaks the Responses API itself. */
+  readonly native: Face = new NativeResponsesFace();
   readonly #now: () => number;
 
   /** The translated body with the served model. */

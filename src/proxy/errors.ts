@@ -5,6 +5,7 @@
  * @module
  */
 import type { Face } from "../faces/face.ts";
+import { isJsonObject } from "../json.ts";
 
 /** A JSON answer with the request id (and the node, when one served it). */
 export function jsonResponse(
@@ -38,9 +39,13 @@ export function errorResponse(
  */
 export type RefusalStatus = 400 | 401 | 403 | 404 | 413 | 429 | 503 | 508;
 
-/** The refusal as the face's error response, with the request id. */
+/** The refusal as the face's error response, with the request id (and its `code`, if any). */
 export function refusalResponse(face: Face, refusal: Refusal, requestId: string): Response {
-  return errorResponse(face, refusal.status, refusal.type, refusal.message, requestId);
+  const body = face.errorBody(refusal.status, refusal.type, refusal.message);
+  if (refusal.code !== undefined && isJsonObject(body) && isJsonObject(body.error)) {
+    body.error.code = refusal.code;
+  }
+  return jsonResponse(refusal.status, body, requestId);
 }
 
 /** A request the gateway refuses before routing or forwarding. */
@@ -59,6 +64,8 @@ export class Refusal extends Error {
     message: string,
     /** Short reason for metrics and logs (`body_too_large`, `no_capacity`, ...). */
     readonly reason: string,
+    /** The error body's `code`, when the face's shape has one (OpenAI's). */
+    readonly code?: string,
   ) {
     super(message);
     this.name = "Refusal";

@@ -70,6 +70,14 @@ export interface RelayRequest extends RelayOwner {
   readonly requestId: string;
   /** Epoch ms the request arrived; ttft counts from here. */
   readonly startedAt: number;
+  /** Keeps the finished response before its terminal event goes out (response store, ADR 0028). */
+  readonly responseTicket?: ResponseTicket;
+}
+
+/** Where a finished Responses `response` is kept (a `KeepTicket`). */
+export interface ResponseTicket {
+  /** Keeps the response; settles once it is written (never rejects). */
+  keep(response: JsonObject | undefined): Promise<void>;
 }
 
 /** What relaying needs of the gateway (a ProxyContext is one). */
@@ -108,6 +116,7 @@ export function streamResponse(
     startedAt: req.startedAt,
     idle: ctx.idle,
     keepaliveMs: mode === "translate" ? ctx.keepaliveMs : undefined,
+    ticket: req.responseTicket,
   });
   const pairs: readonly (readonly [string, string])[] = mode === "translate"
     ? [["content-type", translator.contentType], ["cache-control", "no-cache"]]
@@ -142,6 +151,8 @@ export interface StreamRelayOptions {
    * `keepalive()` text is sent (Anthropic `ping`); 0 or absent = never. Needs `idle`.
    */
   keepaliveMs?: number;
+  /** Keeps the translator's `final` response before the frame that ends the stream goes out. */
+  ticket?: ResponseTicket;
 }
 
 const encoder = new TextEncoder();
@@ -156,6 +167,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   #out = "";
   #ttftMs: number | undefined;
   #ended = false;
+  #keptFinal = false;
   #idleTimedOut = false;
   /** Strip mode: the current read had a frame dropped. */
   #dropped = false;
@@ -204,6 +216,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
         let tail = this.#out;
         this.#out = "";
         if (opts.mode === "translate") tail += this.#translator.end(this.#timings());
+        if (opts.ticket !== undefined && !(await this.#kept(opts.ticket))) return;
         if (tail.length > 0) controller.enqueue(encoder.encode(tail));
         this.#finish("done");
         controller.close();
@@ -215,6 +228,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       const aligned = this.#parser.atBoundary;
       this.#dropped = false;
       this.#parser.push(chunk);
+      if (opts.ticket !== undefined && !(await this.#kept(opts.ticket))) return;
       if (opts.mode === "raw") {
         controller.enqueue(chunk);
       } else if (
@@ -307,6 +321,18 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     } catch {
       // The client went away in the same instant.
     }
+  }
+
+  /**
+   * Keeps the translator's `final` response once (before the terminal event goes out); false when
+   * the client went away meanwhile (nothing more is written then).
+   */
+  async #kept(ticket: ResponseTicket): Promise<boolean> {
+    const final = this.#translator.final;
+    if (final === undefined || this.#keptFinal) return true;
+    this.#keptFinal = true;
+    await ticket.keep(final);
+    return !this.#ended;
   }
 
   #timings(): AnswerTimings {

@@ -55,6 +55,21 @@ function pgValue(event: UsageEvent, name: string): Param {
   return String(v).replaceAll("\u0000", "");
 }
 
+/** A connection pool on the database a `usage_store` names (the response store shares it). */
+export function connectPostgres(c: PostgresStoreConfig): postgres.Sql {
+  const options = {
+    max: c.pool_size,
+    connect_timeout: c.connect_timeout_s,
+    onnotice: () => {},
+    connection: { application_name: "skeid" },
+    ...(c.user ? { user: c.user } : {}),
+    ...(c.password ? { password: c.password.reveal() } : {}),
+  };
+  return c.dsn
+    ? postgres(c.dsn, options)
+    : postgres({ ...options, host: c.host, port: c.port, database: c.dbname });
+}
+
 /** A PostgreSQL store. */
 export class PostgresStore implements UsageStore {
   /** Always `postgresql`. */
@@ -79,18 +94,7 @@ export class PostgresStore implements UsageStore {
   }
 
   #connect(): postgres.Sql {
-    const c = this.#cfg;
-    const options = {
-      max: c.pool_size,
-      connect_timeout: c.connect_timeout_s,
-      onnotice: () => {},
-      connection: { application_name: "skeid" },
-      ...(c.user ? { user: c.user } : {}),
-      ...(c.password ? { password: c.password.reveal() } : {}),
-    };
-    return c.dsn
-      ? postgres(c.dsn, options)
-      : postgres({ ...options, host: c.host, port: c.port, database: c.dbname });
+    return connectPostgres(this.#cfg);
   }
 
   #fail(what: string, err: unknown): Error {
