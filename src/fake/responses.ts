@@ -2,7 +2,9 @@
  * The fake model's minimal Responses API (`POST /v1/responses`), for nodes configured
  * `responses: native`: one `message` item of generated words (`fake_tokens`, else the default
  * count), usage in `input_tokens`/`output_tokens` (words), and with `stream: true` the event
- * sequence `response.created`, `response.output_text.delta`…, `response.completed`.
+ * sequence of one message item: `response.created`, `response.output_item.added`,
+ * `response.content_part.added`, `response.output_text.delta`… (one per word), the `.done` events,
+ * `response.completed`.
  *
  * @module
  */
@@ -55,14 +57,19 @@ export function responsesAnswer(
   let sse = event("response.created", {
     response: { ...response, status: "in_progress", output: [], usage: null },
   });
+  const at = { item_id: message.id, output_index: 0, content_index: 0 };
+  const part = message.content[0];
+  sse += event("response.output_item.added", {
+    output_index: 0,
+    item: { ...message, status: "in_progress", content: [] },
+  });
+  sse += event("response.content_part.added", { ...at, part: { ...part, text: "" } });
   for (const delta of textPieces(text)) {
-    sse += event("response.output_text.delta", {
-      item_id: message.id,
-      output_index: 0,
-      content_index: 0,
-      delta,
-    });
+    sse += event("response.output_text.delta", { ...at, delta });
   }
+  sse += event("response.output_text.done", { ...at, text });
+  sse += event("response.content_part.done", { ...at, part });
+  sse += event("response.output_item.done", { output_index: 0, item: message });
   sse += event("response.completed", { response });
   return new Response(sse, {
     headers: { "content-type": "text/event-stream", "cache-control": "no-cache" },
