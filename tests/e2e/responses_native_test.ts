@@ -137,3 +137,47 @@ Deno.test("responses native node (openai SDK): the store continues a conversatio
     await cleanup();
   }
 });
+
+/** A URL where nothing listens (connections are refused: the attempt fails over). */
+function deadUrl(): string {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return `http://127.0.0.1:${port}`;
+}
+
+Deno.test("responses native node: failover between a native and a chat node speaks each one's wire", async () => {
+  await withGateway(async (e) => {
+    const tiers = (first: string, second: string) => ({
+      tiers: [{ tags: [first], model: SERVED }, { tags: [second], model: SERVED }],
+    });
+    await e.t.writeConfig({
+      nodes: [
+        { id: "native-dead", url: deadUrl(), model: SERVED, tags: ["nd"], responses: "native" },
+        { id: "chat-live", url: e.fake.url, model: SERVED, tags: ["cl"] },
+        { id: "chat-dead", url: deadUrl(), model: SERVED, tags: ["cd"] },
+        { id: "native-live", url: e.fake.url, model: SERVED, tags: ["nl"], responses: "native" },
+      ],
+      aliases: { "to-chat": tiers("nd", "cl"), "to-native": tiers("cd", "nl") },
+    });
+    await e.t.gw.config.reload();
+    const sdk = client(e);
+
+    const chat = await sdk.responses.create({ model: "to-chat", input: "fail over to chat" });
+    assertEquals(lastSent(e).path, "/v1/chat/completions", "the chat node got a chat call");
+    assert(!chat.id.startsWith("resp_fake_"), `translated by the gateway: ${chat.id}`);
+    assertEquals(chat.model, "to-chat");
+    assertEquals(chat.output_text, fakeWords(8));
+
+    const native = await sdk.responses.create({ model: "to-native", input: "fail over native" });
+    assertEquals(lastSent(e).path, "/v1/responses", "the native node got the Responses request");
+    assertEquals(lastSent(e).body.input, "fail over native");
+    assert(native.id.startsWith("resp_fake_"), `the node's own answer: ${native.id}`);
+
+    const events = await e.t.sink.waitFor(2);
+    assertEquals(events.map((ev) => [ev.node_id, ev.attempts]), [
+      ["chat-live", 2],
+      ["native-live", 2],
+    ]);
+  });
+});

@@ -228,3 +228,22 @@ Deno.test({
     }
   },
 });
+
+Deno.test("responses store (openai SDK): without it, previous_response_id says how to enable it; GET is 404", async () => {
+  await withGateway(async (e) => {
+    const sdk = client(e);
+    const err = await rejection(sdk.responses.create({
+      model: CHAT_MODEL,
+      input: "x",
+      previous_response_id: "resp_1",
+    }));
+    assert(err instanceof OpenAI.BadRequestError, `a 400, got ${err}`);
+    assert(err.message.includes("previous_response_id"), err.message);
+    assert(err.message.includes("responses: {store: true}"), err.message);
+    const r = await sdk.responses.create({ model: CHAT_MODEL, input: "not kept" });
+    assertEquals(storeOf(r), false);
+    const gone = await rejection(sdk.responses.retrieve(r.id));
+    assert(gone instanceof OpenAI.NotFoundError, `a 404, got ${gone}`);
+    assert(gone.message.includes("set responses.store"), gone.message);
+  });
+});
