@@ -219,7 +219,7 @@ export function mapInput(input: unknown[]): JsonObject[] {
     } else if (type === "item_reference") {
       throw new FaceError(
         400,
-        `${at}: item_reference needs stored responses; this gateway keeps none`,
+        `${at}: item_reference is not supported; send the item itself in input`,
       );
     } else if (type === undefined || !DROPPED_ITEMS.has(type)) {
       throw new FaceError(
