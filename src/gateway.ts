@@ -30,7 +30,7 @@ import { SecondStamp } from "./proxy/usage.ts";
 import { WaiterQueue } from "./proxy/wait.ts";
 import { LinkedList } from "./proxy/linked_list.ts";
 import { ResponseKeeper } from "./proxy/response_store.ts";
-import { resolveResponses } from "./config/responses.ts";
+import { loadResponses } from "./config/responses.ts";
 import { type CapacityProbes, startCapacityProbes } from "./capacity/manager.ts";
 import type { KeyBroker } from "./keys/broker.ts";
 import { createKeyBroker } from "./keys/create.ts";
@@ -227,7 +227,7 @@ export class Gateway implements ProxyContext {
         onApplied: (config) => {
           this.#onApplied();
           const usage = ledger.config;
-          this.responses.apply(resolveResponses(config.responses, usage?.backend).settings, usage);
+          this.responses.apply(loadResponses(config.responses, usage?.backend).value, usage);
         },
       },
     });

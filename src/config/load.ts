@@ -32,7 +32,7 @@ import {
   resolveManifest,
 } from "./manifest.ts";
 import { validateRegistryProbeBlock } from "./registry_probe.ts";
-import { resolveResponses } from "./responses.ts";
+import { loadResponses } from "./responses.ts";
 import type { ResponsesSettings } from "../responses/store.ts";
 import {
   type Config,
@@ -424,8 +424,8 @@ export function loadConfigValue(
   // ---- responses ----
   const usageBackend = usageStore?.normalized.backend ??
     (opts.env("SKEID_USAGE_DB") ? "sqlite" : undefined);
-  const responses = resolveResponses(root.responses, usageBackend);
-  for (const p of responses.problems) err(["responses", ...p.segments], p.message);
+  const responses = loadResponses(root.responses, usageBackend);
+  for (const issue of responses.issues) err(issue.segments, issue.message);
 
   if (errors.length > 0) throw new ConfigLoadError(finish(errors), opts.source);
 
@@ -456,7 +456,7 @@ export function loadConfigValue(
     manifest,
     manifests,
     usageStore,
-    responses: responses.settings,
+    responses: responses.value,
     warnings: finish(warnings),
   };
 }

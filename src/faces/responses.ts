@@ -39,8 +39,6 @@ export class ResponsesFace implements Face {
   readonly name = "responses" as const;
   /** Answers are translated and upstream errors reshaped (ADR 0012). */
   readonly passesThrough = false;
-  /** Toward a node that speaks the Responses API itself. */
-  readonly native: Face = new NativeResponsesFace();
   readonly #now: () => number;
 
   /** The translated body with the served model. */
@@ -147,4 +145,7 @@ export class ResponsesFace implements Face {
     const info = readUpstreamError(status, body);
     return openaiErrorBody(info.type ?? "upstream_error", info.message);
   }
+
+  /** Toward a node that speaks the Responses API itself (`responses: native`). */
+  readonly native = new NativeResponsesFace();
 }

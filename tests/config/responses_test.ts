@@ -3,20 +3,16 @@
  * value named by its path, and `responses.store` refused unless the usage store is sqlite or
  * postgresql.
  */
-import { assertEquals, assertStringIncludes } from "../_assert.ts";
+import { assertEquals, assertStringIncludes, assertThrows } from "../_assert.ts";
 import { ConfigLoadError, formatIssue } from "../../src/config/errors.ts";
 import { loadConfigText } from "../../src/config/load.ts";
 
 const env = (vars: Record<string, string> = {}) => (name: string) => vars[name];
 
+/** The issues a config that must fail is refused with, formatted as `skeid check` prints them. */
 function loadErrors(text: string, vars: Record<string, string> = {}): string[] {
-  try {
-    loadConfigText(text, { env: env(vars) });
-  } catch (e) {
-    if (e instanceof ConfigLoadError) return e.issues.map(formatIssue);
-    throw e;
-  }
-  throw new Error("expected the config to fail");
+  const err = assertThrows(() => loadConfigText(text, { env: env(vars) }), ConfigLoadError);
+  return err.issues.map(formatIssue);
 }
 
 const SQLITE = "usage_store: {backend: sqlite, sqlite_path: /var/lib/skeid/usage.sqlite}\n";

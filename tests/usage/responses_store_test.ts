@@ -60,17 +60,23 @@ async function storeRules(store: ResponseStore, clock: { ms: number }): Promise<
   assertEquals(await store.get("k_one", "resp_c"), undefined, "deleted");
 }
 
-Deno.test("response store (sqlite): owner only, max_per_key drops the oldest, ttl_s expires", async () => {
-  const { dir, cleanup } = await tempDir();
+/** Opens the store on `usage` (raw `usage_store`), runs the rules with a settable clock, closes. */
+async function rulesOn(usage: Record<string, unknown>): Promise<void> {
   const clock = { ms: 1_800_000_000_000 };
-  const usage = normalizeUsageStoreConfig({ backend: "sqlite", sqlite_path: `${dir}/u.sqlite` }, {
-    env: () => undefined,
-  });
-  const store = await openResponseStore(usage, SETTINGS, () => clock.ms);
+  const cfg = normalizeUsageStoreConfig(usage, { env: () => undefined });
+  const store = await openResponseStore(cfg, SETTINGS, () => clock.ms);
   try {
     await storeRules(store, clock);
   } finally {
     await store.close();
+  }
+}
+
+Deno.test("response store (sqlite): owner only, max_per_key drops the oldest, ttl_s expires", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    await rulesOn({ backend: "sqlite", sqlite_path: `${dir}/u.sqlite` });
+  } finally {
     await cleanup();
   }
 });
@@ -80,15 +86,9 @@ Deno.test({
   ignore: gate.ignore,
   async fn() {
     const db = await freshPgDatabase();
-    const clock = { ms: 1_800_000_000_000 };
-    const usage = normalizeUsageStoreConfig({ backend: "postgresql", dsn: db.dsn }, {
-      env: () => undefined,
-    });
-    const store = await openResponseStore(usage, SETTINGS, () => clock.ms);
     try {
-      await storeRules(store, clock);
+      await rulesOn({ backend: "postgresql", dsn: db.dsn });
     } finally {
-      await store.close();
       await db.drop();
     }
   },
