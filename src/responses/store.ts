@@ -7,8 +7,8 @@
  * @module
  */
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
-import type { NormalizedUsageStoreConfig } from "../usage/config.ts";
-import { connectPostgres } from "../usage/postgres.ts";
+import type { NormalizedUsageStoreConfig, PostgresStoreConfig } from "../usage/config.ts";
+import { connectPostgres, MIGRATE_LOCK } from "../usage/postgres.ts";
 import { responsesTableStatements } from "../usage/schema.ts";
 import { isJsonObject, type JsonObject, parseJson } from "../json.ts";
 
@@ -62,6 +62,8 @@ type Row = Record<string, unknown>;
 interface SqlDriver {
   run(text: string, args: Arg[]): Promise<Row[]>;
   param(i: number): string;
+  /** Runs the statements that create the table, one process at a time. */
+  migrate(statements: string[]): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -141,7 +143,7 @@ class SqlResponseStore implements ResponseStore {
 function sqliteDriver(path: string): SqlDriver {
   const db = new DatabaseSync(path);
   db.exec("PRAGMA busy_timeout = 2000");
-  return {
+  const driver: SqlDriver = {
     run: (text, args) => {
       try {
         return Promise.resolve(db.prepare(text).all(...(args as SQLInputValue[])) as Row[]);
@@ -150,10 +152,38 @@ function sqliteDriver(path: string): SqlDriver {
       }
     },
     param: () => "?",
+    // SQLite takes the database's write lock for each statement (busy_timeout waits for it).
+    migrate: async (statements) => {
+      for (const stmt of statements) await driver.run(stmt, []);
+    },
     close: () => {
       db.close();
       return Promise.resolve();
     },
+  };
+  return driver;
+}
+
+/** PostgreSQL through the usage store's connection settings (a pool of its own). */
+function postgresDriver(usage: PostgresStoreConfig): SqlDriver {
+  const sql = connectPostgres(usage);
+  return {
+    run: async (text, args) => [...await sql.unsafe(text, args)] as Row[],
+    param: (i) => `$${i}`,
+    // Several workers start at once: CREATE … IF NOT EXISTS races in PostgreSQL, so the tables
+    // are made under the usage store's migration lock, on a reserved connection (as it does).
+    migrate: async (statements) => {
+      const tx = await sql.reserve();
+      try {
+        await tx.unsafe("BEGIN");
+        await tx.unsafe(`SELECT pg_advisory_xact_lock(${MIGRATE_LOCK})`);
+        for (const stmt of statements) await tx.unsafe(stmt);
+        await tx.unsafe("COMMIT");
+      } finally {
+        tx.release();
+      }
+    },
+    close: () => sql.end({ timeout: 5 }),
   };
 }
 
@@ -170,17 +200,12 @@ export async function openResponseStore(
   if (usage.backend === "sqlite") {
     driver = sqliteDriver(usage.path);
   } else if (usage.backend === "postgresql") {
-    const sql = connectPostgres(usage);
-    driver = {
-      run: async (text, args) => [...await sql.unsafe(text, args)] as Row[],
-      param: (i) => `$${i}`,
-      close: () => sql.end({ timeout: 5 }),
-    };
+    driver = postgresDriver(usage);
   } else {
     throw new Error("responses.store needs a sqlite or postgresql usage_store, not jsonlog");
   }
   try {
-    for (const stmt of responsesTableStatements(usage.backend)) await driver.run(stmt, []);
+    await driver.migrate(responsesTableStatements(usage.backend));
   } catch (err) {
     await driver.close().catch(() => {});
     throw err;

@@ -20,7 +20,7 @@ import { UsageWriteError } from "./write_error.ts";
  */
 const ROWS_PER_INSERT = 500;
 /** Advisory lock key serializing migrations of several processes ("skeid" + "usage"). */
-const MIGRATE_LOCK = 0x736b6569_64;
+export const MIGRATE_LOCK = 0x736b6569_64;
 /** created_at rendered back as `YYYY-MM-DDTHH:MM:SSZ`. */
 const CREATED_AT_TEXT = `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`;
 

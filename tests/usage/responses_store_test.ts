@@ -106,3 +106,26 @@ Deno.test("response store: a jsonlog usage store cannot keep responses", async (
     await cleanup();
   }
 });
+
+Deno.test({
+  name: "response store (postgresql): several workers opening it at once all get the table",
+  ignore: gate.ignore,
+  async fn() {
+    const db = await freshPgDatabase();
+    const usage = normalizeUsageStoreConfig({ backend: "postgresql", dsn: db.dsn }, {
+      env: () => undefined,
+    });
+    const opened = await Promise.allSettled(
+      Array.from({ length: 4 }, () => openResponseStore(usage, SETTINGS, Date.now)),
+    );
+    try {
+      assertEquals(opened.map((o) => o.status), Array(4).fill("fulfilled"));
+      const stores = opened.map((o) => (o as PromiseFulfilledResult<ResponseStore>).value);
+      await stores[0].put(kept("resp_w", "k_one", Date.now()));
+      assert(await stores[3].get("k_one", "resp_w"), "one table, seen by every worker");
+    } finally {
+      for (const o of opened) if (o.status === "fulfilled") await o.value.close();
+      await db.drop();
+    }
+  },
+});
