@@ -180,11 +180,10 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     this.apiKeyId = id;
     const raw = await readBody(this.req, routing.max_body_bytes);
     this.#rawBody = raw;
-    let kept = continueConversation(ctx, this.endpoint, id, jsonBody(raw));
-    if (kept instanceof Promise) kept = await kept;
-    this.responseTicket = kept.ticket;
-    const upstream = upstreamRequest(this.face, this.endpoint, kept.body);
-    this.#faces = nodeFaces(this.face, this.endpoint, kept.body, upstream);
+    let body = continueConversation(ctx, this, jsonBody(raw));
+    if (body instanceof Promise) body = await body;
+    const upstream = upstreamRequest(this.face, this.endpoint, body);
+    this.#faces = nodeFaces(this.face, this.endpoint, body, upstream);
     this.#upstream = upstream;
     this.faceContext = upstream.context;
     this.requestedModel = upstream.requestedModel;

@@ -132,31 +132,41 @@ function inputItems(input: unknown): unknown[] {
   return Array.isArray(input) ? input : [];
 }
 
+/** The request a conversation step is for (an Exchange). */
+export interface KeepRequest {
+  /** The client-facing route. */
+  readonly endpoint: string;
+  /** The customer key id that owns what is kept. */
+  readonly apiKeyId: string;
+  /** Set: the ticket that keeps the answer (left undefined when nothing is kept). */
+  responseTicket: KeepTicket | undefined;
+}
+
 /**
  * The intake step of `/v1/responses` while responses are kept: with `previous_response_id`, the
  * kept conversation (its input, then its output) goes before this request's input — an unknown
  * id, or another key's, is refused (400 `previous_response_not_found`); unless the request says
- * `store: false`, a ticket to keep the answer. Synchronous (the body unchanged) everywhere else.
+ * `store: false`, `req` gets a ticket to keep the answer. Everywhere else the body itself, at once.
  */
 export function continueConversation(
   ctx: KeepContext,
-  endpoint: string,
-  apiKeyId: string,
+  req: KeepRequest,
   body: JsonObject,
-): { body: JsonObject; ticket?: KeepTicket } | Promise<{ body: JsonObject; ticket?: KeepTicket }> {
+): JsonObject | Promise<JsonObject> {
   const keeper = ctx.responses;
-  if (endpoint !== RESPONSES_ROUTE || keeper === undefined || !keeper.enabled) return { body };
-  return withStore(ctx, keeper, apiKeyId, body);
+  if (req.endpoint !== RESPONSES_ROUTE || keeper === undefined || !keeper.enabled) return body;
+  return withStore(ctx, keeper, req, body);
 }
 
 async function withStore(
   ctx: KeepContext,
   keeper: ResponseKeeper,
-  apiKeyId: string,
+  req: KeepRequest,
   body: JsonObject,
-): Promise<{ body: JsonObject; ticket?: KeepTicket }> {
+): Promise<JsonObject> {
   const store = await keeper.store();
-  if (store === undefined) return { body };
+  if (store === undefined) return body;
+  const apiKeyId = req.apiKeyId;
   const previous = body.previous_response_id;
   let input = inputItems(body.input);
   let out = body;
@@ -186,8 +196,8 @@ async function withStore(
   }
   const keep = body.store !== false;
   markKept(out, { store: keep, previous: typeof previous === "string" ? previous : undefined });
-  if (!keep) return { body: out };
-  return { body: out, ticket: new KeepTicket(store, apiKeyId, input, ctx.logger, keeper.now) };
+  if (keep) req.responseTicket = new KeepTicket(store, apiKeyId, input, ctx.logger, keeper.now);
+  return out;
 }
 
 /** `GET` or `DELETE /v1/responses/{id}` for the key that owns it; 404 for anyone else. */
