@@ -36,6 +36,8 @@ import { SecondStamp } from "./proxy/usage.ts";
 import { WaiterQueue } from "./proxy/wait.ts";
 import { shareKeyLabel } from "./proxy/share_stats.ts";
 import { LinkedList } from "./proxy/linked_list.ts";
+import { ResponseKeeper } from "./proxy/response_store.ts";
+import { loadResponses } from "./config/responses.ts";
 import { type CapacityProbes, startCapacityProbes } from "./capacity/manager.ts";
 import type { KeyBroker } from "./keys/broker.ts";
 import { createKeyBroker } from "./keys/create.ts";
@@ -128,6 +130,8 @@ export class Gateway implements ProxyContext {
   readonly ledger: UsageLedger;
   /** The ledger again, as the proxy's `UsageRecorder` (a worker's posts to its supervisor). */
   readonly recorder: UsageRecorder;
+  /** The Responses face's response store, open while `responses.store` is on (ADR 0028). */
+  readonly responses: ResponseKeeper;
   /** Volatile counters for `/skeid/metrics`; never billed. */
   readonly metrics: GatewayMetrics;
   /** The gateway's logger (level from `SKEID_LOG_LEVEL` unless one is given). */
@@ -193,6 +197,7 @@ export class Gateway implements ProxyContext {
     });
     this.ledger = new UsageLedger({ logger: this.logger, spillPath: opts.spillPath });
     this.recorder = opts.remoteRecorder ?? this.ledger;
+    this.responses = new ResponseKeeper(this.logger, this.skeid.now);
     this.metrics = new GatewayMetrics(
       knownModels(this.skeid),
       (id) => shareKeyLabel(id, this.skeid.keyNameForId(id)),
@@ -259,8 +264,10 @@ export class Gateway implements ProxyContext {
             discard: () => store.close(),
           };
         },
-        onApplied: () => {
+        onApplied: (config) => {
           this.#onApplied();
+          const usage = ledger.config;
+          this.responses.apply(loadResponses(config.responses, usage?.backend).value, usage);
           opts.onConfigApplied?.();
         },
       },
@@ -414,6 +421,7 @@ export class Gateway implements ProxyContext {
     for (const ex of this.#exchanges) ex.forceClose();
     await this.config.close();
     this.idle.close();
+    await this.responses.close().catch(() => {});
     try {
       await this.ledger.close();
     } catch (err) {

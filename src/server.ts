@@ -19,6 +19,7 @@ import { requestIdOf } from "./proxy/intake.ts";
 import { localKeyId, withLocalBody } from "./proxy/local_intake.ts";
 import { ollamaRootResponse, showResponse, withOllamaLoad } from "./faces/ollama_local.ts";
 import { notFoundResponse } from "./faces/not_found.ts";
+import { keptResponseRoute } from "./proxy/response_store.ts";
 
 /** The data-plane routes each face proxies. */
 const PROXIED: readonly { face: FaceName; path: string }[] = [
@@ -78,6 +79,11 @@ export function buildApp(gw: Gateway): Hono {
       }
     });
   });
+
+  // Kept responses (ADR 0028): the key that owns one reads or deletes it.
+  const kept = (c: Context) => keptResponseRoute(gw, c.req.raw, c.req.param("id") ?? "");
+  app.get("/v1/responses/:id", kept);
+  app.delete("/v1/responses/:id", kept);
 
   app.get("/v1/models", async (c: Context) => {
     const id = await localKeyId(gw, faces.openai, c.req.raw);

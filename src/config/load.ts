@@ -14,6 +14,8 @@ import type { Alias, Node, NodeSpec, PricingRule, RoutingSettings } from "../cor
 import type { PolicySet } from "../core/policies.ts";
 import type { NormalizedUsageStoreConfig, NormalizeOptions } from "../usage/config.ts";
 import { digestOf } from "./canonical.ts";
+import { loadResponses } from "./responses.ts";
+import { RESPONSES_DEFAULTS, type ResponsesSettings } from "../responses/store.ts";
 import { type ConfigIssue, ConfigLoadError, formatPath, type PathSegment } from "./errors.ts";
 import { type AdminKeyResolution, resolveAdminKey } from "./admin_key.ts";
 import type { RegistrySettings } from "./registry.ts";
@@ -102,6 +104,8 @@ export interface LoadedConfig {
   manifests: Map<string, string>;
   /** The usage store section (`usage_store`, or the older `usage_db_path`), when present. */
   usageStore?: UsageStoreSection;
+  /** The `responses` section (the Responses face's store), defaults when absent. */
+  responses: ResponsesSettings;
   /** Not errors, but worth saying (skipped entries, duplicate ids, ignored keys). */
   warnings: ConfigIssue[];
 }
@@ -245,6 +249,10 @@ export function buildConfig(value: unknown, opts: LoadOptions, prebuilt?: Prebui
     policyDeclared: policyDeclared(cfg),
   }));
   const usageStore = take(loadUsageStore(input, opts.normalizeUsageStore));
+  const responses = take(loadResponses(
+    root.responses,
+    usageStore?.normalized.backend ?? (opts.env("SKEID_USAGE_DB") ? "sqlite" : undefined),
+  ));
   if (issues.some((i) => !i.warning)) return { issues };
 
   const routing: Partial<RoutingSettings> = {};
@@ -273,6 +281,7 @@ export function buildConfig(value: unknown, opts: LoadOptions, prebuilt?: Prebui
       manifest: manifest?.settings,
       manifests: manifest?.manifests ?? new Map(),
       usageStore,
+      responses: responses ?? { ...RESPONSES_DEFAULTS },
     },
     issues,
   };

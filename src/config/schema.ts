@@ -109,6 +109,7 @@ export const configSchema = z.object({
   manifest: manifestSchema.nullish(),
   usage_store: mapping.nullish(),
   usage_db_path: z.string().min(1).nullish(),
+  responses: z.unknown().optional(),
 });
 
 /** A validated config: the sections as written (null where written empty), secrets only by name. */

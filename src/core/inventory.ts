@@ -237,6 +237,12 @@ export function normalizeNode(spec: NodeSpec): Node | undefined {
   }
   const capacity = normalizeCapacity(spec.capacity);
   if (capacity !== undefined) node.capacity = capacity;
+  if (spec.responses !== undefined && spec.responses !== null) {
+    if (spec.responses !== "native") {
+      throw new NodeSpecError("responses must be 'native' (or absent: the chat wire)", "responses");
+    }
+    node.responses = "native";
+  }
   return node;
 }
 

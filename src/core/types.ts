@@ -80,6 +80,11 @@ export interface Node {
   forward_key_id?: boolean;
   /** How admission learns real occupancy; absent = inflight only. */
   capacity?: CapacitySpec;
+  /**
+   * `native`: the node speaks the Responses API itself; Responses requests go to it as they came
+   * (ADR 0028). Absent: it gets the chat wire.
+   */
+  responses?: "native";
 }
 
 /** The input shape of a node: a config `nodes` entry or an admin API body. */

@@ -108,6 +108,11 @@ export interface StreamTranslator {
    * whose `relayMode` can be `raw` or `strip` have it.
    */
   pass?(chunk: JsonObject): boolean;
+  /**
+   * The whole Responses `response` object once the stream's terminal event is made (the response
+   * store keeps it before the event goes out, ADR 0028); undefined for other faces.
+   */
+  readonly final?: JsonObject;
 }
 
 /**
@@ -126,6 +131,11 @@ export interface Face {
    * own status, headers and bytes (OpenAI, ADR 0012) rather than translated or reshaped.
    */
   readonly passesThrough: boolean;
+  /**
+   * The face toward a node that speaks this face's API itself (`responses: native` on the node,
+   * ADR 0028): the request goes as it came, the answer passes through. Absent: none.
+   */
+  readonly native?: Face;
   /** Client body → upstream request. Throws FaceError for a body the face cannot carry. */
   toUpstream(endpoint: string, body: JsonObject): UpstreamRequest;
   /**

@@ -22,6 +22,7 @@ import {
   toolCallItem,
 } from "./responses_answer.ts";
 import { ResponsesStreamTranslator } from "./responses_stream.ts";
+import { NativeResponsesFace } from "./responses_native.ts";
 
 /** The route this face serves. */
 export const RESPONSES_ENDPOINT = "/v1/responses";
@@ -120,4 +121,7 @@ export class ResponsesFace extends TranslatingFace {
     const info = readUpstreamError(status, body);
     return openaiErrorBody(info.type ?? "upstream_error", info.message);
   }
+
+  /** Toward a node that speaks the Responses API itself (`responses: native`). */
+  readonly native = new NativeResponsesFace();
 }

@@ -7,8 +7,8 @@
  * (→ `max_tokens`), `temperature`, `top_p`, `user`, `metadata`, `text.format`
  * (→ `response_format`), `reasoning.effort` (→ `reasoning_effort`), `prompt_cache_key`, `stream`.
  * Left out: hosted tools a chat node cannot run and their call items, `reasoning` items, `store`,
- * `include`, `truncation` and every other Responses-only field. Refused: `previous_response_id`
- * and `conversation` (the face keeps no state).
+ * `include`, `truncation` and every other Responses-only field. Refused: `conversation`, and
+ * `previous_response_id` unless the response store merged that conversation in (`markKept`).
  *
  * @module
  */
@@ -80,8 +80,9 @@ export function validateResponsesBody(body: JsonObject): void {
     if (body[field] !== undefined && body[field] !== null) {
       throw new FaceError(
         400,
-        `${field}: this gateway keeps no responses (the Responses face is stateless); ` +
-          "send the whole conversation in `input` instead (the response store is not enabled)",
+        `${field}: this gateway keeps no responses (the response store is not enabled: set ` +
+          "`responses: {store: true}` with a sqlite or postgresql usage_store); " +
+          "send the whole conversation in `input` instead",
       );
     }
   }
@@ -218,7 +219,7 @@ export function mapInput(input: unknown[]): JsonObject[] {
     } else if (type === "item_reference") {
       throw new FaceError(
         400,
-        `${at}: item_reference needs stored responses; this gateway keeps none`,
+        `${at}: item_reference is not supported; send the item itself in input`,
       );
     } else if (type === undefined || !DROPPED_ITEMS.has(type)) {
       throw new FaceError(
@@ -308,9 +309,32 @@ export function mapTextFormat(text: unknown): JsonObject | undefined {
   return undefined;
 }
 
+/** How the response store took a request body (see `markKept`). */
+interface Kept {
+  /** Whether its answer is kept. */
+  store: boolean;
+  /** The response it continues. */
+  previous?: string;
+}
+
+const KEPT = new WeakMap<JsonObject, Kept>();
+
+/**
+ * Notes, for the response the face builds of `body`, that the response store keeps it (`store`)
+ * and that it continues `previous` (the proxy merged that conversation into `input`, ADR 0028).
+ */
+export function markKept(body: JsonObject, kept: Kept): void {
+  KEPT.set(body, kept);
+}
+
 /** The request fields a response echoes back, plus the custom tool names (see `MappedTools`). */
 export function requestContext(body: JsonObject, custom: string[]): JsonObject {
   const echo: JsonObject = {};
+  const kept = KEPT.get(body);
+  if (kept !== undefined) {
+    echo.store = kept.store;
+    if (kept.previous !== undefined) echo.previous_response_id = kept.previous;
+  }
   for (const field of ["instructions", "max_output_tokens", "metadata", "user"]) {
     if (body[field] !== undefined) echo[field] = body[field];
   }

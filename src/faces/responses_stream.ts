@@ -66,6 +66,8 @@ export class ResponsesStreamTranslator extends StreamAccounting implements Strea
   readonly #tools: ToolItem[] = [];
   readonly #toolOf = new Map<ToolCallState, ToolItem>();
   #live: LiveItem | undefined;
+  /** The whole response once `end` made the terminal event (the response store keeps it). */
+  final: JsonObject | undefined;
   #seq = 0;
   #started = false;
   #closed = false;
@@ -137,6 +139,7 @@ export class ResponsesStreamTranslator extends StreamAccounting implements Strea
     this.#closed = true;
     const status = statusFor(this.state.finishReason);
     const response = this.#response(status, responsesUsage(this.state.usage));
+    this.final = response;
     const type = status === "incomplete" ? "response.incomplete" : "response.completed";
     return out + this.#event(type, { response });
   }

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { responsesAnswer } from "./responses.ts";
 import {
   answerDelayMs,
   type AnswerPlan,
@@ -256,6 +257,10 @@ export function startFakeModel(opts: FakeModelOptions = {}): FakeModel {
     }
     let answer: string;
     let delay: number;
+    if (path === "/v1/responses") {
+      finished();
+      return responsesAnswer(body, defaults, ++seq);
+    }
     if (path === "/v1/embeddings") {
       answer = embeddingsAnswer(body, defaults.modelName);
       delay = numberField(body, "fake_ttft_ms") ?? defaults.ttftMs;
@@ -326,7 +331,7 @@ export function startFakeModel(opts: FakeModelOptions = {}): FakeModel {
     if (
       method !== "POST" ||
       (path !== "/v1/chat/completions" && path !== "/v1/completions" &&
-        path !== "/v1/embeddings")
+        path !== "/v1/embeddings" && path !== "/v1/responses")
     ) return notFound(method, path);
     if (!isObject(body)) {
       return new Response(errorBody("body must be a JSON object", "invalid_request_error"), {

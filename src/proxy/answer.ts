@@ -27,6 +27,8 @@ export interface AnswerTarget {
   answerStatus: number;
   /** Noted: the upstream's answer when it was a JSON object (usage and tool calls are read off it). */
   answerBody: JsonObject | undefined;
+  /** Noted: the translated answer the client got (a face that does not pass through). */
+  clientBody?: JsonObject;
   /** Noted: the usage event's `error_type` for an answer that is an error, else undefined. */
   errorType: string | undefined;
   /** Noted: the usage event's `error_message` for an answer that is an error, else undefined. */
@@ -83,6 +85,7 @@ export function answerResponse(
   const client = face.fromUpstream(t.endpoint, answer, t.requestedModel, t.faceContext, {
     totalMs,
   });
+  t.clientBody = client;
   return jsonResponse(status, client, t.requestId, nodeId);
 }
 

@@ -16,6 +16,7 @@ import type { IdleWatch } from "./idle_watch.ts";
 import type { KeyIdCache } from "./identity.ts";
 import type { IntakeContext } from "./intake.ts";
 import type { WaiterQueue } from "./wait.ts";
+import type { ResponseKeeper } from "./response_store.ts";
 
 /** The counters the proxy feeds (the admin plane's GatewayMetrics satisfies it). */
 export interface ProxyMetrics {
@@ -65,6 +66,8 @@ export interface ProxyContext extends IntakeContext, UpstreamClients {
   nodeKey(node: Node): string | null | undefined | Promise<string | null | undefined>;
   /** The `created_at` stamp of an event recorded at epoch-ms `ms`. */
   createdAt(ms: number): string;
+  /** The response store of the Responses face (ADR 0028); absent: nothing is kept. */
+  readonly responses?: ResponseKeeper;
   /** In-flight bookkeeping for a graceful drain. */
   exchangeStarted(ex: Exchange): void;
   /** Pairs `exchangeStarted`: called exactly once, when the response (or its stream) has ended. */

@@ -40,6 +40,8 @@ import { type RelayOutcome, type RelayRequest, streamResponse } from "./relay.ts
 import { nodeHeaders, upstreamUrl } from "./upstream.ts";
 import { type Abortable, readWhole, type UpstreamAnswer } from "./upstream_answer.ts";
 import { recordUsage, type UsageOutcome } from "./usage.ts";
+import { continueConversation, type KeepTicket } from "./response_store.ts";
+import { type NodeFaces, nodeFaces } from "./native.ts";
 import { RouteWalk } from "./walk.ts";
 import type { ProxyContext } from "./context.ts";
 
@@ -64,8 +66,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   linkList?: object;
   /** The gateway context this request runs in. */
   readonly ctx: ProxyContext;
-  /** The client API format the request came in; its answer goes out in the same one. */
-  readonly face: Face;
+  /** The face of the current attempt: the client's, or its native sibling (`native.ts`). */
+  face: Face;
   /** The client-facing endpoint path the request was made on (the usage event's `endpoint`). */
   readonly endpoint: string;
   /** The face's name as the usage event's `api_format` (a label only: nothing branches on it). */
@@ -90,12 +92,17 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   answerStatus = 0;
   /** AnswerTarget: the upstream's JSON answer object. */
   answerBody: JsonObject | undefined;
+  /** AnswerTarget: the translated answer the client got. */
+  clientBody: JsonObject | undefined;
+  /** Keeps the answer in the response store (ADR 0028); undefined when it is not kept. */
+  responseTicket: KeepTicket | undefined;
   /** AnswerTarget: the usage event's error type. */
   errorType: string | undefined;
   /** AnswerTarget: the usage event's error message. */
   errorMessage: string | undefined;
   #upstream: UpstreamRequest | undefined;
   #rawBody: Uint8Array<ArrayBuffer> | undefined;
+  #faces: NodeFaces | undefined;
   /** Upstream body per served model (a failover to the same model reuses it). */
   #bodyModel: string | undefined;
   #bodyBytes: Uint8Array<ArrayBuffer> | string | undefined;
@@ -188,7 +195,10 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     const raw = await readBody(this.req, routing.max_body_bytes, ctx.buffered);
     this.#held = raw.byteLength;
     this.#rawBody = forwardableBody(raw);
-    const upstream = upstreamRequest(this.face, this.endpoint, jsonBody(raw));
+    let body = continueConversation(ctx, this, jsonBody(raw));
+    if (body instanceof Promise) body = await body;
+    const upstream = upstreamRequest(this.face, this.endpoint, body);
+    this.#faces = nodeFaces(this.face, this.endpoint, body, upstream);
     this.#upstream = upstream;
     this.faceContext = upstream.context;
     this.requestedModel = upstream.requestedModel;
@@ -239,6 +249,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
         this.#rawBody = undefined;
         this.#bodyBytes = undefined;
         this.#key?.stamp(result);
+        this.#faces = undefined;
         return result;
       }
       if (result === "gone") return this.#gone();
@@ -263,6 +274,11 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   /** One upstream attempt on an admitted node; every outcome releases the slot. */
   async #call(node: PickedNode, key: string | undefined): Promise<AttemptResult> {
     const ctx = this.ctx;
+    if (this.#faces?.to(node)) {
+      ({ face: this.face, upstream: this.#upstream } = this.#faces);
+      this.faceContext = this.#upstream.context;
+      this.#bodyModel = undefined;
+    }
     const upstream = this.#upstream!;
     const url = upstreamUrl(node.url, upstream.path);
     const headers = nodeHeaders(this.req.headers, node, key, this.#hops, this.apiKeyId);
@@ -323,6 +339,9 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     this.release({ ok: status < 500, duration_ms: durationMs, transport: "answered" });
     const response = answerResponse(this, res, bytes, node.id, durationMs);
     const ok = this.answerStatus < 400;
+    if (ok && this.responseTicket) {
+      await this.responseTicket.keep(this.clientBody ?? this.answerBody);
+    }
     this.#done(node, this.answerStatus, ok, {
       response: this.answerBody,
       toolCalls: ok ? toolCallsOf(this.answerBody) : undefined,

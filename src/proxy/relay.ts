@@ -74,6 +74,14 @@ export interface RelayRequest extends RelayOwner {
   readonly requestId: string;
   /** Epoch ms the request arrived; ttft counts from here. */
   readonly startedAt: number;
+  /** Keeps the finished response before its terminal event goes out (response store, ADR 0028). */
+  readonly responseTicket?: ResponseTicket;
+}
+
+/** Where a finished Responses `response` is kept (a `KeepTicket`). */
+export interface ResponseTicket {
+  /** Keeps the response; settles once it is written (never rejects). */
+  keep(response: JsonObject | undefined): Promise<void>;
 }
 
 /** What relaying needs of the gateway (a ProxyContext is one). */
@@ -115,6 +123,7 @@ export function streamResponse(
     idle: ctx.idle,
     keepaliveMs: mode === "translate" ? ctx.keepaliveMs : undefined,
     drainMs: ctx.abortDrainMs,
+    ticket: req.responseTicket,
   });
   const pairs: readonly (readonly [string, string])[] = mode === "translate"
     ? [["content-type", translator.contentType], ["cache-control", "no-cache"]]
@@ -154,6 +163,8 @@ export interface StreamRelayOptions {
    * most this long for it (ADR 0027); 0 or absent = stop the upstream at once.
    */
   drainMs?: number;
+  /** Keeps the translator's `final` response before the frame that ends the stream goes out. */
+  ticket?: ResponseTicket;
 }
 
 const encoder = new TextEncoder();
@@ -168,6 +179,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   #out = "";
   #ttftMs: number | undefined;
   #ended = false;
+  #keptFinal = false;
   #idleTimedOut = false;
   /** Strip mode: the current read had a frame dropped. */
   #dropped = false;
@@ -235,6 +247,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
         let tail = this.#out;
         this.#out = "";
         if (opts.mode === "translate") tail += this.#translator.end(this.#timings());
+        if (opts.ticket !== undefined && !(await this.#kept(opts.ticket))) return;
         if (tail.length > 0) controller.enqueue(encoder.encode(tail));
         this.#finish("done");
         controller.close();
@@ -246,6 +259,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       const aligned = this.#parser.atBoundary;
       this.#dropped = false;
       this.#parser.push(chunk);
+      if (opts.ticket !== undefined && !(await this.#kept(opts.ticket))) return;
       if (opts.mode === "raw") {
         const out = this.#rawOut(chunk);
         if (out === undefined) continue;
@@ -407,6 +421,18 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     this.#held = chunk.subarray(end);
     const head = chunk.subarray(0, end);
     return held === undefined ? head : concat(held, head);
+  }
+
+  /**
+   * Keeps the translator's `final` response once (before the terminal event goes out); false when
+   * the client went away meanwhile (nothing more is written then).
+   */
+  async #kept(ticket: ResponseTicket): Promise<boolean> {
+    const final = this.#translator.final;
+    if (final === undefined || this.#keptFinal) return true;
+    this.#keptFinal = true;
+    await ticket.keep(final);
+    return !this.#ended;
   }
 
   #timings(): AnswerTimings {

@@ -21,7 +21,7 @@ import { UsageWriteError } from "./write_error.ts";
  */
 const ROWS_PER_INSERT = 500;
 /** Advisory lock key serializing migrations of several processes ("skeid" + "usage"). */
-const MIGRATE_LOCK = 0x736b6569_64;
+export const MIGRATE_LOCK = 0x736b6569_64;
 /** created_at rendered back as `YYYY-MM-DDTHH:MM:SSZ`. */
 const CREATED_AT_TEXT = `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`;
 
@@ -56,6 +56,21 @@ function pgValue(event: UsageEvent, name: string): Param {
   return String(v).replaceAll("\u0000", "");
 }
 
+/** A connection pool on the database a `usage_store` names (the response store shares it). */
+export function connectPostgres(c: PostgresStoreConfig): postgres.Sql {
+  const options = {
+    max: c.pool_size,
+    connect_timeout: c.connect_timeout_s,
+    onnotice: () => {},
+    connection: { application_name: "skeid" },
+    ...(c.user ? { user: c.user } : {}),
+    ...(c.password ? { password: c.password.reveal() } : {}),
+  };
+  return c.dsn
+    ? postgres(c.dsn, options)
+    : postgres({ ...options, host: c.host, port: c.port, database: c.dbname });
+}
+
 /** A PostgreSQL store. */
 export class PostgresStore implements UsageStore {
   /** Always `postgresql`. */
@@ -80,18 +95,7 @@ export class PostgresStore implements UsageStore {
   }
 
   #connect(): postgres.Sql {
-    const c = this.#cfg;
-    const options = {
-      max: c.pool_size,
-      connect_timeout: c.connect_timeout_s,
-      onnotice: () => {},
-      connection: { application_name: "skeid" },
-      ...(c.user ? { user: c.user } : {}),
-      ...(c.password ? { password: c.password.reveal() } : {}),
-    };
-    return c.dsn
-      ? postgres(c.dsn, options)
-      : postgres({ ...options, host: c.host, port: c.port, database: c.dbname });
+    return connectPostgres(this.#cfg);
   }
 
   #fail(what: string, err: unknown): Error {

@@ -104,3 +104,20 @@ export function addColumnStatements(
     }${c.name} ${c[dialect]}`
   );
 }
+
+/**
+ * The `responses` table: the Responses face's kept responses (ADR 0028), one row per response,
+ * in the usage store's database. `n` orders them (the oldest of a key is dropped first); the
+ * times are epoch ms; `input` and `response` are JSON text.
+ */
+export function responsesTableStatements(dialect: "sqlite" | "postgresql"): string[] {
+  const n = dialect === "sqlite" ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY";
+  const ms = dialect === "sqlite" ? "INTEGER" : "BIGINT";
+  return [
+    `CREATE TABLE IF NOT EXISTS responses (\n  n ${n},\n  id TEXT NOT NULL UNIQUE,\n` +
+    `  api_key_id TEXT NOT NULL,\n  created_ms ${ms} NOT NULL,\n  expires_ms ${ms} NOT NULL,\n` +
+    `  input TEXT NOT NULL,\n  response TEXT NOT NULL\n)`,
+    "CREATE INDEX IF NOT EXISTS responses_api_key_id_idx ON responses (api_key_id, n)",
+    "CREATE INDEX IF NOT EXISTS responses_expires_ms_idx ON responses (expires_ms)",
+  ];
+}

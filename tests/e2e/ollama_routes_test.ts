@@ -72,10 +72,10 @@ Deno.test("unknown routes: 404 in the face's JSON shape, nothing forwarded", asy
     const api = await post(`${e.base}/api/pull`, { model: CHAT_MODEL });
     assertEquals(api.status, 404);
     assertEquals(api.json, { error: "404 page not found: POST /api/pull" });
-    const v1 = await fetch(`${e.base}/v1/responses/abc`);
+    const v1 = await fetch(`${e.base}/v1/files/abc`);
     assertEquals(v1.status, 404);
     assertEquals(await v1.json(), {
-      error: { message: "Invalid URL (GET /v1/responses/abc)", type: "invalid_request_error" },
+      error: { message: "Invalid URL (GET /v1/files/abc)", type: "invalid_request_error" },
     });
     assertEquals(e.fake.requests.length, 0);
   });

@@ -338,6 +338,7 @@ Deno.test("responses request: previous_response_id is refused naming it, saying 
   assertEquals(e.type, "invalid_request_error");
   assertStringIncludes(e.message, "previous_response_id");
   assertStringIncludes(e.message, "send the whole conversation in `input`");
+  assertStringIncludes(e.message, "set `responses: {store: true}` with a sqlite or postgresql");
 });
 
 Deno.test("responses request: model and input are required", () => {

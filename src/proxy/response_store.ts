@@ -1,0 +1,233 @@
+/**
+ * The proxy's side of the response store (ADR 0028): the keeper the gateway holds (the store
+ * opened on the usage store's database when `responses.store` is on), the intake step that
+ * continues a conversation (`previous_response_id`: the earlier input and output go before this
+ * request's input), the ticket that keeps the answer before the client gets its terminal event,
+ * and `GET`/`DELETE /v1/responses/{id}`.
+ *
+ * @module
+ */
+import { errorMessage } from "../error_message.ts";
+import { markKept } from "../faces/responses_request.ts";
+import { openaiErrorBody } from "../faces/errors.ts";
+import type { JsonObject } from "../json.ts";
+import type { Logger } from "../log.ts";
+import {
+  openResponseStore,
+  type ResponsesSettings,
+  type ResponseStore,
+} from "../responses/store.ts";
+import type { NormalizedUsageStoreConfig } from "../usage/config.ts";
+import { jsonResponse, Refusal } from "./errors.ts";
+import { customerKeyId, type IntakeContext, requestIdOf } from "./intake.ts";
+
+/** The route whose requests may be kept. */
+const RESPONSES_ROUTE = "/v1/responses";
+
+/** Holds the open response store while `responses.store` is on (one per gateway). */
+export class ResponseKeeper {
+  readonly #logger: Logger;
+  /** The clock kept responses are stamped and expired by (epoch ms). */
+  readonly now: () => number;
+  #store: Promise<ResponseStore | undefined> | undefined;
+  #identity = "";
+
+  /** `now`: the clock kept responses are stamped and expired by (epoch ms). */
+  constructor(logger: Logger, now: () => number) {
+    this.#logger = logger;
+    this.now = now;
+  }
+
+  /** Whether responses are kept (the store may still be opening). */
+  get enabled(): boolean {
+    return this.#store !== undefined;
+  }
+
+  /** The store, once open; undefined when it could not be opened. */
+  store(): Promise<ResponseStore | undefined> {
+    return this.#store ?? Promise.resolve(undefined);
+  }
+
+  /** Follows the config: opens, reopens or closes the store. */
+  apply(settings: ResponsesSettings, usage: NormalizedUsageStoreConfig | undefined): void {
+    const on = settings.store && usage !== undefined && usage.backend !== "jsonlog";
+    const identity = on ? JSON.stringify([settings, usage]) : "";
+    if (identity === this.#identity) return;
+    this.#identity = identity;
+    const old = this.#store;
+    this.#store = on ? this.#open(usage, settings) : undefined;
+    old?.then((s) => s?.close()).catch(() => {});
+  }
+
+  async #open(
+    usage: NormalizedUsageStoreConfig,
+    settings: ResponsesSettings,
+  ): Promise<ResponseStore | undefined> {
+    try {
+      return await openResponseStore(usage, settings, this.now);
+    } catch (err) {
+      this.#logger.error("response_store_open_failed", { error: errorMessage(err) });
+      return undefined;
+    }
+  }
+
+  /** Closes the store. */
+  async close(): Promise<void> {
+    const old = this.#store;
+    this.#store = undefined;
+    this.#identity = "";
+    await (await old)?.close();
+  }
+}
+
+/** What the store steps need of the gateway (a ProxyContext with a keeper). */
+export interface KeepContext extends IntakeContext {
+  /** The response keeper; absent in contexts that keep nothing. */
+  readonly responses?: ResponseKeeper;
+  /** The gateway's logger. */
+  readonly logger: Logger;
+}
+
+/** One request's promise to keep its answer: the conversation so far, and where it goes. */
+export class KeepTicket {
+  /**
+   * @param store where the answer is kept
+   * @param apiKeyId the customer key id that will own it
+   * @param input the conversation's input items up to this answer
+   * @param logger says when a write fails (the client still gets its answer)
+   * @param now epoch-ms clock
+   */
+  constructor(
+    readonly store: ResponseStore,
+    readonly apiKeyId: string,
+    readonly input: unknown[],
+    readonly logger: Logger,
+    readonly now: () => number,
+  ) {}
+
+  /** Keeps a `completed` or `incomplete` response object; anything else is let go. */
+  async keep(response: JsonObject | undefined): Promise<void> {
+    if (response === undefined || typeof response.id !== "string") return;
+    if (response.status !== "completed" && response.status !== "incomplete") return;
+    try {
+      await this.store.put({
+        id: response.id,
+        apiKeyId: this.apiKeyId,
+        createdMs: this.now(),
+        input: this.input,
+        response,
+      });
+    } catch (err) {
+      this.logger.warn("response_store_write_failed", {
+        response_id: response.id,
+        error: errorMessage(err),
+      });
+    }
+  }
+}
+
+/** A Responses `input` as a list of items (a string is one user message). */
+function inputItems(input: unknown): unknown[] {
+  if (typeof input === "string") return [{ type: "message", role: "user", content: input }];
+  return Array.isArray(input) ? input : [];
+}
+
+/** The request a conversation step is for (an Exchange). */
+export interface KeepRequest {
+  /** The client-facing route. */
+  readonly endpoint: string;
+  /** The customer key id that owns what is kept. */
+  readonly apiKeyId: string;
+  /** Set: the ticket that keeps the answer (left undefined when nothing is kept). */
+  responseTicket: KeepTicket | undefined;
+}
+
+/**
+ * The intake step of `/v1/responses` while responses are kept: with `previous_response_id`, the
+ * kept conversation (its input, then its output) goes before this request's input — an unknown
+ * id, or another key's, is refused (400 `previous_response_not_found`); unless the request says
+ * `store: false`, `req` gets a ticket to keep the answer. Everywhere else the body itself, at once.
+ */
+export function continueConversation(
+  ctx: KeepContext,
+  req: KeepRequest,
+  body: JsonObject,
+): JsonObject | Promise<JsonObject> {
+  const keeper = ctx.responses;
+  if (req.endpoint !== RESPONSES_ROUTE || keeper === undefined || !keeper.enabled) return body;
+  return withStore(ctx, keeper, req, body);
+}
+
+async function withStore(
+  ctx: KeepContext,
+  keeper: ResponseKeeper,
+  req: KeepRequest,
+  body: JsonObject,
+): Promise<JsonObject> {
+  const store = await keeper.store();
+  if (store === undefined) return body;
+  const apiKeyId = req.apiKeyId;
+  const previous = body.previous_response_id;
+  let input = inputItems(body.input);
+  let out = body;
+  if (previous !== undefined && previous !== null) {
+    if (typeof previous !== "string" || previous === "") {
+      throw new Refusal(
+        400,
+        "invalid_request_error",
+        "previous_response_id: must be a response id string",
+        "bad_request",
+      );
+    }
+    const kept = await store.get(apiKeyId, previous);
+    if (kept === undefined) {
+      throw new Refusal(
+        400,
+        "invalid_request_error",
+        `previous_response_id: no response '${previous}' found for this key`,
+        "previous_response_not_found",
+        "previous_response_not_found",
+      );
+    }
+    const output = Array.isArray(kept.response.output) ? kept.response.output : [];
+    input = [...kept.input, ...output, ...input];
+    out = { ...body, input: input as JsonObject[] };
+    delete out.previous_response_id;
+  }
+  const keep = body.store !== false;
+  markKept(out, { store: keep, previous: typeof previous === "string" ? previous : undefined });
+  if (keep) req.responseTicket = new KeepTicket(store, apiKeyId, input, ctx.logger, keeper.now);
+  return out;
+}
+
+/** `GET` or `DELETE /v1/responses/{id}` for the key that owns it; 404 for anyone else. */
+export async function keptResponseRoute(
+  ctx: KeepContext,
+  req: Request,
+  id: string,
+): Promise<Response> {
+  const requestId = requestIdOf(req.headers, Date.now());
+  let apiKeyId: string;
+  try {
+    apiKeyId = await customerKeyId(ctx, req.headers);
+  } catch (err) {
+    if (!(err instanceof Refusal)) throw err;
+    return jsonResponse(err.status, openaiErrorBody(err.type, err.message), requestId);
+  }
+  const store = await ctx.responses?.store();
+  if (store !== undefined) {
+    if (req.method === "DELETE") {
+      if (await store.delete(apiKeyId, id)) {
+        return jsonResponse(200, { id, object: "response.deleted", deleted: true }, requestId);
+      }
+    } else {
+      const kept = await store.get(apiKeyId, id);
+      if (kept !== undefined) return jsonResponse(200, kept.response, requestId);
+    }
+  }
+  const message = store === undefined
+    ? `No response found with id '${id}' (this gateway keeps no responses: set responses.store)`
+    : `No response found with id '${id}'`;
+  const error = { ...openaiErrorBody("invalid_request_error", message).error };
+  return jsonResponse(404, { error: { ...error, code: "response_not_found" } }, requestId);
+}
