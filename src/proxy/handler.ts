@@ -40,6 +40,7 @@ import { type RelayOutcome, type RelayRequest, streamResponse } from "./relay.ts
 import { nodeHeaders, upstreamUrl } from "./upstream.ts";
 import { type Abortable, readWhole, type UpstreamAnswer } from "./upstream_answer.ts";
 import { recordUsage, type UsageOutcome } from "./usage.ts";
+import { logRequest } from "./request_log.ts";
 import { continueConversation, type KeepTicket } from "./response_store.ts";
 import { type NodeFaces, nodeFaces } from "./native.ts";
 import { RouteWalk } from "./walk.ts";
@@ -445,19 +446,6 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   }
 
   #log(status: number, outcome: string): void {
-    if (!this.ctx.logRequests) return;
-    this.ctx.logger.debug("request", {
-      request_id: this.requestId,
-      endpoint: this.endpoint,
-      api_format: this.apiFormat,
-      api_key_id: this.apiKeyId,
-      model: this.requestedModel,
-      served_model: this.#servedModel || undefined,
-      node: this.#node?.id,
-      status,
-      outcome,
-      attempts: this.attempts,
-      duration_ms: this.ctx.skeid.now() - this.startedAt,
-    });
+    logRequest(this, this.#servedModel, this.#node?.id, status, outcome);
   }
 }

@@ -31,6 +31,7 @@ import type {
 } from "../faces/face.ts";
 import { isJsonObject, parseJson } from "../json.ts";
 import { type SseFrame, SseParser } from "./sse.ts";
+import { FrameHold } from "./frame_hold.ts";
 import { relayedResponse } from "./upstream.ts";
 import {
   type Abortable,
@@ -194,7 +195,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   #pulling: Promise<void> | undefined;
   #drainTimer: ReturnType<typeof setTimeout> | undefined;
   /** Raw mode: the start of an incomplete frame, held until its end arrives. */
-  #held: Uint8Array | undefined;
+  readonly #hold = new FrameHold();
 
   /** Throws when `raw`/`strip` get a translator without `pass`. */
   constructor(opts: StreamRelayOptions) {
@@ -242,8 +243,8 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       if (chunk === null) {
         this.#parser.end();
         // The upstream ended cleanly with an incomplete frame: it goes out as the upstream sent it.
-        if (this.#held !== undefined) controller.enqueue(this.#held);
-        this.#held = undefined;
+        const held = this.#hold.take();
+        if (held !== undefined) controller.enqueue(held);
         let tail = this.#out;
         this.#out = "";
         if (opts.mode === "translate") tail += this.#translator.end(this.#timings());
@@ -261,7 +262,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       this.#parser.push(chunk);
       if (opts.ticket !== undefined && !(await this.#kept(opts.ticket))) return;
       if (opts.mode === "raw") {
-        const out = this.#rawOut(chunk);
+        const out = this.#hold.out(chunk, this.#parser.atBoundary);
         if (out === undefined) continue;
         controller.enqueue(out);
       } else if (
@@ -387,7 +388,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
 
   #broken(controller: ReadableStreamDefaultController<Uint8Array>, reason: string): void {
     // Half a frame never reaches the client: the error frame below stands on its own.
-    this.#held = undefined;
+    this.#hold.drop();
     this.#parser.end();
     let tail = this.#out;
     this.#out = "";
@@ -401,26 +402,6 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     } catch {
       // The client went away in the same instant.
     }
-  }
-
-  /**
-   * Raw mode: what of the bytes read so far goes out now — everything up to the end of the last
-   * complete frame; the rest is held (undefined when nothing can go yet).
-   */
-  #rawOut(chunk: Uint8Array): Uint8Array | undefined {
-    const held = this.#held;
-    if (this.#parser.atBoundary) {
-      this.#held = undefined;
-      return held === undefined ? chunk : concat(held, chunk);
-    }
-    const end = lastFrameEnd(chunk);
-    if (end < 0) {
-      this.#held = held === undefined ? chunk : concat(held, chunk);
-      return undefined;
-    }
-    this.#held = chunk.subarray(end);
-    const head = chunk.subarray(0, end);
-    return held === undefined ? head : concat(held, head);
   }
 
   /**
@@ -457,23 +438,6 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     if (error !== undefined) outcome.error = error;
     this.#opts.owner.relayEnded(outcome);
   }
-}
-
-/** Where the last SSE frame of `bytes` ends (after its blank line: LF LF, CRLF CRLF), or -1. */
-function lastFrameEnd(bytes: Uint8Array): number {
-  for (let i = bytes.byteLength - 1; i >= 1; i--) {
-    if (bytes[i] !== 10) continue;
-    if (bytes[i - 1] === 10) return i + 1;
-    if (i >= 3 && bytes[i - 1] === 13 && bytes[i - 2] === 10 && bytes[i - 3] === 13) return i + 1;
-  }
-  return -1;
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.byteLength + b.byteLength);
-  out.set(a);
-  out.set(b, a.byteLength);
-  return out;
 }
 
 /** Whether the chunk's last byte is LF or CR (so it cannot end inside a UTF-8 sequence). */
