@@ -22,7 +22,7 @@ import type { Tenancy } from "../core/tenancy.ts";
 import { keyStatus } from "./keys.ts";
 import { bearerToken, secretMatches } from "./auth.ts";
 import { errorMessage } from "../error_message.ts";
-import { isJsonObject } from "../json.ts";
+import { isJsonObject } from "../core/json.ts";
 import { ownSecretProblem, type OwnSecrets, ownSecretVariables } from "../config/own_secrets.ts";
 
 /** What the admin plane needs from the gateway around it. */

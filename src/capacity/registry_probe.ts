@@ -23,6 +23,7 @@ import { endpointUrl } from "./probe.ts";
 import { normalizeTags } from "../core/tags.ts";
 import { MIN_SECRET_BYTES, SCHEMA_VERSION, SIGNATURE_HEADER, verify } from "../registry/sign.ts";
 import { readingFromSnapshot } from "../registry/reading.ts";
+import { isJsonObject, parseJson } from "../core/json.ts";
 
 /** The probe's states; each change is logged once. */
 export type RegistryProbeState =
@@ -52,10 +53,6 @@ function numeric(value: unknown): number | undefined {
     return Number.isFinite(n) ? n : undefined;
   }
   return undefined;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 /** Builds the registry probe of one node. */
@@ -110,13 +107,8 @@ export function registryProbe(ctx: ProbeContext): CapacityProbe & { readonly sta
         return reject("bad_signature", "signature missing or not valid for this body");
       }
 
-      let snapshot: unknown;
-      try {
-        snapshot = JSON.parse(decoder.decode(answer.body));
-      } catch {
-        snapshot = undefined;
-      }
-      if (!isRecord(snapshot)) return reject("malformed", "body is not a JSON object");
+      const snapshot = parseJson(decoder.decode(answer.body));
+      if (!isJsonObject(snapshot)) return reject("malformed", "body is not a JSON object");
       if (numeric(snapshot.version) !== SCHEMA_VERSION) {
         return reject("malformed", "unknown schema version");
       }

@@ -7,6 +7,7 @@
  */
 import { parseArgs } from "node:util";
 import { errorMessage } from "../error_message.ts";
+import { isJsonObject, parseJson } from "../core/json.ts";
 
 /** Where `skeid health` asks by default: the container's and the unit's listen address. */
 export const DEFAULT_HEALTH_URL = "http://127.0.0.1:8090/health";
@@ -43,12 +44,8 @@ export async function run(args: string[]): Promise<number> {
   try {
     const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
     const text = await res.text();
-    let status: unknown;
-    try {
-      status = (JSON.parse(text) as { status?: unknown }).status;
-    } catch {
-      status = undefined;
-    }
+    const parsed = parseJson(text);
+    const status = isJsonObject(parsed) ? parsed.status : undefined;
     if (res.status === 200 && status === "ok") {
       console.log(`skeid health: ok (${url})`);
       return 0;

@@ -44,7 +44,8 @@ import {
   TOP_LEVEL_KEYS,
 } from "./schema.ts";
 import { errorMessage } from "../error_message.ts";
-import { isRecord, parseYaml } from "./yaml.ts";
+import { parseYaml } from "./yaml.ts";
+import { isJsonObject } from "../core/json.ts";
 
 export type { UsageStoreSection };
 
@@ -141,7 +142,7 @@ export function parseConfigText(text: string, source?: string): ParsedConfig {
  */
 export function configDigest(value: unknown): string {
   const read: Record<string, unknown> = {};
-  if (isRecord(value)) {
+  if (isJsonObject(value)) {
     for (const key of TOP_LEVEL_KEYS) {
       if (key in value) read[key] = value[key];
     }
@@ -225,7 +226,7 @@ export function policyDigest(root: Record<string, unknown>): string {
 /** Builds every section; what `prebuilt` holds is taken instead of computed again. */
 export function buildConfig(value: unknown, opts: LoadOptions, prebuilt?: Prebuilt): BuiltConfig {
   const root = value === null || value === undefined ? {} : value;
-  if (!isRecord(root)) {
+  if (!isJsonObject(root)) {
     return { issues: [{ segments: [], message: "the config must be a mapping of sections" }] };
   }
   const { input, issues } = sectionInput(root, opts.env);

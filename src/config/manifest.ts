@@ -13,7 +13,7 @@ import { FACE_MANIFESTS, FACE_NAMES, faceEndpointUrl } from "../faces/manifest.t
 import type { PathSegment } from "./errors.ts";
 import { canonicalJson } from "./canonical.ts";
 import type { ManifestConfig } from "./schema.ts";
-import { isRecord } from "./yaml.ts";
+import { isJsonObject } from "../core/json.ts";
 
 /** Every capability flag a manifest model may claim (Langertha `model_capabilities`). */
 export const MODEL_CAPABILITIES: readonly string[] = [
@@ -156,9 +156,9 @@ export function manifestGrants(
   const grants: ManifestGrant[] = [];
   const problems: ManifestProblem[] = [];
   for (const [entry, spec] of Object.entries(keys ?? {})) {
-    if (!isRecord(spec) || spec.manifest === undefined || spec.manifest === null) continue;
+    if (!isJsonObject(spec) || spec.manifest === undefined || spec.manifest === null) continue;
     const m = spec.manifest;
-    if (!isRecord(m)) {
+    if (!isJsonObject(m)) {
       problems.push({
         segments: [entry, "manifest"],
         message: "must be a mapping {models: [...]}",

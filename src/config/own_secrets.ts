@@ -7,7 +7,7 @@
  * @module
  */
 import type { Config } from "./schema.ts";
-import { isRecord } from "./yaml.ts";
+import { isJsonObject } from "../core/json.ts";
 
 /** Variable name → where Skeid reads it as its own secret (a config path or "the environment"). */
 export type OwnSecrets = ReadonlyMap<string, string>;
@@ -34,13 +34,13 @@ export function ownSecretVariables(config: Config | undefined): OwnSecrets {
     add(config.admin?.api_key_env, "admin.api_key_env");
     add(config.registry?.secret_env, "registry.secret_env");
     add(config.registry?.read_key_env, "registry.read_key_env");
-    if (isRecord(config.usage_store)) {
+    if (isJsonObject(config.usage_store)) {
       add(config.usage_store.password_env, "usage_store.password_env");
     }
     (config.nodes ?? []).forEach((node, i) => {
       // A registry probe's credentials read another Skeid's snapshot: secrets too.
-      const capacity = isRecord(node) ? node.capacity : undefined;
-      if (!isRecord(capacity)) return;
+      const capacity = isJsonObject(node) ? node.capacity : undefined;
+      if (!isJsonObject(capacity)) return;
       for (const key of ["secret_env", "read_key_env", "admin_key_env"]) {
         add(capacity[key], `nodes[${i}].capacity.${key}`);
       }

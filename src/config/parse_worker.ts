@@ -9,9 +9,10 @@
 import { ConfigLoadError, type PathSegment } from "./errors.ts";
 import { configDigest, policyDigest, type Prebuilt, sectionInput } from "./load.ts";
 import { loadPolicies } from "./sections.ts";
-import { isRecord, type ParsedYaml, parseYaml } from "./yaml.ts";
+import { type ParsedYaml, parseYaml } from "./yaml.ts";
 import { errorMessage } from "../error_message.ts";
 import type { ParseReply, ParseRequest } from "./parser.ts";
+import { isJsonObject } from "../core/json.ts";
 
 const scope = self as unknown as {
   onmessage: ((e: MessageEvent<ParseRequest>) => void) | null;
@@ -37,7 +38,7 @@ scope.onmessage = (e) => {
     const prebuilt: Prebuilt = { digest: configDigest(parsed.value) };
     let value = parsed.value;
     let keysJson: string | undefined;
-    if (isRecord(value)) {
+    if (isJsonObject(value)) {
       const root = value;
       const { input } = sectionInput(root, () => undefined);
       const policies = loadPolicies(input);
@@ -46,9 +47,9 @@ scope.onmessage = (e) => {
         // The policy set is built from `keys`; nothing else on the main thread reads it but a
         // manifest. Sent as one string (a copy, not tens of thousands of objects to rebuild
         // there), and parsed there only if something asks.
-        const manifest = isRecord(root.manifest) && root.manifest.enabled !== undefined &&
+        const manifest = isJsonObject(root.manifest) && root.manifest.enabled !== undefined &&
           root.manifest.enabled !== false && root.manifest.enabled !== null;
-        if (isRecord(root.keys) && !manifest) {
+        if (isJsonObject(root.keys) && !manifest) {
           keysJson = JSON.stringify(root.keys);
           value = { ...root, keys: {} };
         }

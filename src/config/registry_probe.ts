@@ -7,7 +7,7 @@
  * @module
  */
 import type { PathSegment } from "./errors.ts";
-import { isRecord } from "./yaml.ts";
+import { isJsonObject } from "../core/json.ts";
 
 /** Keys the registry probe reads. */
 export const REGISTRY_PROBE_KEYS: readonly string[] = [
@@ -39,7 +39,7 @@ export function probeKind(block: Record<string, unknown>): string {
 
 /** Every problem of a registry probe block (empty when it is usable, or not a registry probe). */
 export function validateRegistryProbeBlock(block: unknown): ProbeProblem[] {
-  if (!isRecord(block) || probeKind(block) !== "registry") return [];
+  if (!isJsonObject(block) || probeKind(block) !== "registry") return [];
   const problems: ProbeProblem[] = [];
   const nonEmpty = (k: string) => typeof block[k] === "string" && (block[k] as string) !== "";
   for (const key of Object.keys(block)) {

@@ -6,7 +6,7 @@
  */
 import { RESPONSES_DEFAULTS, type ResponsesSettings } from "../responses/store.ts";
 import type { PathSegment } from "./errors.ts";
-import { isRecord } from "./yaml.ts";
+import { isJsonObject } from "../core/json.ts";
 
 /** One thing wrong with the section, its path from the config's root (`["responses", "ttl_s"]`). */
 export interface ResponsesIssue {
@@ -32,7 +32,7 @@ export function loadResponses(
   const at = (...path: PathSegment[]): PathSegment[] => ["responses", ...path];
   const done = () => ({ value: settings, issues });
   if (raw === undefined || raw === null) return done();
-  if (!isRecord(raw)) {
+  if (!isJsonObject(raw)) {
     issues.push({ segments: at(), message: "must be a mapping (store, ttl_s, max_per_key)" });
     return done();
   }

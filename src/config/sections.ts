@@ -33,7 +33,7 @@ import { ownSecretProblem, ownSecretVariables } from "./own_secrets.ts";
 import { validateRegistryProbeBlock } from "./registry_probe.ts";
 import { type Config, registrySchema, ROUTING_KEYS, routingSchema } from "./schema.ts";
 import { errorMessage } from "../error_message.ts";
-import { isRecord } from "./yaml.ts";
+import { isJsonObject } from "../core/json.ts";
 
 /** An error or warning of a section, located from the config's root. */
 export interface SectionIssue {
@@ -83,7 +83,7 @@ function located(e: unknown, full = false): { segments: readonly PathSegment[]; 
 /** `routing:` keys Skeid does not know: warned about, ignored. */
 export function routingWarnings(input: SectionInput): SectionIssue[] {
   const routing = input.root.routing;
-  if (!isRecord(routing)) return [];
+  if (!isJsonObject(routing)) return [];
   return Object.keys(routing).filter((key) => !(key in routingSchema.shape)).map((key) =>
     warning(["routing", key], `unknown routing key, ignored (known: ${ROUTING_KEYS.join(", ")})`)
   );
@@ -98,7 +98,7 @@ export function loadNodes(input: SectionInput): Section<{ specs: NodeSpec[]; nod
   const ownSecrets = ownSecretVariables(cfg);
   (cfg.nodes ?? []).forEach((entry, i) => {
     const at = ["nodes", i];
-    if (!isRecord(entry)) {
+    if (!isJsonObject(entry)) {
       issues.push(error(at, "must be a mapping (a node needs at least id and url)"));
       return;
     }
@@ -224,7 +224,7 @@ export function loadRegistry(
 ): Section<RegistrySettings> {
   const { cfg, root } = input;
   let block = cfg.registry;
-  if (!input.valid("registry") && isRecord(root.registry)) {
+  if (!input.valid("registry") && isJsonObject(root.registry)) {
     const lenient = registrySchema.loose().safeParse(root.registry);
     if (lenient.success) block = lenient.data;
   }

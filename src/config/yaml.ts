@@ -103,8 +103,3 @@ function rangeStart(node: unknown): number | undefined {
 function firstLine(message: string): string {
   return message.split("\n")[0].trim();
 }
-
-/** Whether `v` is a plain mapping. */
-export function isRecord(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
-}

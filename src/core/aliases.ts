@@ -9,6 +9,7 @@ import type { Alias, Tier } from "./types.ts";
 import { normalizeEngineId } from "./engines.ts";
 import { normalizeTags } from "./tags.ts";
 import { ConfigPathError, formatPath, type PathSegment } from "./config_path.ts";
+import { isJsonObject } from "./json.ts";
 
 /** An alias spec that cannot be used; `path` is relative to the alias (`tiers[1].wait_ms`). */
 export class AliasError extends ConfigPathError {
@@ -28,10 +29,6 @@ export class AliasError extends ConfigPathError {
   }
 }
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 /**
  * Normalizes an alias spec: `{tiers:[...]}` or a bare list of tiers. Per tier: tags, model
  * (default the alias name), engine (normalized), wait_ms (default 0, must be ≥ 0). Throws
@@ -47,14 +44,14 @@ export function normalizeAlias(name: string, spec: unknown): Alias {
   };
   let tiers: unknown;
   if (Array.isArray(spec)) tiers = spec;
-  else if (isPlainObject(spec)) tiers = spec.tiers;
+  else if (isJsonObject(spec)) tiers = spec.tiers;
   else fail("must be a map with tiers, or a list of tiers", []);
   if (!Array.isArray(tiers)) return fail("must be a list", ["tiers"]);
   if (tiers.length === 0) fail("needs at least one tier", ["tiers"]);
 
   const normalized = tiers.map((tier: unknown, i): Omit<Tier, "deny_tags"> => {
     const at = ["tiers", i];
-    if (!isPlainObject(tier)) return fail("must be a map", at);
+    if (!isJsonObject(tier)) return fail("must be a map", at);
     let tags: string[] = [];
     try {
       tags = normalizeTags(tier.tags);

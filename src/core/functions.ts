@@ -16,6 +16,7 @@ import { SUPPORTED_ENGINE_IDS } from "./engines.ts";
 import { normalizeTags } from "./tags.ts";
 import { validatePricingRule } from "./pricing.ts";
 import { errorMessage } from "../error_message.ts";
+import { isJsonObject } from "./json.ts";
 
 /** A function call that cannot be carried out; `status` is the HTTP status the admin API uses. */
 export class FunctionError extends Error {
@@ -46,10 +47,6 @@ type Args = Record<string, unknown>;
 
 /** Built-in error classes that mean a bug here, not a bad argument: those stay 500s. */
 const INTERNAL_ERRORS = new Set(["TypeError", "ReferenceError", "SyntaxError", "RangeError"]);
-
-function isHash(value: unknown): value is Args {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 /** Epoch seconds (wire) → epoch ms (core). */
 const secondsToMs = (s: number): number => s * 1000;
@@ -146,7 +143,7 @@ class ArgReader {
   hash(key: string): Args | undefined {
     if (!this.has(key)) return undefined;
     const v = this.args[key];
-    return isHash(v) ? v : this.fail(`argument '${key}' must be an object`);
+    return isJsonObject(v) ? v : this.fail(`argument '${key}' must be an object`);
   }
 
   /** The value under `key`, else the args themselves without `omit` (the "inline" form). */
@@ -185,7 +182,7 @@ export class FunctionTable {
     const handler = this.#handlers.get(name);
     if (!handler) throw new FunctionError(`unknown function '${name}'`, 404);
     if (args === undefined) args = {};
-    if (!isHash(args)) throw new FunctionError(`${name}: args must be a JSON object`);
+    if (!isJsonObject(args)) throw new FunctionError(`${name}: args must be a JSON object`);
     if (this.#hooks.beforeCall) await this.#hooks.beforeCall();
     try {
       return await handler(new ArgReader(name, args));
@@ -286,7 +283,7 @@ export class FunctionTable {
       },
       "nodes.add": (a) => {
         const spec = a.nestedOrInline("node");
-        if (!isHash(spec)) return a.fail("argument 'node' must be an object");
+        if (!isJsonObject(spec)) return a.fail("argument 'node' must be an object");
         return { ok: true, node: skeid.addNode(spec) };
       },
       "nodes.remove": (a) => ({ ok: skeid.removeNode(a.string("id", true)) }),

@@ -11,6 +11,7 @@ import { normalizeTags, TagsError } from "./tags.ts";
 import { NodeCounters } from "./admission.ts";
 import { ConfigPathError, formatPath, type PathSegment } from "./config_path.ts";
 import { errorMessage } from "../error_message.ts";
+import { isJsonObject } from "./json.ts";
 
 /**
  * A node spec that cannot be used. `field` names the field (`engine`, `capacity.probe`); from
@@ -45,10 +46,6 @@ export const CAPACITY_PROBE_KINDS: readonly string[] = Object.freeze([
 /** Poll period of a capacity probe when the block names none, ms. */
 export const DEFAULT_PROBE_INTERVAL_MS = 2000;
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 /** Freezes plain data all the way down so shallow copies of a node can share it safely. */
 function deepFreeze<T>(value: T): T {
   if (typeof value !== "object" || value === null || Object.isFrozen(value)) return value;
@@ -60,7 +57,7 @@ function deepFreeze<T>(value: T): T {
 /** Deep copy of config data (maps, lists, scalars); anything else (a probe callback) is kept. */
 function copyData(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(copyData);
-  if (isPlainObject(value) && Object.getPrototypeOf(value) === Object.prototype) {
+  if (isJsonObject(value) && Object.getPrototypeOf(value) === Object.prototype) {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) out[k] = copyData(v);
     return out;
@@ -121,7 +118,7 @@ function normalizeUrl(raw: string): string {
 
 function normalizeCapacity(v: unknown): CapacitySpec | undefined {
   if (v === undefined || v === null) return undefined;
-  if (!isPlainObject(v)) throw new NodeSpecError("capacity must be a map", "capacity");
+  if (!isJsonObject(v)) throw new NodeSpecError("capacity must be a map", "capacity");
   const block = copyData(v) as Record<string, unknown>;
   const rawKind = block.probe ?? block.type ?? "inflight";
   if (typeof rawKind !== "string") {
@@ -149,7 +146,7 @@ function normalizeCapacity(v: unknown): CapacitySpec | undefined {
  * Nested fields of the result (tags, metadata, capacity) are frozen.
  */
 export function normalizeNode(spec: NodeSpec): Node | undefined {
-  if (!isPlainObject(spec)) return undefined;
+  if (!isJsonObject(spec)) return undefined;
   const id = textField(spec, "id");
   const rawUrl = textField(spec, "url");
   if (id === "" || rawUrl === "") return undefined;
@@ -207,7 +204,7 @@ export function normalizeNode(spec: NodeSpec): Node | undefined {
 
   let metadata: Record<string, unknown> = {};
   if (spec.metadata !== undefined && spec.metadata !== null) {
-    if (!isPlainObject(spec.metadata)) {
+    if (!isJsonObject(spec.metadata)) {
       throw new NodeSpecError("metadata must be a map", "metadata");
     }
     metadata = copyData(spec.metadata) as Record<string, unknown>;

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { isJsonObject } from "./json.ts";
 
 /** A budget's period: calendar UTC day, week (from Monday), month, or the whole ledger. */
 export type BudgetPeriod = "day" | "week" | "month" | "total";
@@ -89,10 +90,6 @@ export class KeyLimitsError extends Error {
   }
 }
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 /** A number, or a string that is one (configs quote numbers); else undefined. */
 function numeric(v: unknown): number | undefined {
   if (typeof v === "number") return Number.isFinite(v) ? v : undefined;
@@ -157,7 +154,7 @@ function readBlock(
   raw: unknown,
   known: readonly string[],
 ): Record<string, unknown> {
-  if (!isPlainObject(raw)) throw new KeyLimitsError("must be a map", block);
+  if (!isJsonObject(raw)) throw new KeyLimitsError("must be a map", block);
   for (const field of Object.keys(raw)) {
     if (!known.includes(field)) {
       throw new KeyLimitsError(`unknown field (known: ${known.join(", ")})`, `${block}.${field}`);

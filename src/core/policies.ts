@@ -15,6 +15,7 @@ import {
   tenancyCanonical,
   type TenancyFields,
 } from "./key_limits.ts";
+import { isJsonObject } from "./json.ts";
 
 /**
  * Thrown by buildPolicySet; `segments` locate the offending entry from the config's root
@@ -101,10 +102,6 @@ export function shortKeyIdWarning(shortId: string): string {
     "the full id `skeid keyid` prints";
 }
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 /** `models`/`aliases` → the granted names, or null for all (absent, `'*'`, `['*']`). */
 function parseModels(v: unknown): ReadonlySet<string> | null {
   if (v === undefined || v === null) return null;
@@ -180,7 +177,7 @@ function canonical(policy: Policy): string {
  */
 export function resolvePolicy(spec: unknown): Policy {
   if (spec === undefined || spec === null) return makePolicy(null, []);
-  if (!isPlainObject(spec)) throw new PolicyError("a policy must be a map", []);
+  if (!isJsonObject(spec)) throw new PolicyError("a policy must be a map", []);
   return makePolicy(
     parseModels(spec.models ?? spec.aliases),
     parseDenyTags(spec.deny_tags),
@@ -207,7 +204,7 @@ export function underPath(prefix: readonly PathSegment[], err: PolicyError): Pol
 
 function parseManifest(label: string, v: unknown): string[] {
   const path = ["keys", label, "manifest"];
-  if (!isPlainObject(v) || !Array.isArray(v.models)) {
+  if (!isJsonObject(v) || !Array.isArray(v.models)) {
     throw new PolicyError(`key '${label}': manifest must be a map with a models list`, path);
   }
   const models: string[] = [];
@@ -243,7 +240,7 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
 
   const policies: unknown = sections.policies;
   if (policies !== undefined && policies !== null) {
-    if (!isPlainObject(policies)) {
+    if (!isJsonObject(policies)) {
       throw new PolicyError("policies must be a map of policy name to policy", ["policies"]);
     }
     for (const [name, spec] of Object.entries(policies)) {
@@ -268,7 +265,7 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
 
   const names: unknown = sections.names;
   if (names !== undefined && names !== null) {
-    if (!isPlainObject(names)) {
+    if (!isJsonObject(names)) {
       throw new PolicyError("names must be a map of name to customer key id", ["names"]);
     }
     for (const [name, id] of Object.entries(names)) {
@@ -286,7 +283,7 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
   const keys: unknown = sections.keys;
   const labelOf = new Map<string, string>();
   if (keys !== undefined && keys !== null) {
-    if (!isPlainObject(keys)) {
+    if (!isJsonObject(keys)) {
       throw new PolicyError("keys must be a map of customer key id or name", ["keys"]);
     }
     for (const [label, entry] of Object.entries(keys)) {
@@ -343,7 +340,7 @@ function resolveKeyEntry(
     }
     return named;
   }
-  if (!isPlainObject(entry)) {
+  if (!isJsonObject(entry)) {
     throw new PolicyError(`key '${label}' must be a policy name or a map`, path);
   }
 
@@ -365,7 +362,7 @@ function resolveKeyEntry(
 
   // Overrides are sparse: an absent field keeps the base policy's value, so "standard, but
   // allowed to use cloud" is one line rather than a restated profile.
-  const nested = isPlainObject(entry.overrides);
+  const nested = isJsonObject(entry.overrides);
   const overrides = nested ? entry.overrides as Record<string, unknown> : entry;
   const overridesPath = nested ? [...path, "overrides"] : path;
   const manifest = "manifest" in entry ? parseManifest(label, entry.manifest) : undefined;

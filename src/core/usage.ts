@@ -7,12 +7,9 @@
  */
 import type { NormalizedMetrics, PricingRule, Usage } from "./types.ts";
 import { costFor } from "./pricing.ts";
+import { isJsonObject } from "./json.ts";
 
 type Hash = Record<string, unknown>;
-
-function isHash(value: unknown): value is Hash {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
 
 /**
  * A token count: a non-negative safe integer (or a string of such digits); anything else —
@@ -43,7 +40,7 @@ function first(hash: Hash, a: string, b: string, c?: string): number | undefined
 /** A count nested one level down (`prompt_tokens_details.cached_tokens`). */
 function nested(hash: Hash, outer: string, inner: string): number | undefined {
   const h = hash[outer];
-  return isHash(h) ? count(h[inner]) : undefined;
+  return isJsonObject(h) ? count(h[inner]) : undefined;
 }
 
 /** Sum of the counts present among two keys, undefined when neither is present. */
@@ -56,10 +53,10 @@ function sumOf(hash: Hash, a: string, b: string): number | undefined {
 
 /** The usage block nested in a whole body (`usage` → `usageMetadata` → `response.usage`). */
 function nestedBlock(body: Hash): Hash | undefined {
-  if (isHash(body.usage)) return body.usage;
-  if (isHash(body.usageMetadata)) return body.usageMetadata;
-  if (isHash(body.usage_metadata)) return body.usage_metadata;
-  if (isHash(body.response) && isHash(body.response.usage)) return body.response.usage;
+  if (isJsonObject(body.usage)) return body.usage;
+  if (isJsonObject(body.usageMetadata)) return body.usageMetadata;
+  if (isJsonObject(body.usage_metadata)) return body.usage_metadata;
+  if (isJsonObject(body.response) && isJsonObject(body.response.usage)) return body.response.usage;
   return undefined;
 }
 
@@ -136,7 +133,7 @@ function fromHash(u: Hash): Usage {
     nested(u, "input_tokens_details", "cache_write_tokens");
   if (cacheWrite === undefined) {
     cacheWrite = count(u.cache_creation_input_tokens) ??
-      (isHash(u.cache_creation)
+      (isJsonObject(u.cache_creation)
         ? sumOf(u.cache_creation, "ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens")
         : undefined);
     if (cacheWrite !== undefined) beside = true;
@@ -180,7 +177,7 @@ const NOTHING_REPORTED: Usage = Object.freeze({
  * AKI native counters; a hash that is none of these is read as a usage hash itself.
  */
 export function readUsage(bodyOrUsage: unknown): Usage {
-  if (!isHash(bodyOrUsage)) return { ...NOTHING_REPORTED };
+  if (!isJsonObject(bodyOrUsage)) return { ...NOTHING_REPORTED };
   const block = nestedBlock(bodyOrUsage) ??
     (looksLikeUsage(bodyOrUsage) ? bodyOrUsage : topLevelBlock(bodyOrUsage));
   return block ? fromHash(block) : { ...NOTHING_REPORTED };
@@ -192,7 +189,7 @@ export function readUsage(bodyOrUsage: unknown): Usage {
  * (clamped); undefined when nothing is.
  */
 export function usageProblem(bodyOrUsage: unknown): string | undefined {
-  if (!isHash(bodyOrUsage)) return undefined;
+  if (!isJsonObject(bodyOrUsage)) return undefined;
   const block = nestedBlock(bodyOrUsage) ?? (looksLikeUsage(bodyOrUsage) ? bodyOrUsage : undefined);
   if (block === undefined) return undefined;
   for (const key in block) {
@@ -221,10 +218,10 @@ export function countToolCalls(calls: unknown[] | undefined): { count: number; n
       if (call === "") continue;
       n++;
       names.push(call);
-    } else if (isHash(call)) {
+    } else if (isJsonObject(call)) {
       n++;
       const fn = call.function;
-      const name = isHash(fn) && typeof fn.name === "string" ? fn.name : call.name;
+      const name = isJsonObject(fn) && typeof fn.name === "string" ? fn.name : call.name;
       if (typeof name === "string" && name !== "") names.push(name);
     }
   }

@@ -12,9 +12,9 @@
 /** The client API formats. */
 export type FaceName = "openai" | "anthropic" | "ollama" | "responses";
 
-import type { JsonObject } from "../json.ts";
+import type { JsonObject } from "../core/json.ts";
 
-export type { JsonObject } from "../json.ts";
+export type { JsonObject } from "../core/json.ts";
 
 /** The statuses a face refuses a client body with. */
 export type FaceErrorStatus = 400 | 404 | 413;

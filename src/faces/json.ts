@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { isJsonObject, type JsonObject, parseJson } from "../json.ts";
+import { isJsonObject, type JsonObject, parseJson } from "../core/json.ts";
 
 export { isJsonObject };
 

@@ -17,7 +17,7 @@ import type {
 } from "./face.ts";
 import { FaceError, streamFlag } from "./face.ts";
 import { openaiErrorBody, readUpstreamError } from "./errors.ts";
-import { isJsonObject, parseJson } from "../json.ts";
+import { isJsonObject, parseJson } from "../core/json.ts";
 import { replaceString, topLevelModelSpan } from "../json_scan.ts";
 import { StreamAccounting, StreamState } from "./stream_state.ts";
 import type { ListedModel } from "../core/types.ts";

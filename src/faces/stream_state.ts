@@ -8,7 +8,7 @@
  * @module
  */
 import type { JsonObject } from "./face.ts";
-import { isJsonObject } from "../json.ts";
+import { isJsonObject } from "../core/json.ts";
 import { num, obj, str } from "./json.ts";
 import { utf8Length } from "./utf8.ts";
 

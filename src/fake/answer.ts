@@ -11,10 +11,10 @@ import {
   contentText,
   generatedText,
   inputTokens,
-  isObject,
   textPieces,
 } from "./content.ts";
 import type { TimedStep } from "./stream.ts";
+import { isJsonObject } from "../core/json.ts";
 
 /** The server-wide defaults a request's `fake_*` fields override. */
 export interface FakeDefaults {
@@ -116,7 +116,7 @@ function toolCallsField(body: Record<string, unknown>): FakeToolCall[] {
   if (body.fake_tool_calls_once === true && lastIsToolResult(body)) return [];
   if (!Array.isArray(v)) throw new FakeRequestError("fake_tool_calls must be an array");
   return v.map((call, i) => {
-    if (!isObject(call) || typeof call.name !== "string") {
+    if (!isJsonObject(call) || typeof call.name !== "string") {
       throw new FakeRequestError(`fake_tool_calls[${i}] needs a string name`);
     }
     const args = call.arguments === undefined
@@ -137,14 +137,17 @@ function toolCallsField(body: Record<string, unknown>): FakeToolCall[] {
  * fields make a tool round trip.
  */
 function forcedToolCalls(body: Record<string, unknown>): FakeToolCall[] {
-  const tools = Array.isArray(body.tools) ? body.tools.filter(isObject) : [];
+  const tools = Array.isArray(body.tools) ? body.tools.filter(isJsonObject) : [];
   if (tools.length === 0 || lastIsToolResult(body)) return [];
   const choice = body.tool_choice;
   let name: string | undefined;
-  if (isObject(choice) && isObject(choice.function) && typeof choice.function.name === "string") {
+  if (
+    isJsonObject(choice) && isJsonObject(choice.function) &&
+    typeof choice.function.name === "string"
+  ) {
     name = choice.function.name;
   } else if (choice !== "required") return [];
-  const fn = (t: Record<string, unknown>) => (isObject(t.function) ? t.function : t);
+  const fn = (t: Record<string, unknown>) => (isJsonObject(t.function) ? t.function : t);
   const tool = tools.find((t) => name === undefined || fn(t).name === name);
   if (tool === undefined) return [];
   const def = fn(tool);
@@ -158,13 +161,13 @@ function forcedToolCalls(body: Record<string, unknown>): FakeToolCall[] {
 /** Arguments that satisfy a JSON schema's required properties, by type. */
 function exampleArguments(schema: unknown): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  if (!isObject(schema)) return out;
-  const props = isObject(schema.properties) ? schema.properties : {};
+  if (!isJsonObject(schema)) return out;
+  const props = isJsonObject(schema.properties) ? schema.properties : {};
   const required = Array.isArray(schema.required) ? schema.required : Object.keys(props);
   for (const key of required) {
     if (typeof key !== "string") continue;
     const p = props[key];
-    const type = isObject(p) ? p.type : undefined;
+    const type = isJsonObject(p) ? p.type : undefined;
     out[key] = type === "number" || type === "integer"
       ? 1
       : type === "boolean"
@@ -183,7 +186,7 @@ function lastIsToolResult(body: Record<string, unknown>): boolean {
   const messages = body.messages;
   if (!Array.isArray(messages)) return false;
   const last = messages[messages.length - 1];
-  return isObject(last) && last.role === "tool";
+  return isJsonObject(last) && last.role === "tool";
 }
 
 /**
@@ -208,7 +211,7 @@ function defaultText(body: Record<string, unknown>, tokens: number): string {
   if (Array.isArray(body.tools) && body.tools.length > 0 && Array.isArray(messages)) {
     // Ends an agent loop: after a tool result, answer with it instead of calling again.
     const last = messages[messages.length - 1];
-    if (lastIsToolResult(body) && isObject(last)) {
+    if (lastIsToolResult(body) && isJsonObject(last)) {
       return `The tool said: ${contentText(last.content)}`;
     }
   }
@@ -254,13 +257,13 @@ export function planAnswer(
     created: Math.floor(nowMs / 1000),
     model: typeof body.model === "string" && body.model !== "" ? body.model : defaults.modelName,
     stream: body.stream === true,
-    includeUsage: isObject(streamOptions) && streamOptions.include_usage === true,
+    includeUsage: isJsonObject(streamOptions) && streamOptions.include_usage === true,
     text,
     pieces,
     toolCalls,
     reasoning,
     reasoningPieces,
-    continuousUsage: isObject(streamOptions) && streamOptions.continuous_usage_stats === true,
+    continuousUsage: isJsonObject(streamOptions) && streamOptions.continuous_usage_stats === true,
     finishReason: finish ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),
     promptTokens: kind === "chat" ? chatPromptTokens(body.messages) : inputTokens(body.prompt),
     completionTokens: reasoningPieces.length + pieces.length + toolChunks,

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { isJsonObject } from "../core/json.ts";
 
 /**
  * The generated answer of `tokens` words: `tök0 tök1 … tök{n-1}`. Every word carries `ö`
@@ -44,7 +45,7 @@ export function contentText(content: unknown): string {
   const parts: string[] = [];
   for (const part of content) {
     if (typeof part === "string") parts.push(part);
-    else if (isObject(part) && typeof part.text === "string") parts.push(part.text);
+    else if (isJsonObject(part) && typeof part.text === "string") parts.push(part.text);
   }
   return parts.join(" ");
 }
@@ -53,7 +54,7 @@ export function contentText(content: unknown): string {
 export function chatPromptTokens(messages: unknown): number {
   if (!Array.isArray(messages)) return 0;
   let n = 0;
-  for (const m of messages) if (isObject(m)) n += wordCount(contentText(m.content));
+  for (const m of messages) if (isJsonObject(m)) n += wordCount(contentText(m.content));
   return n;
 }
 
@@ -128,9 +129,4 @@ export function argumentPieces(args: string, parts = 3): string[] {
   const pieces: string[] = [];
   for (let i = 0; i < chars.length; i += size) pieces.push(chars.slice(i, i + size).join(""));
   return pieces;
-}
-
-/** Whether `v` is a plain JSON object (not null, not an array). */
-export function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }

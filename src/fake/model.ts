@@ -18,15 +18,10 @@ import {
   planAnswer,
   sseSteps,
 } from "./answer.ts";
-import {
-  embeddingBase64,
-  embeddingInputs,
-  embeddingVector,
-  inputTokens,
-  isObject,
-} from "./content.ts";
+import { embeddingBase64, embeddingInputs, embeddingVector, inputTokens } from "./content.ts";
 import { withFakeOptions } from "./options.ts";
 import { FakeCut, timedStream } from "./stream.ts";
+import { isJsonObject } from "../core/json.ts";
 
 /** Options of {@link startFakeModel}; every timing is a default a request body can override. */
 export interface FakeModelOptions {
@@ -135,7 +130,7 @@ function extraHeaders(body: Record<string, unknown>): Record<string, string> {
   const out: Record<string, string> = {};
   const h = body.fake_headers;
   if (h !== undefined && h !== null) {
-    if (!isObject(h)) throw new FakeRequestError("fake_headers must be an object");
+    if (!isJsonObject(h)) throw new FakeRequestError("fake_headers must be an object");
     for (const [k, v] of Object.entries(h)) out[k] = String(v);
   }
   return out;
@@ -333,7 +328,7 @@ export function startFakeModel(opts: FakeModelOptions = {}): FakeModel {
       (path !== "/v1/chat/completions" && path !== "/v1/completions" &&
         path !== "/v1/embeddings" && path !== "/v1/responses")
     ) return notFound(method, path);
-    if (!isObject(body)) {
+    if (!isJsonObject(body)) {
       return new Response(errorBody("body must be a JSON object", "invalid_request_error"), {
         status: 400,
         headers: JSON_HEADERS,

@@ -7,7 +7,7 @@
  * @module
  */
 import { FakeRequestError } from "./answer.ts";
-import { isObject } from "./content.ts";
+import { isJsonObject } from "../core/json.ts";
 
 /** The request header whose JSON object carries `fake_*` fields. */
 export const FAKE_OPTIONS_HEADER = "x-fake-options";
@@ -26,7 +26,9 @@ export function parseFakeOptions(value: string | null): Record<string, unknown> 
   } catch {
     throw new FakeRequestError(`${FAKE_OPTIONS_HEADER} must be a JSON object`);
   }
-  if (!isObject(parsed)) throw new FakeRequestError(`${FAKE_OPTIONS_HEADER} must be a JSON object`);
+  if (!isJsonObject(parsed)) {
+    throw new FakeRequestError(`${FAKE_OPTIONS_HEADER} must be a JSON object`);
+  }
   for (const name of Object.keys(parsed)) {
     if (!name.startsWith("fake_")) {
       throw new FakeRequestError(

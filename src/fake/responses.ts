@@ -9,14 +9,15 @@
  * @module
  */
 import { type FakeDefaults, numberField } from "./answer.ts";
-import { contentText, generatedText, isObject, textPieces, wordCount } from "./content.ts";
+import { contentText, generatedText, textPieces, wordCount } from "./content.ts";
+import { isJsonObject } from "../core/json.ts";
 
 /** Input tokens of a Responses `input`: words of a string, or of every item's content. */
 function inputWords(input: unknown): number {
   if (typeof input === "string") return wordCount(input);
   if (!Array.isArray(input)) return 0;
   let n = 0;
-  for (const item of input) if (isObject(item)) n += wordCount(contentText(item.content));
+  for (const item of input) if (isJsonObject(item)) n += wordCount(contentText(item.content));
   return n;
 }
 

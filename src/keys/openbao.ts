@@ -8,6 +8,7 @@
  */
 import type { Logger } from "../log.ts";
 import type { KeyAnswer, KeyResolver } from "./broker.ts";
+import { isJsonObject, parseJson } from "../core/json.ts";
 
 /** Token renewal period when none is given: 300 s. */
 export const DEFAULT_RENEW_SECS = 300;
@@ -66,10 +67,6 @@ export type TokenAnswer = { token: string } | { error: string };
 
 type Exchange = { status: number; json: unknown } | { failure: string };
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === "object" && !Array.isArray(value);
-}
-
 /**
  * The KV v2 API path of a reference: leading `/` dropped, the mount `secret` gets `data/` after
  * it (`secret/skeid/remote/groq` → `secret/data/skeid/remote/groq`); other mounts are used as
@@ -97,16 +94,16 @@ export function encodedApiPath(path: string, allowTrailingSlash = false): string
 
 /** The `api_key` of a KV read: `data.data.api_key` (KV v2), else `data.api_key` (KV v1). */
 export function keyFromPayload(payload: unknown): string | undefined {
-  if (!isRecord(payload) || !isRecord(payload.data)) return undefined;
+  if (!isJsonObject(payload) || !isJsonObject(payload.data)) return undefined;
   const data = payload.data;
-  const v2 = isRecord(data.data) ? data.data.api_key : undefined;
+  const v2 = isJsonObject(data.data) ? data.data.api_key : undefined;
   if (typeof v2 === "string" && v2.length > 0) return v2;
   return typeof data.api_key === "string" && data.api_key.length > 0 ? data.api_key : undefined;
 }
 
 /** `auth.client_token` and `auth.ttl` (seconds, default 3600 when missing or ≤ 0). */
 function authOf(payload: unknown): { token: string; ttlSecs: number } {
-  const auth = isRecord(payload) && isRecord(payload.auth) ? payload.auth : {};
+  const auth = isJsonObject(payload) && isJsonObject(payload.auth) ? payload.auth : {};
   const token = typeof auth.client_token === "string" ? auth.client_token : "";
   const ttl = typeof auth.ttl === "string" ? Number(auth.ttl) : auth.ttl;
   const ttlSecs = typeof ttl === "number" && Number.isFinite(ttl) && ttl > 0
@@ -302,7 +299,7 @@ export class OpenBao implements KeyResolver {
       });
       return [];
     }
-    const data = isRecord(r.json) && isRecord(r.json.data) ? r.json.data : {};
+    const data = isJsonObject(r.json) && isJsonObject(r.json.data) ? r.json.data : {};
     return Array.isArray(data.keys)
       ? data.keys.filter((k): k is string => typeof k === "string")
       : [];
@@ -384,11 +381,7 @@ export class OpenBao implements KeyResolver {
       const text = await res.text();
       let json: unknown = undefined;
       if (ok(res.status)) {
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = undefined;
-        }
+        json = parseJson(text);
       }
       return { status: res.status, json };
     } catch (err) {

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import type { JsonObject } from "../json.ts";
+import type { JsonObject } from "../core/json.ts";
 import type { UsageSource } from "../usage/types.ts";
 import type { CallHolder } from "./call.ts";
 import type { RelayOutcome } from "./relay.ts";

@@ -7,7 +7,7 @@
  */
 import type { Face } from "../faces/face.ts";
 import { readUpstreamError } from "../faces/errors.ts";
-import { isJsonObject, type JsonObject, parseJson } from "../json.ts";
+import { isJsonObject, type JsonObject, parseJson } from "../core/json.ts";
 import { errorResponse, jsonResponse } from "./errors.ts";
 import { relayedResponse } from "./upstream.ts";
 

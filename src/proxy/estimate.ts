@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { JsonObject } from "../json.ts";
+import type { JsonObject } from "../core/json.ts";
 
 /** Characters of text in a message content, a prompt or an input (strings and text parts). */
 function textChars(v: unknown): number {

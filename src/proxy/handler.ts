@@ -13,7 +13,7 @@ import { errorMessage } from "../error_message.ts";
 import { clientLeft, estimateInputTokens, streamEnd, watchClient } from "./abort_billing.ts";
 import type { FinishOutcome, PickedNode } from "../core/types.ts";
 import type { Face, FaceName, UpstreamRequest } from "../faces/face.ts";
-import type { JsonObject } from "../json.ts";
+import type { JsonObject } from "../core/json.ts";
 import {
   answerResponse,
   type AnswerTarget,

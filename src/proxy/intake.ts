@@ -8,7 +8,7 @@
 import { concatBytes } from "../bytes.ts";
 import type { RoutingSettings } from "../core/types.ts";
 import { type Face, FaceError, type UpstreamRequest } from "../faces/face.ts";
-import { isJsonObject, type JsonObject, parseJson } from "../json.ts";
+import { isJsonObject, type JsonObject, parseJson } from "../core/json.ts";
 import { jsonDepth, MAX_JSON_DEPTH } from "../json_scan.ts";
 import type { BufferBudget } from "./buffer_budget.ts";
 import { Refusal } from "./errors.ts";

@@ -17,7 +17,7 @@ import type { RateHeaders } from "../core/rate_window.ts";
 import type { PricingRule, Tier } from "../core/types.ts";
 import type { KeyPolicy } from "../core/key_limits.ts";
 import type { UpstreamRequest } from "../faces/face.ts";
-import { isJsonObject, type JsonObject } from "../json.ts";
+import { isJsonObject, type JsonObject } from "../core/json.ts";
 import type { Logger } from "../log.ts";
 import type { UsageEvent } from "../usage/types.ts";
 import { Refusal } from "./errors.ts";

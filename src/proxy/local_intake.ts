@@ -7,7 +7,7 @@
  * @module
  */
 import type { Face } from "../faces/face.ts";
-import type { JsonObject } from "../json.ts";
+import type { JsonObject } from "../core/json.ts";
 import type { ProxyMetrics } from "./context.ts";
 import { Refusal, refusalResponse } from "./errors.ts";
 import { customerKeyId, type IntakeContext, jsonBody, readBody, requestIdOf } from "./intake.ts";

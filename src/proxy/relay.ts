@@ -29,7 +29,7 @@ import type {
   StreamTranslator,
   UpstreamRequest,
 } from "../faces/face.ts";
-import { isJsonObject, parseJson } from "../json.ts";
+import { isJsonObject, parseJson } from "../core/json.ts";
 import { type SseFrame, SseParser } from "./sse.ts";
 import { FrameHold } from "./frame_hold.ts";
 import { relayedResponse } from "./upstream.ts";

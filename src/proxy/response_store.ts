@@ -10,7 +10,7 @@
 import { errorMessage } from "../error_message.ts";
 import { markKept } from "../faces/responses_request.ts";
 import { openaiErrorBody } from "../faces/errors.ts";
-import type { JsonObject } from "../json.ts";
+import type { JsonObject } from "../core/json.ts";
 import type { Logger } from "../log.ts";
 import {
   openResponseStore,

@@ -16,7 +16,7 @@ import {
   type ShareSettings,
 } from "../core/key_limits.ts";
 import type { PickedNode, RouteState, Selection, Tier } from "../core/types.ts";
-import type { JsonObject } from "../json.ts";
+import type { JsonObject } from "../core/json.ts";
 import { requestTokensEstimate } from "./estimate.ts";
 import type { ShareTicket, Waiter, WaiterQueue } from "./wait.ts";
 

@@ -9,6 +9,7 @@
  * @module
  */
 import { normalizeTags } from "../core/tags.ts";
+import { isJsonObject } from "../core/json.ts";
 
 /** The reading a snapshot maps to; both null = no ceiling (does not narrow admission). */
 export interface SnapshotReading {
@@ -39,10 +40,6 @@ function num(value: unknown): number {
   return 0;
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
 /**
  * Over the downstream nodes that are healthy and carry every wanted tag: free per node is
  * `max_conns − inflight` (or the node's limit when it has no max_conns), at most
@@ -58,12 +55,12 @@ export function readingFromSnapshot(
 ): SnapshotReading {
   const want = normalizeTags(options.tags ?? []);
   const nowS = options.now / 1000;
-  const nodes = isRecord(snapshot) && Array.isArray(snapshot.nodes) ? snapshot.nodes : [];
+  const nodes = isJsonObject(snapshot) && Array.isArray(snapshot.nodes) ? snapshot.nodes : [];
   let limit = 0;
   let free = 0;
   let selected = 0;
   for (const node of nodes) {
-    if (!isRecord(node) || !node.healthy) continue;
+    if (!isJsonObject(node) || !node.healthy) continue;
     if (want.length > 0) {
       const have = new Set(
         (Array.isArray(node.tags) ? node.tags : [])
@@ -75,7 +72,7 @@ export function readingFromSnapshot(
     selected++;
     const max = num(node.max_conns);
     const inflight = num(node.inflight);
-    const cap = isRecord(node.capacity) ? node.capacity : undefined;
+    const cap = isJsonObject(node.capacity) ? node.capacity : undefined;
     const capLimit = cap ? num(cap.limit) : 0;
     const backoff = cap !== undefined && num(cap.retry_after) > nowS;
 

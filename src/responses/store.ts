@@ -10,7 +10,7 @@ import { DatabaseSync, type SQLInputValue } from "node:sqlite";
 import type { NormalizedUsageStoreConfig, PostgresStoreConfig } from "../usage/config.ts";
 import { connectPostgres, MIGRATE_LOCK } from "../usage/postgres.ts";
 import { responsesTableStatements } from "../usage/schema.ts";
-import { isJsonObject, type JsonObject, parseJson } from "../json.ts";
+import { isJsonObject, type JsonObject, parseJson } from "../core/json.ts";
 
 /** The `responses` config section, normalized. */
 export interface ResponsesSettings {

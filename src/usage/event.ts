@@ -6,6 +6,7 @@
  * @module
  */
 import type { UsageEvent } from "./types.ts";
+import { isJsonObject } from "../core/json.ts";
 
 /** What an event is built from: any event field, plus metrics / a usage hash / tool names. */
 export interface UsageEventFields extends Partial<UsageEvent> {
@@ -22,10 +23,9 @@ export function formatCreatedAt(ms: number): string {
   return new Date(ms).toISOString().slice(0, 19) + "Z";
 }
 
+/** `value` when it is a JSON object, else undefined. */
 function record(value: unknown): Record<string, unknown> | undefined {
-  return typeof value === "object" && value !== null && !Array.isArray(value)
-    ? value as Record<string, unknown>
-    : undefined;
+  return isJsonObject(value) ? value : undefined;
 }
 
 /** A count: finite, whole, not negative; anything else is 0. */

@@ -12,6 +12,7 @@ import { errorMessage } from "./secret.ts";
 import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";
 import type { KeyPeriodTotals } from "./types.ts";
 import { toAmount, toCount } from "./event.ts";
+import { isJsonObject, parseJson } from "../core/json.ts";
 
 const encoder = new TextEncoder();
 /** Lines serialized and written at a time in file mode. */
@@ -59,15 +60,10 @@ async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
   while (off < bytes.length) off += await file.write(bytes.subarray(off));
 }
 
+/** A line's JSON object; a torn line (crash mid-append) is undefined: skipped, not fatal. */
 function parseRecord(line: string): Record<string, unknown> | undefined {
-  try {
-    const v: unknown = JSON.parse(line);
-    return typeof v === "object" && v !== null && !Array.isArray(v)
-      ? v as Record<string, unknown>
-      : undefined;
-  } catch {
-    return undefined; // a torn line (crash mid-append) is skipped, not fatal
-  }
+  const v = parseJson(line);
+  return isJsonObject(v) ? v : undefined;
 }
 
 /** A jsonlog store. */
