@@ -1,5 +1,5 @@
 /**
- * `deno task bench [--quick] [--out FILE] [--gateway-url URL|fake|bare] [--usage jsonlog|none]
+ * `deno task bench [--quick] [--out FILE] [--gateway-url URL|fake|bare] [--usage jsonlog|jsonlog-direct|none]
  * [--transport raw|fetch] [--wrk auto|yes|no] [--streams N] [--limits] [--workers N]`
  *
  * Measures Skeid's overhead in one run: the same load client against the fake model directly
@@ -282,13 +282,15 @@ function gatewayConfig(fakeUrl: string, usage: string, dir: string, limits = fal
     '  "*": { input_per_million: 0.5, output_per_million: 1.5 }',
   ];
   if (limits) lines.push(...LIMITS_POLICY);
-  if (usage === "jsonlog") {
+  if (usage === "jsonlog" || usage === "jsonlog-direct") {
+    // jsonlog-direct: what an operator gets by default, every event appended as it is recorded.
+    const flushMs = usage === "jsonlog" ? USAGE_FLUSH_MS : 0;
     lines.push(
       "usage_store:",
       "  backend: jsonlog",
       `  path: ${usageFile(dir)}`,
       "  mode: file",
-      `  flush_interval_ms: ${USAGE_FLUSH_MS}`,
+      `  flush_interval_ms: ${flushMs}`,
     );
   }
   return lines.join("\n") + "\n";
@@ -342,13 +344,13 @@ async function main(): Promise<number> {
   if (values.help) {
     console.log(
       "usage: deno task bench [--quick] [--out FILE] [--gateway-url URL|fake|bare] " +
-        "[--usage jsonlog|none] [--transport raw|fetch] [--wrk auto|yes|no] [--streams N] " +
+        "[--usage jsonlog|jsonlog-direct|none] [--transport raw|fetch] [--wrk auto|yes|no] [--streams N] " +
         "[--limits] [--workers N]",
     );
     return 0;
   }
-  if (values.usage !== "jsonlog" && values.usage !== "none") {
-    console.error(`bench: --usage must be jsonlog or none, got '${values.usage}'`);
+  if (!["jsonlog", "jsonlog-direct", "none"].includes(values.usage)) {
+    console.error(`bench: --usage must be jsonlog, jsonlog-direct or none, got '${values.usage}'`);
     return 2;
   }
   const workers = Number(values.workers);
@@ -385,6 +387,8 @@ async function main(): Promise<number> {
     `usage store of the gateway: ${
       values.usage === "jsonlog"
         ? `jsonlog file mode, write-behind (flush_interval_ms ${USAGE_FLUSH_MS}), in its own folder`
+        : values.usage === "jsonlog-direct"
+        ? "jsonlog file mode without write-behind (the default operator setup), in its own folder"
         : "none"
     }`,
   ];
@@ -564,7 +568,7 @@ async function main(): Promise<number> {
       idleRssMb: idle?.rssMb,
     };
     if (useGateway && gatewayPid) results.hwmMb = (await readRss(gatewayPid))?.hwmMb;
-    if (gatewayChild && values.usage === "jsonlog") {
+    if (gatewayChild && values.usage !== "none") {
       // Stop the gateway (SIGTERM: it drains and flushes its ledger), then count its events:
       // the bench measures the gateway with its ledger, and says so with a number.
       await gatewayChild.stop(30_000);
