@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { AnswerTimings, JsonObject, StreamTranslator, UpstreamRequest } from "./face.ts";
+import type { AnswerTimings, Face, JsonObject, StreamTranslator, UpstreamRequest } from "./face.ts";
 import { FaceError, streamFlag } from "./face.ts";
 import { TranslatingFace } from "./translating_face.ts";
 import {
@@ -18,7 +18,7 @@ import { anthropicStop } from "./anthropic_stop.ts";
 import { AnthropicStreamTranslator } from "./anthropic_stream.ts";
 import { anthropicErrorBody, readUpstreamError } from "./errors.ts";
 import { extractHermesToolCalls } from "./hermes.ts";
-import { argumentsObject, isJsonObject, messageText, obj, str } from "./json.ts";
+import { argumentsObject, firstChoice, isJsonObject, messageText, obj, str } from "./json.ts";
 import { reasoningText } from "./reasoning.ts";
 import { anthropicUsage, readChatTokens } from "./usage.ts";
 
@@ -54,7 +54,7 @@ export function countTokens(body: JsonObject): { input_tokens: number } {
 }
 
 /** The Anthropic face. */
-export class AnthropicFace extends TranslatingFace {
+export class AnthropicFace extends TranslatingFace implements Face {
   /** The face's name. */
   readonly name = "anthropic" as const;
 
@@ -91,9 +91,7 @@ export class AnthropicFace extends TranslatingFace {
     context?: JsonObject,
     _timings?: AnswerTimings,
   ): JsonObject {
-    const choices = Array.isArray(answer.choices) ? answer.choices : [];
-    const choice = obj(choices[0]) ?? {};
-    const message = obj(choice.message) ?? {};
+    const { choice, message } = firstChoice(answer);
     let text = messageText(message.content);
     const content: JsonObject[] = [];
     const toolUses: JsonObject[] = [];

@@ -22,6 +22,13 @@ export function obj(v: unknown): JsonObject | undefined {
   return isJsonObject(v) ? v : undefined;
 }
 
+/** The first choice of a chat answer and its message (`{}` for what is missing). */
+export function firstChoice(answer: JsonObject): { choice: JsonObject; message: JsonObject } {
+  const choices = Array.isArray(answer.choices) ? answer.choices : [];
+  const choice = obj(choices[0]) ?? {};
+  return { choice, message: obj(choice.message) ?? {} };
+}
+
 /** Parses JSON text into an object; anything else (bad JSON, an array, a scalar) → undefined. */
 export function parseJsonObject(text: string): JsonObject | undefined {
   return obj(parseJson(text));

@@ -5,12 +5,12 @@
  *
  * @module
  */
-import type { AnswerTimings, JsonObject, StreamTranslator, UpstreamRequest } from "./face.ts";
+import type { AnswerTimings, Face, JsonObject, StreamTranslator, UpstreamRequest } from "./face.ts";
 import { FaceError } from "./face.ts";
 import { TranslatingFace } from "./translating_face.ts";
 import { ollamaErrorBody, readUpstreamError } from "./errors.ts";
 import { extractHermesToolCalls } from "./hermes.ts";
-import { isJsonObject, messageText, obj, str } from "./json.ts";
+import { firstChoice, isJsonObject, messageText, str } from "./json.ts";
 import { closingFields, isoAt, ollamaToolCalls } from "./ollama_answer.ts";
 import { chatToOpenAI, embedToOpenAI, generateToOpenAI } from "./ollama_request.ts";
 import { OllamaStreamTranslator } from "./ollama_stream.ts";
@@ -33,7 +33,7 @@ function vectors(answer: JsonObject): unknown[] {
 }
 
 /** The Ollama face. */
-export class OllamaFace extends TranslatingFace {
+export class OllamaFace extends TranslatingFace implements Face {
   /** The face's name. */
   readonly name = "ollama" as const;
 
@@ -90,9 +90,7 @@ export class OllamaFace extends TranslatingFace {
         prompt_eval_count: closing.prompt_eval_count,
       };
     }
-    const choices = Array.isArray(answer.choices) ? answer.choices : [];
-    const choice = obj(choices[0]) ?? {};
-    const message = obj(choice.message) ?? {};
+    const { choice, message } = firstChoice(answer);
     let text = messageText(message.content);
     let calls = ollamaToolCalls(Array.isArray(message.tool_calls) ? message.tool_calls : []);
     if (calls.length === 0) {

@@ -4,12 +4,12 @@
  *
  * @module
  */
-import type { AnswerTimings, JsonObject, StreamTranslator, UpstreamRequest } from "./face.ts";
+import type { AnswerTimings, Face, JsonObject, StreamTranslator, UpstreamRequest } from "./face.ts";
 import { FaceError } from "./face.ts";
 import { TranslatingFace } from "./translating_face.ts";
 import { openaiErrorBody, readUpstreamError } from "./errors.ts";
 import { extractHermesToolCalls } from "./hermes.ts";
-import { argumentsText, messageText, obj, str } from "./json.ts";
+import { argumentsText, firstChoice, messageText, obj, str } from "./json.ts";
 import { requestContext, toChatBody, validateResponsesBody } from "./responses_request.ts";
 import {
   customTools,
@@ -28,7 +28,7 @@ import { NativeResponsesFace } from "./responses_native.ts";
 export const RESPONSES_ENDPOINT = "/v1/responses";
 
 /** The Responses face. */
-export class ResponsesFace extends TranslatingFace {
+export class ResponsesFace extends TranslatingFace implements Face {
   /** The face's name. */
   readonly name = "responses" as const;
 
@@ -60,9 +60,7 @@ export class ResponsesFace extends TranslatingFace {
     context?: JsonObject,
     _timings?: AnswerTimings,
   ): JsonObject {
-    const choices = Array.isArray(answer.choices) ? answer.choices : [];
-    const choice = obj(choices[0]) ?? {};
-    const message = obj(choice.message) ?? {};
+    const { choice, message } = firstChoice(answer);
     const output: JsonObject[] = [];
     const reasoning = str(message.reasoning_content) ?? str(message.reasoning) ?? "";
     if (reasoning !== "") output.push(reasoningItem(newId("rs"), reasoning, "completed"));

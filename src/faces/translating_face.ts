@@ -6,19 +6,15 @@
  *
  * @module
  */
-import type {
-  AnswerTimings,
-  Face,
-  FaceName,
-  FaceOptions,
-  JsonObject,
-  StreamTranslator,
-  UpstreamRequest,
-} from "./face.ts";
+import type { Face, FaceName, FaceOptions, UpstreamRequest } from "./face.ts";
 import { servedBody } from "./face.ts";
 
-/** The base of a face that translates to the one chat wire and back. */
-export abstract class TranslatingFace implements Face {
+/**
+ * The base of a face that translates to the one chat wire and back; each subclass implements the
+ * rest of `Face`.
+ */
+export abstract class TranslatingFace
+  implements Pick<Face, "passesThrough" | "upstreamBody" | "relayMode"> {
   abstract readonly name: FaceName;
   /** Answers are translated and upstream errors reshaped (ADR 0012). */
   readonly passesThrough = false;
@@ -39,20 +35,4 @@ export abstract class TranslatingFace implements Face {
   relayMode(): "translate" {
     return "translate";
   }
-
-  abstract toUpstream(endpoint: string, body: JsonObject): UpstreamRequest;
-  abstract fromUpstream(
-    endpoint: string,
-    answer: JsonObject,
-    requestedModel: string,
-    context?: JsonObject,
-    timings?: AnswerTimings,
-  ): JsonObject;
-  abstract streamTranslator(
-    endpoint: string,
-    requestedModel: string,
-    context?: JsonObject,
-  ): StreamTranslator;
-  abstract errorBody(status: number, type: string, message: string): unknown;
-  abstract upstreamErrorBody(status: number, body: unknown): unknown;
 }

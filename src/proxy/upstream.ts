@@ -19,8 +19,8 @@ export function upstreamUrl(nodeUrl: string, path: string): string {
   return base.endsWith("/v1") ? base + path : base + "/v1" + path;
 }
 
-/** Client request headers never forwarded upstream: hop-by-hop plus what the fetch sets itself. */
-export const DROPPED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
+/** Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection, never relayed. */
+const HOP_BY_HOP = [
   "connection",
   "keep-alive",
   "proxy-authenticate",
@@ -29,6 +29,11 @@ export const DROPPED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   "trailer",
   "transfer-encoding",
   "upgrade",
+];
+
+/** Client request headers never forwarded upstream: hop-by-hop plus what the fetch sets itself. */
+export const DROPPED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
+  ...HOP_BY_HOP,
   "host",
   "content-length",
   "accept-encoding",
@@ -55,14 +60,7 @@ export const CREDENTIAL_HEADERS: ReadonlySet<string> = new Set([
 
 /** Upstream response headers never relayed to the client (the body is re-framed and decoded). */
 export const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-authenticate",
-  "proxy-authorization",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
+  ...HOP_BY_HOP,
   "content-length",
   "content-encoding",
 ]);
