@@ -150,6 +150,8 @@ export class Gateway implements ProxyContext {
   readonly tenancy: Tenancy;
   /** Keeps the budgets' spent part in step with the ledger (start, reload, refresh timer). */
   readonly budgetSync: BudgetSync;
+  /** Epoch ms the gateway opened. */
+  readonly #startedAt = Date.now();
   readonly #fatal = Promise.withResolvers<string>();
   /** Requests waiting for a tier's capacity, served by fair share between customer keys. */
   readonly waiters: WaiterQueue;
@@ -337,6 +339,7 @@ export class Gateway implements ProxyContext {
       probes: () => this.probes.status(),
       ownSecretVariables: () => config.ownSecretVariables(),
       logger: this.logger,
+      startedAt: this.#startedAt,
     };
   }
 

@@ -49,6 +49,8 @@ export interface AdminDeps {
   ownSecretVariables?: () => OwnSecrets;
   /** Where admin actions and failures are logged (never the admin key). */
   logger: Logger;
+  /** Epoch ms this gateway started (`GET /skeid/workers`). */
+  startedAt?: number;
 }
 
 /** Default row limit of `GET /skeid/usage`. */
@@ -211,6 +213,19 @@ export function adminRoutes(deps: AdminDeps): Hono {
   // ---- config ------------------------------------------------------------------------------
 
   app.get("/skeid/config", () => json(deps.reloadStatus()));
+
+  // One process serving alone is the one worker of its group (with --workers N the supervisor
+  // answers this route for all of them).
+  app.get("/skeid/workers", () => {
+    let requests = 0;
+    let inflight = 0;
+    for (const m of skeid.nodeMetrics()) {
+      requests += m.started;
+      inflight += m.inflight;
+    }
+    const started = new Date(deps.startedAt ?? skeid.now()).toISOString();
+    return json({ workers: [{ index: 0, started_at: started, restarts: 0, requests, inflight }] });
+  });
 
   app.post("/skeid/config/reload", async () => {
     try {

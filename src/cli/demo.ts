@@ -62,8 +62,12 @@ export async function run(args: string[]): Promise<number> {
   try {
     running = await startServer({ hostname: listen.hostname, port: listen.port, configPath });
   } catch (err) {
-    console.error(`skeid demo: ${errorMessage(err)}`);
+    const inUse = err instanceof Deno.errors.AddrInUse
+      ? ` (${listen.hostname}:${listen.port} is taken: stop what holds it, or pass --listen HOST:PORT)`
+      : "";
+    console.error(`skeid demo: ${errorMessage(err)}${inUse}`);
     await fake.close();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
     return 1;
   }
   const host = running.addr.hostname.includes(":")
@@ -77,7 +81,7 @@ export async function run(args: string[]): Promise<number> {
     `  curl -N ${base}/v1/chat/completions -H 'content-type: application/json' ` +
       `-d '{"model":"demo","stream":true,"messages":[{"role":"user","content":"hello"}]}'`,
   );
-  console.log(`  skeid usage --db ${dir}/usage.sqlite`);
+  console.log(`  ./scripts/skeid usage --db ${dir}/usage.sqlite`);
 
   const stopped = Promise.withResolvers<void>();
   const onSignal = () => stopped.resolve();

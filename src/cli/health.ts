@@ -35,7 +35,7 @@ export async function run(args: string[]): Promise<number> {
     );
     return 0;
   }
-  const url = values.url ?? DEFAULT_HEALTH_URL;
+  const url = healthUrl(values.url ?? DEFAULT_HEALTH_URL);
   const timeoutMs = Number(values["timeout-ms"] ?? "3000");
   if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
     console.error(`skeid health: --timeout-ms must be a positive number`);
@@ -55,5 +55,16 @@ export async function run(args: string[]): Promise<number> {
   } catch (err) {
     console.error(`skeid health: ${url}: ${errorMessage(err)}`);
     return 1;
+  }
+}
+
+/** The `/health` URL of a gateway given by its base URL (`http://host:port`) or by that URL. */
+export function healthUrl(given: string): string {
+  try {
+    const u = new URL(given);
+    if (u.pathname === "/" || u.pathname === "") u.pathname = "/health";
+    return u.href;
+  } catch {
+    return given;
   }
 }

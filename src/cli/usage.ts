@@ -21,6 +21,7 @@ import { POSTGRES_SCHEMA, SQLITE_SCHEMA } from "../usage/schema.ts";
 import { errorMessage } from "../usage/secret.ts";
 import type { ReportGroup, UsageReport, UsageStore } from "../usage/types.ts";
 import { type CliIo, consoleIo } from "./io.ts";
+import { isJsonObject } from "../core/json.ts";
 import { formatBudget, keyBudget } from "./usage_budget.ts";
 
 const HELP = `usage: skeid usage [options]
@@ -145,9 +146,14 @@ export async function run(args: string[], io: CliIo = consoleIo): Promise<number
       else throw new CliError(`--schema must be sqlite or postgresql`);
       return 0;
     }
+    // --api-key-id may be a `names:` name of the config: the report filters by the id it names.
+    const ref = values["api-key-id"];
+    const top = typeof ref === "string" ? (await configDoc(values))?.top : undefined;
+    const names = top?.names;
+    const named = typeof ref === "string" && isJsonObject(names) ? names[ref] : undefined;
     const filters = normalizeReportFilters({
       since: values.since,
-      api_key_id: values["api-key-id"],
+      api_key_id: typeof named === "string" ? named : ref,
       model: values.model,
       limit: limitOf(values.limit as string | undefined),
     });
@@ -156,7 +162,10 @@ export async function run(args: string[], io: CliIo = consoleIo): Promise<number
     try {
       cfg = normalizeUsageStoreConfig(raw, { usageDbPath, env: io.env });
     } catch (err) {
-      throw new CliError(`${errorMessage(err)} (from ${source})`);
+      const from = source === "SKEID_USAGE_DB" && io.env("SKEID_USAGE_DB") === undefined
+        ? "no --config, skeid.yaml or SKEID_USAGE_DB"
+        : `from ${source}`;
+      throw new CliError(`${errorMessage(err)} (${from})`);
     }
     store = createUsageStore(cfg, { readOnly: true });
     await store.prepare();
@@ -166,8 +175,6 @@ export async function run(args: string[], io: CliIo = consoleIo): Promise<number
       return 1;
     }
     // --api-key-id: the key's budget this period, from the config and the store (ADR 0023).
-    const ref = values["api-key-id"];
-    const top = typeof ref === "string" ? (await configDoc(values))?.top : undefined;
     const budget = top ? await keyBudget(top, ref as string, store) : undefined;
     if (values.json) {
       io.out(JSON.stringify(budget ? { ...report, budget: budget.status } : report, null, 2));

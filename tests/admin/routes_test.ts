@@ -129,3 +129,21 @@ Deno.test("mounted under a parent app: admin routes work, the parent's registry 
   assertEquals(ok.status, 200);
   await ok.body?.cancel();
 });
+
+Deno.test("GET /skeid/workers: a process serving alone lists itself as the one worker", async () => {
+  const f = adminFixture();
+  f.skeid.addNode({ id: "n1", url: "http://127.0.0.1:9/v1", model: "m", max_conns: 4 });
+  assert(f.skeid.startRequest("n1"), "one request admitted");
+  const res = await f.req("/skeid/workers");
+  assertEquals(res.status, 200);
+  assertEquals(await res.json(), {
+    workers: [{
+      index: 0,
+      started_at: "2023-11-14T22:13:20.000Z",
+      restarts: 0,
+      requests: 1,
+      inflight: 1,
+    }],
+  });
+  assertEquals((await f.req("/skeid/workers", { token: "wrong" })).status, 401);
+});

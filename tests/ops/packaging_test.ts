@@ -65,6 +65,11 @@ Deno.test("packaging: skeid health exits 0 on a serving gateway and 1 on a dead 
   const server = await startServer({ hostname: "127.0.0.1", port: 0 });
   try {
     assertEquals(await health(["--url", `http://127.0.0.1:${server.addr.port}/health`]), 0);
+    assertEquals(
+      await health(["--url", `http://127.0.0.1:${server.addr.port}`]),
+      0,
+      "a base URL asks its /health",
+    );
   } finally {
     await server.stop(0);
   }

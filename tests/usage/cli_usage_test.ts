@@ -255,6 +255,11 @@ Deno.test("skeid usage --api-key-id: the key's budget lines from the config and 
     const budget = JSON.parse(json.out).budget;
     assertEquals(budget.spent.tokens, 550, "a names: name finds the key's budget too");
     assertEquals(budget.cap, { usd: 1, tokens: 1000 });
+    assertEquals(
+      JSON.parse(json.out).totals.requests,
+      2,
+      "a names: name filters the report by the customer key id it names",
+    );
     const other = await usage(["--config", cfg, "--api-key-id", "k_a", "--json"]);
     assertEquals(JSON.parse(other.out).budget, undefined, "a key without a budget has no lines");
   } finally {
