@@ -10,6 +10,9 @@ import type { CapacityReadingInput } from "../core/types.ts";
 import type { UsageEvent } from "../usage/types.ts";
 import type { LogLevel } from "../log.ts";
 import type { KeyAnswer } from "../keys/broker.ts";
+import type { KeyDecision, KeyRequest } from "../core/tenancy.ts";
+import type { RateHeaders } from "../core/rate_window.ts";
+import type { SettledAmount } from "../proxy/key_limits.ts";
 
 /** A config the supervisor validated and applied, numbered. */
 export interface ConfigVersion {
@@ -46,6 +49,9 @@ export type ToWorker =
     gateway: WorkerGatewayOptions;
     /** Whether the supervisor has a key broker (OpenBao) the worker asks node keys of. */
     keyBroker: boolean;
+    /** The customer keys' `max_inflight` table (one column per worker, no supervisor's). */
+    keyBuffer: SharedArrayBuffer;
+    keySize: InflightTableSize;
   }
   | ({ type: "config" } & ConfigVersion)
   | { type: "readings"; readings: [string, CapacityReadingInput | null][] }
@@ -55,7 +61,17 @@ export type ToWorker =
   | { type: "local"; id: number; request: WireRequest }
   /** The supervisor's answer to a request the worker forwarded. */
   | { type: "forward_reply"; id: number; response: WireResponse }
-  | { type: "key_reply"; id: number; answer: KeyAnswer };
+  | { type: "key_reply"; id: number; answer: KeyAnswer }
+  /** The group's answer to a `key_admit`. */
+  | { type: "key_admit_reply"; id: number; decision: WireKeyDecision };
+
+/** Where a customer key's `max_inflight` stands when the worker asks the supervisor. */
+export type KeyInflight = "held" | "full" | "supervisor";
+
+/** A key admission as it crosses: a hold is the supervisor's number for it. */
+export type WireKeyDecision =
+  | { ok: true; hold: number; headers: RateHeaders }
+  | Extract<KeyDecision, { ok: false }>;
 
 /** What a worker says about itself for `GET /skeid/workers`. */
 export interface WorkerStats {
@@ -77,7 +93,16 @@ export type FromWorker =
   | { type: "forward"; id: number; request: WireRequest }
   | { type: "local_reply"; id: number; response: WireResponse }
   /** A node key (`api_key_ref`) the worker's cache does not hold: the supervisor's broker asks. */
-  | { type: "key"; id: number; ref: string };
+  | { type: "key"; id: number; ref: string }
+  /**
+   * Rate windows and budget of a customer key that has them, for the group (ADR 0025);
+   * `inflight` says where its `max_inflight` stands (`KeyGroupOwner.admit`).
+   */
+  | { type: "key_admit"; id: number; keyId: string; request: KeyRequest; inflight: KeyInflight }
+  /** A hold's usage event was recorded. */
+  | { type: "key_settle"; hold: number; actual: SettledAmount }
+  /** A hold is given back unbilled. */
+  | { type: "key_cancel"; hold: number };
 
 /** An HTTP request as plain data. */
 export interface WireRequest {
@@ -130,7 +155,9 @@ export function forwardedToSupervisor(method: string, path: string): boolean {
   if (!path.startsWith("/skeid/")) return false;
   if (method === "GET") {
     return path === "/skeid/config" || path === "/skeid/workers" || path === "/skeid/metrics" ||
-      path === "/skeid/metrics/nodes" || path === "/skeid/usage";
+      path === "/skeid/metrics/nodes" || path === "/skeid/usage" ||
+      // A customer key's windows and budget are the group's, held by the supervisor.
+      path.startsWith("/skeid/keys/");
   }
   if (method === "POST") {
     return path === "/skeid/nodes" || path === "/skeid/config/reload" ||

@@ -19,6 +19,7 @@ import type { CapacityReadingInput } from "../core/types.ts";
 import { errorMessage } from "../error_message.ts";
 import { buildApp } from "../server.ts";
 import { mergePrometheus } from "./metrics_merge.ts";
+import { KEY_TABLE_CAPACITY, KeyGroupOwner } from "./key_group.ts";
 import type { NodeMetrics } from "../core/types.ts";
 import {
   type ConfigVersion,
@@ -86,6 +87,10 @@ export class Supervisor {
   readonly table: InflightTable;
   readonly size: InflightTableSize;
   readonly buffer: SharedArrayBuffer;
+  /** The customer keys' `max_inflight` table, one column per worker. */
+  readonly keyTable: InflightTable;
+  /** The group's rate windows and budgets (the supervisor's tenancy), asked by the workers. */
+  readonly keys: KeyGroupOwner;
   /** The address every worker listens on (the real port when 0 was asked). */
   addr: Deno.NetAddr;
   #slots: Slot[] = [];
@@ -113,6 +118,8 @@ export class Supervisor {
     this.size = { capacity: table.capacity, workers: table.workers };
     this.buffer = table.words.buffer as SharedArrayBuffer;
     this.#config = { generation: 1, text: fs.last };
+    this.keyTable = InflightTable.shared(KEY_TABLE_CAPACITY, opts.workers);
+    this.keys = new KeyGroupOwner(gateway.tenancy, () => gateway.skeid.now(), gateway.logger);
     this.addr = { transport: "tcp", hostname: opts.hostname, port: opts.port };
   }
 
@@ -243,6 +250,17 @@ export class Supervisor {
         case "usage":
           for (const event of msg.events) this.gateway.ledger.record(event);
           return;
+        case "key_admit": {
+          const decision = this.keys.admit(index, msg.keyId, msg.request, msg.inflight);
+          this.#send(slot, { type: "key_admit_reply", id: msg.id, decision });
+          return;
+        }
+        case "key_settle":
+          this.keys.settle(msg.hold, msg.actual);
+          return;
+        case "key_cancel":
+          this.keys.cancel(msg.hold);
+          return;
         case "config_ack":
           if (msg.error !== undefined) {
             // Every worker applies the text the supervisor validated: one that cannot is broken.
@@ -297,6 +315,8 @@ export class Supervisor {
       explicitAdminKey: o.explicitAdminKey,
       config: this.#config,
       keyBroker: this.gateway.keyBroker !== undefined,
+      keyBuffer: this.keyTable.words.buffer as SharedArrayBuffer,
+      keySize: { capacity: this.keyTable.capacity, workers: this.keyTable.workers },
       gateway: {
         env: o.workerEnv,
         upstreamTimeoutMs: o.upstreamTimeoutMs,
@@ -312,6 +332,8 @@ export class Supervisor {
     if (slot.stopping || this.#slots[slot.index] !== slot) return;
     slot.worker.terminate();
     const freed = this.table.releaseWorker(slot.index);
+    this.keyTable.releaseWorker(slot.index);
+    this.keys.workerDied(slot.index);
     this.gateway.logger.error("worker_died", {
       worker: slot.index,
       reason,
@@ -360,6 +382,9 @@ export class Supervisor {
     if (path === "/skeid/metrics/nodes") return await this.#nodeMetrics(request);
     if (path === "/skeid/metrics") {
       const answers = await Promise.all(this.#slots.map((slot) => this.#local(slot, request)));
+      // The supervisor's own series too: the key budgets and their warnings are its (the
+      // workers report none), its request counters are zeros.
+      answers.push(await responseToWire(await app.fetch(fromWire(request))));
       return {
         status: 200,
         headers: [["content-type", "text/plain; version=0.0.4; charset=utf-8"]],

@@ -17,6 +17,8 @@ import type { CapacityReadingInput } from "../core/types.ts";
 import type { ServeHandler } from "../edge/listener.ts";
 import { CachingKeyBroker, type KeyAnswer } from "../keys/broker.ts";
 import { createLogger, type Logger } from "../log.ts";
+import { useKeyGroup } from "../proxy/key_limits.ts";
+import { RemoteKeyGroup } from "./key_group.ts";
 import {
   type ConfigVersion,
   forwardedToSupervisor,
@@ -62,6 +64,8 @@ class PostedConfig implements ConfigFileSystem {
 }
 
 let running: RunningServer | undefined;
+/** The group's customer-key limits, asked of the supervisor. */
+let keyGroup: RemoteKeyGroup | undefined;
 /** The gateway's own handler (what a `local` request from the supervisor runs on). */
 let inner: ServeHandler | undefined;
 /** Forwarded requests waiting for the supervisor's answer, by id. */
@@ -135,6 +139,14 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
     post({ type: "failed", error: errorMessage(err) });
     return;
   }
+  keyGroup = new RemoteKeyGroup(
+    post,
+    new InflightTable(msg.keyBuffer, msg.keySize, msg.index),
+    () => nextId++,
+  );
+  useKeyGroup(running.gateway.tenancy, keyGroup);
+  // The key budgets are the supervisor's: its /skeid/metrics series are the group's gauges.
+  running.gateway.metrics.keyBudgets = () => [];
   const skeid = running.gateway.skeid;
   // A release in any worker bumps the table's generation: wake this worker's waiters.
   (async () => {
@@ -209,6 +221,10 @@ self.onmessage = (e: MessageEvent<ToWorker>) => {
   if (msg.type === "key_reply") {
     keys.get(msg.id)?.(msg.answer);
     keys.delete(msg.id);
+    return;
+  }
+  if (msg.type === "key_admit_reply") {
+    keyGroup?.answered(msg.id, msg.decision);
     return;
   }
   if (msg.type === "forward_reply") {
