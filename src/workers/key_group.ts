@@ -16,6 +16,7 @@ import { inflightRefusal, type KeyHold, type KeyRequest, type Tenancy } from "..
 import type { KeyPolicy } from "../core/key_limits.ts";
 import type { GroupDecision, GroupHold, KeyGroup, SettledAmount } from "../proxy/key_limits.ts";
 import type { Logger } from "../log.ts";
+import type { QueueGate } from "../proxy/wait.ts";
 import type { FromWorker, KeyInflight, WireKeyDecision } from "./protocol.ts";
 
 /** Distinct customer keys with `max_inflight` the shared key table holds. */
@@ -166,3 +167,24 @@ export class KeyGroupOwner {
     return n;
   }
 }
+
+/**
+ * A key's waiters counted for the group in the shared key table (rows `queued <key id>`), so
+ * `share.max_queued` holds across workers (ADR 0025). A key the table cannot hold is not bounded
+ * by the group, only by each worker's own queue.
+ */
+export function queueGate(table: InflightTable): QueueGate {
+  return {
+    take(keyId: string, max: number): boolean {
+      if (max <= 0) return false;
+      const row = table.slot(QUEUED + keyId);
+      return row < 0 || table.tryTake(row, max);
+    },
+    release(keyId: string): void {
+      const row = table.slot(QUEUED + keyId);
+      if (row >= 0) table.release(row);
+    },
+  };
+}
+
+const QUEUED = "queued ";

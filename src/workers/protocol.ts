@@ -6,7 +6,14 @@
  * @module
  */
 import type { InflightTableSize } from "../core/inflight_table.ts";
-import type { CapacityReadingInput } from "../core/types.ts";
+import type {
+  CapacityReading,
+  CapacityReadingInput,
+  NodeMetrics,
+  NodeSpec,
+} from "../core/types.ts";
+import type { EjectionSnapshot } from "../core/ejection.ts";
+import type { ShareWire } from "../proxy/share_stats.ts";
 import type { UsageEvent } from "../usage/types.ts";
 import type { LogLevel } from "../log.ts";
 import type { KeyAnswer } from "../keys/broker.ts";
@@ -62,11 +69,31 @@ export type ToWorker =
   /** The supervisor's answer to a request the worker forwarded. */
   | { type: "forward_reply"; id: number; response: WireResponse }
   | { type: "key_reply"; id: number; answer: KeyAnswer }
+  /** What the worker's gateway holds now (`WorkerView`). */
+  | { type: "view"; id: number }
+  /** A change to every core of the group (tests and drills: `Supervisor.core`). */
+  | { type: "core"; id: number; op: CoreOp }
   /** The group's answer to a `key_admit`. */
   | { type: "key_admit_reply"; id: number; decision: WireKeyDecision };
 
 /** Where a customer key's `max_inflight` stands when the worker asks the supervisor. */
 export type KeyInflight = "held" | "full" | "supervisor";
+
+/** A change `Supervisor.core` applies to the supervisor's core and every worker's. */
+export type CoreOp =
+  | { name: "forgetCapacity"; id?: string }
+  | { name: "addNode"; spec: NodeSpec };
+
+/** What one worker's gateway holds now: its own counters, ejections, readings and waiters. */
+export interface WorkerView {
+  nodes: NodeMetrics[];
+  ejections: EjectionSnapshot[];
+  /** Readings in force, by node id (a passive reading is the worker's own, ADR 0025). */
+  readings: [string, CapacityReading][];
+  waiters: number;
+  inflight: number;
+  share: ShareWire;
+}
 
 /** A key admission as it crosses: a hold is the supervisor's number for it. */
 export type WireKeyDecision =
@@ -102,7 +129,14 @@ export type FromWorker =
   /** A hold's usage event was recorded. */
   | { type: "key_settle"; hold: number; actual: SettledAmount }
   /** A hold is given back unbilled. */
-  | { type: "key_cancel"; hold: number };
+  | { type: "key_cancel"; hold: number }
+  | { type: "view_reply"; id: number; view: WorkerView }
+  | { type: "core_reply"; id: number; error?: string }
+  /**
+   * A log line of the worker's, written by the supervisor's logger (one writer); lines said while
+   * applying a config are not sent (the supervisor applied the same text and said them).
+   */
+  | { type: "log"; line: string };
 
 /** An HTTP request as plain data. */
 export interface WireRequest {
