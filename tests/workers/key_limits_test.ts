@@ -8,9 +8,8 @@ import { tempDir } from "../_helpers/temp.ts";
 import { until } from "../_helpers/poll.ts";
 import { startFakeModel } from "../../src/fake/model.ts";
 import { keyIdForKey } from "../../src/core/keyid.ts";
-import { Supervisor } from "../../src/workers/supervisor.ts";
-import { memoryLogger } from "../../src/log.ts";
-import { stringify } from "yaml";
+import type { Supervisor } from "../../src/workers/supervisor.ts";
+import { group } from "./_group.ts";
 
 const ALICE = await keyIdForKey("sk-alice");
 
@@ -22,10 +21,8 @@ async function withGroup(
 ): Promise<void> {
   const tmp = await tempDir();
   const fake = startFakeModel({ record: 0, ttftMs: opts.ttftMs });
-  const configPath = `${tmp.dir}/skeid.yaml`;
-  await Deno.writeTextFile(
-    configPath,
-    stringify({
+  const { sup } = await group(
+    {
       admin_api_key: "adm",
       nodes: [{ id: "n1", url: fake.url, model: "m1", max_conns: 64 }],
       pricing: { m1: { input_per_million: 1000, output_per_million: 2000 } },
@@ -33,20 +30,10 @@ async function withGroup(
       names: { alice: ALICE },
       keys: { alice: "std" },
       usage_store: { backend: "jsonlog", path: `${tmp.dir}/events.jsonl` },
-    }),
+    },
+    tmp.dir,
+    { now: opts.now },
   );
-  const sup = await Supervisor.start({
-    hostname: "127.0.0.1",
-    port: 0,
-    workers: 2,
-    configPath,
-    env: () => undefined,
-    workerEnv: {},
-    logger: memoryLogger("warn"),
-    logLevel: "error",
-    spillPath: `${tmp.dir}/spill.jsonl`,
-    now: opts.now,
-  });
   try {
     await fn(`http://127.0.0.1:${sup.addr.port}`, sup);
   } finally {
