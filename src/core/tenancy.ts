@@ -14,7 +14,12 @@ import {
   type BudgetWarning,
   reservationAmount,
 } from "./budget.ts";
-import { type BudgetPeriod, DEFAULT_RESERVE_TOKENS, type KeyPolicy } from "./key_limits.ts";
+import {
+  type BudgetPeriod,
+  DEFAULT_RESERVE_TOKENS,
+  type KeyLimits,
+  type KeyPolicy,
+} from "./key_limits.ts";
 import { type RateHeaders, type RateRefusal, type RateTicket, RateWindows } from "./rate_window.ts";
 import type { PricingRule } from "./types.ts";
 
@@ -90,6 +95,23 @@ const LIMIT_WORDS: Record<RateRefusal, string> = {
   max_inflight: "concurrent requests",
 };
 
+/**
+ * The refusal of a request whose key has `max_inflight` requests in flight (a group of workers
+ * checks that in a shared table, ADR 0025); `headers` are the key's windows as they stand.
+ */
+export function inflightRefusal(headers: RateHeaders): Extract<KeyDecision, { ok: false }> {
+  return {
+    ok: false,
+    status: 429,
+    code: "key_rate_limited",
+    limit: "max_inflight",
+    // A place frees when a request ends: unknowable, as `RateWindows.check` says.
+    retryAfterS: 1,
+    headers,
+    message: `rate limit of ${LIMIT_WORDS.max_inflight} reached for this key; retry after 1 s`,
+  };
+}
+
 /** Rate windows and budgets of every customer key, read against each key's current policy. */
 export class Tenancy {
   /** Rate windows (admin view: `rates.state(id, now)`). */
@@ -97,10 +119,15 @@ export class Tenancy {
   /** Budgets (admin view: `budgets.status(id, now)`; ledger loads and refreshes). */
   readonly budgets: Budgets;
   readonly #keyPolicy: (keyId: string) => KeyPolicy;
+  /** Set while `admitGroup` runs: `max_inflight` is held elsewhere (a shared table). */
+  #inflightElsewhere = false;
 
   /** `keyPolicy` gives a key's current numbers, e.g. `(id) => skeid.keyPolicy(id)`. */
   constructor(keyPolicy: (keyId: string) => KeyPolicy) {
-    this.rates = new RateWindows((id) => keyPolicy(id).limits);
+    this.rates = new RateWindows((id) => {
+      const limits = keyPolicy(id).limits;
+      return this.#inflightElsewhere && limits !== null ? withoutInflight(limits) : limits;
+    });
     this.budgets = new Budgets((id) => keyPolicy(id).budget);
     this.#keyPolicy = keyPolicy;
   }
@@ -155,6 +182,20 @@ export class Tenancy {
     };
   }
 
+  /**
+   * `admit` for a group of workers (ADR 0025): the same rate windows and budget, but the key's
+   * `max_inflight` is not checked here, the workers hold it in a shared table. The windows still
+   * count the group's requests in flight (admin view).
+   */
+  admitGroup(keyId: string, now: number, req: KeyRequest): KeyDecision {
+    this.#inflightElsewhere = true;
+    try {
+      return this.admit(keyId, now, req);
+    } finally {
+      this.#inflightElsewhere = false;
+    }
+  }
+
   /** The end of the upstream call: the key's inflight place is given back. */
   release(hold: KeyHold | null | undefined): void {
     if (hold) this.rates.release(hold.ticket);
@@ -187,6 +228,17 @@ export class Tenancy {
   headers(keyId: string, now: number): RateHeaders {
     return this.rates.headers(keyId, now);
   }
+}
+
+/** Limits whose `max_inflight` never refuses, one object per (interned) limits object. */
+const NO_INFLIGHT = new WeakMap<KeyLimits, KeyLimits>();
+
+function withoutInflight(limits: KeyLimits): KeyLimits {
+  if (limits.max_inflight === null) return limits;
+  let out = NO_INFLIGHT.get(limits);
+  // Infinity, not null: the windows still count the key's requests and its inflight.
+  if (out === undefined) NO_INFLIGHT.set(limits, out = { ...limits, max_inflight: Infinity });
+  return out;
 }
 
 const ZERO_RULE: PricingRule = Object.freeze({ input_per_million: 0, output_per_million: 0 });

@@ -209,7 +209,9 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
 
     const plan = skeid.routePlan({ model: this.requestedModel, api_key_id: this.apiKeyId });
     if (!plan.permitted) throw notPermitted(this.requestedModel, plan.reason);
-    this.#key = admitKey(ctx, this.apiKeyId, upstream, plan.tiers);
+    // A worker of a group asks the supervisor (ADR 0025): a promise then, only for limited keys.
+    const pass = admitKey(ctx, this.apiKeyId, upstream, plan.tiers);
+    this.#key = pass instanceof Promise ? await pass : pass;
 
     const walk = new RouteWalk(skeid, ctx.waiters, plan.tiers, this.requestedModel);
     this.#walk = walk.sharing(id, upstream.body);

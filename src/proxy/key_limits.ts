@@ -10,9 +10,13 @@
  * never settled (refused before forwarding, client gone while waiting, event lost): everything it
  * held is given back as if the request never came.
  *
+ * With `serve --workers N` (ADR 0025) a worker's tenancy has a `KeyGroup` (`useKeyGroup`): the
+ * windows and budgets are the supervisor's, asked by message for keys that have limits or a
+ * budget, so `admitKey` answers a promise for those keys only.
+ *
  * @module
  */
-import type { KeyHold, Tenancy } from "../core/tenancy.ts";
+import type { KeyDecision, KeyHold, KeyRequest, Tenancy } from "../core/tenancy.ts";
 import type { RateHeaders } from "../core/rate_window.ts";
 import type { PricingRule, Tier } from "../core/types.ts";
 import type { KeyPolicy } from "../core/key_limits.ts";
@@ -38,17 +42,51 @@ export interface KeyLimitsContext {
   readonly logger: Logger;
 }
 
+/** The actual cost and tokens of a recorded usage event, as a hold is settled with. */
+export interface SettledAmount {
+  usd: number;
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/** A hold the group (the supervisor) keeps for a request of a worker; given back once. */
+export interface GroupHold {
+  /** The usage event was recorded: its cost and tokens replace the reservation. */
+  settle(actual: SettledAmount): void;
+  /** Nothing was billed: everything the hold took is given back. */
+  cancel(): void;
+}
+
+/** The group's answer: a hold, or the refusal `Tenancy.admit` would give. */
+export type GroupDecision =
+  | { readonly ok: true; readonly hold: GroupHold; readonly headers: RateHeaders }
+  | Extract<KeyDecision, { ok: false }>;
+
+/** The windows and budgets of a group of workers, owned elsewhere (the supervisor). */
+export interface KeyGroup {
+  /** Rate limits, then budget, for a request of a key that has limits or a budget. */
+  admit(keyId: string, policy: KeyPolicy, request: KeyRequest): Promise<GroupDecision>;
+}
+
+const groups = new WeakMap<Tenancy, KeyGroup>();
+
+/** Hands the per-key steps of `tenancy`'s gateway to `group` (a worker of `serve --workers`). */
+export function useKeyGroup(tenancy: Tenancy, group: KeyGroup): void {
+  groups.set(tenancy, group);
+}
+
 /**
  * Rate limits, then budget, for a request of `keyId` whose route plan has `tiers`: undefined
  * for a key without limits or budget (nothing held, nothing allocated), a pass to give back, or
  * a thrown `Refusal` (429 with `Retry-After` and `x-ratelimit-*`, or 403 `budget_exceeded`).
+ * In a worker of a group, a promise of the same for a key with limits or a budget.
  */
 export function admitKey(
   ctx: KeyLimitsContext,
   keyId: string,
   upstream: UpstreamRequest,
   tiers: readonly Tier[],
-): KeyPass | undefined {
+): KeyPass | undefined | Promise<KeyPass | undefined> {
   const skeid = ctx.skeid;
   const policy = skeid.keyPolicy(keyId);
   if (policy.limits === null && policy.budget === null) return undefined;
@@ -56,14 +94,26 @@ export function admitKey(
   for (const tier of tiers) {
     rules.push(skeid.pricingForModel(tier.model || upstream.requestedModel));
   }
-  const now = skeid.now();
   const body = upstream.body;
-  const d = ctx.tenancy.admit(keyId, now, {
+  const request: KeyRequest = {
     inputTokens: estimateInputTokens(body),
     outputLimit: upstream.path === "/embeddings" ? 0 : outputLimitOf(body),
     rules,
-  });
+  };
+  const group = groups.get(ctx.tenancy);
+  if (group !== undefined) {
+    return group.admit(keyId, policy, request).then((d) => {
+      if (d.ok) return new KeyPass(ctx, d.hold, d.headers);
+      return refuse(ctx, d);
+    });
+  }
+  const d = ctx.tenancy.admit(keyId, skeid.now(), request);
   if (d.ok) return new KeyPass(ctx, d.hold, d.headers);
+  return refuse(ctx, d);
+}
+
+/** Throws the refusal of a key decision, counted by the limit that refused it. */
+function refuse(ctx: KeyLimitsContext, d: Extract<KeyDecision, { ok: false }>): never {
   if (d.status === 429) {
     ctx.metrics.keyLimited?.(d.limit);
     const headers = { "retry-after": String(d.retryAfterS), ...d.headers };
@@ -76,12 +126,12 @@ export function admitKey(
 /** A request's hold on its customer key's windows and budget; see the module comment. */
 export class KeyPass {
   readonly #ctx: KeyLimitsContext;
-  #hold: KeyHold | undefined;
+  #hold: KeyHold | GroupHold | undefined;
   /** `x-ratelimit-*` as of admission, this request counted (empty without rpm and tpm). */
   readonly #headers: RateHeaders;
 
-  /** A pass over an admitted hold and the rate headers its admission gave. */
-  constructor(ctx: KeyLimitsContext, hold: KeyHold, headers: RateHeaders) {
+  /** A pass over an admitted hold (this gateway's or the group's) and its rate headers. */
+  constructor(ctx: KeyLimitsContext, hold: KeyHold | GroupHold, headers: RateHeaders) {
     this.#ctx = ctx;
     this.#hold = hold;
     this.#headers = headers;
@@ -106,11 +156,14 @@ export class KeyPass {
     if (hold === undefined || event === undefined) return;
     this.#hold = undefined;
     const ctx = this.#ctx;
-    const warning = ctx.tenancy.settle(hold, {
+    const actual = {
       usd: event.cost_total_usd,
       inputTokens: event.input_tokens,
       outputTokens: event.output_tokens,
-    }, ctx.skeid.now());
+    };
+    // The group's hold says its warning where the budget is (the supervisor).
+    if (isGroupHold(hold)) return hold.settle(actual);
+    const warning = ctx.tenancy.settle(hold, actual, ctx.skeid.now());
     if (warning) {
       ctx.logger.warn("budget_warning", { api_key_id: warning.keyId, message: warning.message });
     }
@@ -121,8 +174,13 @@ export class KeyPass {
     const hold = this.#hold;
     if (hold === undefined) return;
     this.#hold = undefined;
-    this.#ctx.tenancy.cancel(hold, this.#ctx.skeid.now());
+    if (isGroupHold(hold)) hold.cancel();
+    else this.#ctx.tenancy.cancel(hold, this.#ctx.skeid.now());
   }
+}
+
+function isGroupHold(hold: KeyHold | GroupHold): hold is GroupHold {
+  return typeof (hold as GroupHold).cancel === "function";
 }
 
 /**

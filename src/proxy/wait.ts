@@ -33,6 +33,17 @@ export interface Waiter {
   shareTicket?: ShareTicket;
 }
 
+/**
+ * Waiters per customer key counted for a group of workers (ADR 0025), so `share.max_queued`
+ * bounds a key's waiters in the group, not in each worker.
+ */
+export interface QueueGate {
+  /** Takes a place for a waiter of `keyId` when fewer than `max` wait; false: the queue is full. */
+  take(keyId: string, max: number): boolean;
+  /** Gives a place back (the wait ended). */
+  release(keyId: string): void;
+}
+
 /** Timer functions (tests inject a manual clock). */
 export interface Timers {
   /** Calls `fn` once after `ms` ms; returns a handle for `clear`. */
@@ -87,6 +98,8 @@ interface Entry {
   onAbort: (() => void) | undefined;
   ticket: Ticket | undefined;
   settled: boolean;
+  /** Holds a place in the group's `QueueGate`. */
+  gated: boolean;
 }
 
 const defaultTimers: Timers = {
@@ -124,12 +137,18 @@ export class WaiterQueue {
   #timerAt = Infinity;
   #lastPoll = 0;
   #closed = false;
+  #gate: QueueGate | undefined;
 
   /** Subscribes to the core's capacity changes at once; `close()` unsubscribes. */
   constructor(opts: WaiterQueueOptions) {
     this.#opts = opts;
     this.#timers = opts.timers ?? defaultTimers;
     this.#unsubscribe = opts.subscribe(() => this.wake());
+  }
+
+  /** Counts each key's waiters against `share.max_queued` in `gate` too (a worker of a group). */
+  useQueueGate(gate: QueueGate): void {
+    this.#gate = gate;
   }
 
   /** How many requests are waiting. */
@@ -155,7 +174,16 @@ export class WaiterQueue {
         onAbort: undefined,
         ticket: undefined,
         settled: false,
+        gated: false,
       };
+      const max = waiter.share?.max_queued;
+      if (this.#gate && max !== undefined && max !== null && waiter.keyId !== undefined) {
+        if (!this.#gate.take(waiter.keyId, max)) {
+          resolve("queue_full");
+          return;
+        }
+        entry.gated = true;
+      }
       const wasEmpty = this.#fair.size === 0;
       const ticket = this.#fair.enqueue(
         waiter.keyId ?? NO_KEY,
@@ -164,6 +192,7 @@ export class WaiterQueue {
         estimateOf(waiter),
       );
       if (ticket === null) {
+        if (entry.gated) this.#gate!.release(waiter.keyId!);
         resolve("queue_full");
         return;
       }
@@ -262,6 +291,7 @@ export class WaiterQueue {
     // An entry is settled once; one `drain` admitted has already left the fair queue.
     if (entry.settled) return;
     entry.settled = true;
+    if (entry.gated) this.#gate!.release(entry.waiter.keyId!);
     const ticket = entry.ticket!;
     this.#fair.remove(ticket);
     if (entry.signal && entry.onAbort) entry.signal.removeEventListener("abort", entry.onAbort);

@@ -6,10 +6,20 @@
  * @module
  */
 import type { InflightTableSize } from "../core/inflight_table.ts";
-import type { CapacityReadingInput } from "../core/types.ts";
+import type {
+  CapacityReading,
+  CapacityReadingInput,
+  NodeMetrics,
+  NodeSpec,
+} from "../core/types.ts";
+import type { EjectionSnapshot } from "../core/ejection.ts";
+import type { ShareWire } from "../proxy/share_stats.ts";
 import type { UsageEvent } from "../usage/types.ts";
 import type { LogLevel } from "../log.ts";
 import type { KeyAnswer } from "../keys/broker.ts";
+import type { KeyDecision, KeyRequest } from "../core/tenancy.ts";
+import type { RateHeaders } from "../core/rate_window.ts";
+import type { SettledAmount } from "../proxy/key_limits.ts";
 
 /** A config the supervisor validated and applied, numbered. */
 export interface ConfigVersion {
@@ -46,6 +56,9 @@ export type ToWorker =
     gateway: WorkerGatewayOptions;
     /** Whether the supervisor has a key broker (OpenBao) the worker asks node keys of. */
     keyBroker: boolean;
+    /** The customer keys' `max_inflight` table (one column per worker, no supervisor's). */
+    keyBuffer: SharedArrayBuffer;
+    keySize: InflightTableSize;
   }
   | ({ type: "config" } & ConfigVersion)
   | { type: "readings"; readings: [string, CapacityReadingInput | null][] }
@@ -55,7 +68,37 @@ export type ToWorker =
   | { type: "local"; id: number; request: WireRequest }
   /** The supervisor's answer to a request the worker forwarded. */
   | { type: "forward_reply"; id: number; response: WireResponse }
-  | { type: "key_reply"; id: number; answer: KeyAnswer };
+  | { type: "key_reply"; id: number; answer: KeyAnswer }
+  /** What the worker's gateway holds now (`WorkerView`). */
+  | { type: "view"; id: number }
+  /** A change to every core of the group (tests and drills: `Supervisor.core`). */
+  | { type: "core"; id: number; op: CoreOp }
+  /** The group's answer to a `key_admit`. */
+  | { type: "key_admit_reply"; id: number; decision: WireKeyDecision };
+
+/** Where a customer key's `max_inflight` stands when the worker asks the supervisor. */
+export type KeyInflight = "held" | "full" | "supervisor";
+
+/** A change `Supervisor.core` applies to the supervisor's core and every worker's. */
+export type CoreOp =
+  | { name: "forgetCapacity"; id?: string }
+  | { name: "addNode"; spec: NodeSpec };
+
+/** What one worker's gateway holds now: its own counters, ejections, readings and waiters. */
+export interface WorkerView {
+  nodes: NodeMetrics[];
+  ejections: EjectionSnapshot[];
+  /** Readings in force, by node id (a passive reading is the worker's own, ADR 0025). */
+  readings: [string, CapacityReading][];
+  waiters: number;
+  inflight: number;
+  share: ShareWire;
+}
+
+/** A key admission as it crosses: a hold is the supervisor's number for it. */
+export type WireKeyDecision =
+  | { ok: true; hold: number; headers: RateHeaders }
+  | Extract<KeyDecision, { ok: false }>;
 
 /** What a worker says about itself for `GET /skeid/workers`. */
 export interface WorkerStats {
@@ -77,7 +120,23 @@ export type FromWorker =
   | { type: "forward"; id: number; request: WireRequest }
   | { type: "local_reply"; id: number; response: WireResponse }
   /** A node key (`api_key_ref`) the worker's cache does not hold: the supervisor's broker asks. */
-  | { type: "key"; id: number; ref: string };
+  | { type: "key"; id: number; ref: string }
+  /**
+   * Rate windows and budget of a customer key that has them, for the group (ADR 0025);
+   * `inflight` says where its `max_inflight` stands (`KeyGroupOwner.admit`).
+   */
+  | { type: "key_admit"; id: number; keyId: string; request: KeyRequest; inflight: KeyInflight }
+  /** A hold's usage event was recorded. */
+  | { type: "key_settle"; hold: number; actual: SettledAmount }
+  /** A hold is given back unbilled. */
+  | { type: "key_cancel"; hold: number }
+  | { type: "view_reply"; id: number; view: WorkerView }
+  | { type: "core_reply"; id: number; error?: string }
+  /**
+   * A log line of the worker's, written by the supervisor's logger (one writer); lines said while
+   * applying a config are not sent (the supervisor applied the same text and said them).
+   */
+  | { type: "log"; line: string };
 
 /** An HTTP request as plain data. */
 export interface WireRequest {
@@ -130,7 +189,9 @@ export function forwardedToSupervisor(method: string, path: string): boolean {
   if (!path.startsWith("/skeid/")) return false;
   if (method === "GET") {
     return path === "/skeid/config" || path === "/skeid/workers" || path === "/skeid/metrics" ||
-      path === "/skeid/metrics/nodes" || path === "/skeid/usage";
+      path === "/skeid/metrics/nodes" || path === "/skeid/usage" ||
+      // A customer key's windows and budget are the group's, held by the supervisor.
+      path.startsWith("/skeid/keys/");
   }
   if (method === "POST") {
     return path === "/skeid/nodes" || path === "/skeid/config/reload" ||

@@ -17,11 +17,16 @@ import {
 import { type ConfigFileSystem, denoFileSystem } from "../config/manager.ts";
 import type { CapacityReadingInput } from "../core/types.ts";
 import { errorMessage } from "../error_message.ts";
+import type { LogLevel } from "../log.ts";
 import { buildApp } from "../server.ts";
-import { mergePrometheus } from "./metrics_merge.ts";
+import { mergeEjections, mergePrometheus, mergeShare, sumNodeMetrics } from "./metrics_merge.ts";
+import type { EjectionSnapshot } from "../core/ejection.ts";
+import type { ShareWire } from "../proxy/share_stats.ts";
+import { KEY_TABLE_CAPACITY, KeyGroupOwner } from "./key_group.ts";
 import type { NodeMetrics } from "../core/types.ts";
 import {
   type ConfigVersion,
+  type CoreOp,
   fromWire,
   type FromWorker,
   isInventoryMutation,
@@ -30,6 +35,7 @@ import {
   type WireRequest,
   type WireResponse,
   type WorkerStats,
+  type WorkerView,
 } from "./protocol.ts";
 
 /** Distinct node ids the shared table holds. */
@@ -66,6 +72,8 @@ interface Slot {
   stats?: PromiseWithResolvers<WorkerStats>;
   /** `local` requests waiting for this worker's answer, by id. */
   local: Map<number, (response: WireResponse) => void>;
+  /** `view` and `core` questions waiting for this worker's answer, by id (undefined: it died). */
+  asked: Map<number, (answer: WorkerView | string | null | undefined) => void>;
 }
 
 /** The config file read through a recorder: the text the supervisor last read is what it sends. */
@@ -86,6 +94,10 @@ export class Supervisor {
   readonly table: InflightTable;
   readonly size: InflightTableSize;
   readonly buffer: SharedArrayBuffer;
+  /** The customer keys' `max_inflight` table, one column per worker. */
+  readonly keyTable: InflightTable;
+  /** The group's rate windows and budgets (the supervisor's tenancy), asked by the workers. */
+  readonly keys: KeyGroupOwner;
   /** The address every worker listens on (the real port when 0 was asked). */
   addr: Deno.NetAddr;
   #slots: Slot[] = [];
@@ -113,6 +125,8 @@ export class Supervisor {
     this.size = { capacity: table.capacity, workers: table.workers };
     this.buffer = table.words.buffer as SharedArrayBuffer;
     this.#config = { generation: 1, text: fs.last };
+    this.keyTable = InflightTable.shared(KEY_TABLE_CAPACITY, opts.workers);
+    this.keys = new KeyGroupOwner(gateway.tenancy, () => gateway.skeid.now(), gateway.logger);
     this.addr = { transport: "tcp", hostname: opts.hostname, port: opts.port };
   }
 
@@ -189,6 +203,51 @@ export class Supervisor {
     }));
   }
 
+  /** What every worker's gateway holds now (a worker that died meanwhile is left out). */
+  async views(): Promise<WorkerView[]> {
+    const answers = await Promise.all(this.#slots.map((slot) => this.#ask(slot, { type: "view" })));
+    return answers.filter((a): a is WorkerView => typeof a === "object" && a !== null);
+  }
+
+  /**
+   * Applies a change to the supervisor's core and every worker's; resolves once each applied it
+   * (throws the first error). For what no admin route changes: tests, drills.
+   */
+  async core(op: CoreOp): Promise<void> {
+    if (op.name === "forgetCapacity") this.gateway.skeid.forgetCapacity(op.id);
+    else this.gateway.skeid.addNode(op.spec);
+    const answers = await Promise.all(
+      this.#slots.map((slot) => this.#ask(slot, { type: "core", op })),
+    );
+    const error = answers.find((a) => typeof a === "string");
+    if (typeof error === "string") throw new Error(error);
+  }
+
+  #ask(
+    slot: Slot,
+    msg: { type: "view" } | { type: "core"; op: CoreOp },
+  ): Promise<WorkerView | string | null | undefined> {
+    const id = this.#nextId++;
+    const answered = new Promise<WorkerView | string | null | undefined>((resolve) =>
+      slot.asked.set(id, resolve)
+    );
+    this.#send(slot, { ...msg, id });
+    return answered;
+  }
+
+  /** A worker's log line, written by the supervisor's logger with the worker's index. */
+  #log(line: string, worker: number): void {
+    try {
+      const { level, event, ts: _ts, ...fields } = JSON.parse(line) as Record<string, unknown>;
+      const lvl: LogLevel = level === "error" || level === "warn" || level === "info"
+        ? level
+        : "debug";
+      this.gateway.logger[lvl](String(event), { ...fields, worker });
+    } catch {
+      // A worker writes JSON lines only; anything else is not worth a crash.
+    }
+  }
+
   /** Ends a worker as a crash would (tests, operators' drills); it is replaced. */
   kill(index: number): void {
     const slot = this.#slots[index];
@@ -227,6 +286,7 @@ export class Supervisor {
       stopping: false,
       stopped: Promise.withResolvers<void>(),
       local: new Map(),
+      asked: new Map(),
     };
     this.#slots[index] = slot;
     const listening = Promise.withResolvers<{ hostname: string; port: number }>();
@@ -242,6 +302,27 @@ export class Supervisor {
           return;
         case "usage":
           for (const event of msg.events) this.gateway.ledger.record(event);
+          return;
+        case "key_admit": {
+          const decision = this.keys.admit(index, msg.keyId, msg.request, msg.inflight);
+          this.#send(slot, { type: "key_admit_reply", id: msg.id, decision });
+          return;
+        }
+        case "log":
+          this.#log(msg.line, index);
+          return;
+        case "view_reply":
+        case "core_reply": {
+          const answer = msg.type === "view_reply" ? msg.view : msg.error ?? null;
+          slot.asked.get(msg.id)?.(answer);
+          slot.asked.delete(msg.id);
+          return;
+        }
+        case "key_settle":
+          this.keys.settle(msg.hold, msg.actual);
+          return;
+        case "key_cancel":
+          this.keys.cancel(msg.hold);
           return;
         case "config_ack":
           if (msg.error !== undefined) {
@@ -297,6 +378,8 @@ export class Supervisor {
       explicitAdminKey: o.explicitAdminKey,
       config: this.#config,
       keyBroker: this.gateway.keyBroker !== undefined,
+      keyBuffer: this.keyTable.words.buffer as SharedArrayBuffer,
+      keySize: { capacity: this.keyTable.capacity, workers: this.keyTable.workers },
       gateway: {
         env: o.workerEnv,
         upstreamTimeoutMs: o.upstreamTimeoutMs,
@@ -312,6 +395,8 @@ export class Supervisor {
     if (slot.stopping || this.#slots[slot.index] !== slot) return;
     slot.worker.terminate();
     const freed = this.table.releaseWorker(slot.index);
+    this.keyTable.releaseWorker(slot.index);
+    this.keys.workerDied(slot.index);
     this.gateway.logger.error("worker_died", {
       worker: slot.index,
       reason,
@@ -323,6 +408,8 @@ export class Supervisor {
       answer({ status: 503, headers: [], body: `worker ${slot.index} died` });
     }
     slot.local.clear();
+    for (const answer of slot.asked.values()) answer(undefined);
+    slot.asked.clear();
     if (this.#stopping) return;
     this.#spawn(slot.index, slot.restarts + 1).catch((err) =>
       this.gateway.logger.error("worker_start_failed", {
@@ -360,6 +447,9 @@ export class Supervisor {
     if (path === "/skeid/metrics/nodes") return await this.#nodeMetrics(request);
     if (path === "/skeid/metrics") {
       const answers = await Promise.all(this.#slots.map((slot) => this.#local(slot, request)));
+      // The supervisor's own series too: the key budgets and their warnings are its (the
+      // workers report none), its request counters are zeros.
+      answers.push(await responseToWire(await app.fetch(fromWire(request))));
       return {
         status: 200,
         headers: [["content-type", "text/plain; version=0.0.4; charset=utf-8"]],
@@ -383,22 +473,14 @@ export class Supervisor {
   /** `/skeid/metrics/nodes` of the group: each worker's counters summed, inflight the group's. */
   async #nodeMetrics(request: WireRequest): Promise<WireResponse> {
     const answers = await Promise.all(this.#slots.map((slot) => this.#local(slot, request)));
-    const sums = new Map<string, NodeMetrics>();
-    for (const answer of answers) {
-      if (answer.status !== 200) continue;
-      for (const m of (JSON.parse(answer.body).metrics ?? []) as NodeMetrics[]) {
-        const sum = sums.get(m.node_id);
-        if (!sum) {
-          sums.set(m.node_id, { ...m });
-          continue;
-        }
-        for (const k of ["started", "ok", "error", "aborted", "duration_ms_total"] as const) {
-          sum[k] += m[k];
-        }
-      }
-    }
+    const bodies = answers.filter((a) => a.status === 200).map((a) => JSON.parse(a.body));
     const probes = this.gateway.probes.status();
-    return jsonWire({ metrics: [...sums.values()], probes });
+    return jsonWire({
+      metrics: sumNodeMetrics(bodies.map((b) => (b.metrics ?? []) as NodeMetrics[])),
+      probes,
+      fair_share: mergeShare(bodies.map((b) => b.fair_share as ShareWire)),
+      ejections: mergeEjections(bodies.map((b) => b.ejections as EjectionSnapshot[])),
+    });
   }
 
   #send(slot: Slot, msg: ToWorker): void {

@@ -13,10 +13,12 @@ import type { ConfigFileSystem } from "../config/manager.ts";
 import { type RunningServer, startServer } from "../cli/serve.ts";
 import { errorMessage } from "../error_message.ts";
 import type { UsageEvent, UsageRecorder } from "../usage/types.ts";
-import type { CapacityReadingInput } from "../core/types.ts";
+import type { CapacityReading, CapacityReadingInput } from "../core/types.ts";
 import type { ServeHandler } from "../edge/listener.ts";
 import { CachingKeyBroker, type KeyAnswer } from "../keys/broker.ts";
 import { createLogger, type Logger } from "../log.ts";
+import { useKeyGroup } from "../proxy/key_limits.ts";
+import { queueGate, RemoteKeyGroup } from "./key_group.ts";
 import {
   type ConfigVersion,
   forwardedToSupervisor,
@@ -27,6 +29,7 @@ import {
   toWire,
   type ToWorker,
   type WireResponse,
+  type WorkerView,
 } from "./protocol.ts";
 
 function post(message: FromWorker): void {
@@ -62,6 +65,10 @@ class PostedConfig implements ConfigFileSystem {
 }
 
 let running: RunningServer | undefined;
+/** A config is being applied (the start's, or one posted): its log lines are the supervisor's. */
+let applying = true;
+/** The group's customer-key limits, asked of the supervisor. */
+let keyGroup: RemoteKeyGroup | undefined;
 /** The gateway's own handler (what a `local` request from the supervisor runs on). */
 let inner: ServeHandler | undefined;
 /** Forwarded requests waiting for the supervisor's answer, by id. */
@@ -129,12 +136,25 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
       upstreamTimeoutMs: msg.gateway.upstreamTimeoutMs,
       keepaliveMs: msg.gateway.keepaliveMs,
       logLevel: msg.gateway.logLevel,
+      // One writer for the process: the supervisor's logger writes every worker's lines.
+      logger: createLogger(msg.gateway.logLevel, (line) => {
+        // What applying a config says, the supervisor said once for the group (same text).
+        if (!applying) post({ type: "log", line });
+      }),
       ...(msg.gateway.env ? { env: (name: string) => msg.gateway.env![name] } : {}),
     });
   } catch (err) {
     post({ type: "failed", error: errorMessage(err) });
     return;
+  } finally {
+    applying = false;
   }
+  const keyTable = new InflightTable(msg.keyBuffer, msg.keySize, msg.index);
+  keyGroup = new RemoteKeyGroup(post, keyTable, () => nextId++);
+  useKeyGroup(running.gateway.tenancy, keyGroup);
+  running.gateway.waiters.useQueueGate(queueGate(keyTable));
+  // The key budgets are the supervisor's: its /skeid/metrics series are the group's gauges.
+  running.gateway.metrics.keyBudgets = () => [];
   const skeid = running.gateway.skeid;
   // A release in any worker bumps the table's generation: wake this worker's waiters.
   (async () => {
@@ -159,11 +179,14 @@ async function handle(msg: ToWorker): Promise<void> {
   switch (msg.type) {
     case "config": {
       posted.version = { generation: msg.generation, text: msg.text };
+      applying = true;
       try {
         await gw.config.reload();
         post({ type: "config_ack", generation: msg.generation });
       } catch (err) {
         post({ type: "config_ack", generation: msg.generation, error: errorMessage(err) });
+      } finally {
+        applying = false;
       }
       return;
     }
@@ -175,6 +198,37 @@ async function handle(msg: ToWorker): Promise<void> {
     case "readings":
       for (const [id, reading] of msg.readings) applyReading(id, reading);
       return;
+    case "view": {
+      // The events recorded so far go first: a view answered means they reached the ledger.
+      recorder?.flush();
+      const skeid = gw.skeid;
+      const readings: [string, CapacityReading][] = [];
+      for (const node of skeid.listNodes()) {
+        const reading = skeid.capacityReading(node.id);
+        if (reading) readings.push([node.id, reading]);
+      }
+      const view: WorkerView = {
+        nodes: skeid.nodeMetrics(),
+        ejections: skeid.nodeEjections(),
+        readings,
+        waiters: gw.waiters.size,
+        inflight: gw.inflight,
+        share: gw.metrics.shareSnapshot(),
+      };
+      post({ type: "view_reply", id: msg.id, view });
+      return;
+    }
+    case "core": {
+      try {
+        const op = msg.op;
+        if (op.name === "forgetCapacity") gw.skeid.forgetCapacity(op.id);
+        else gw.skeid.addNode(op.spec);
+        post({ type: "core_reply", id: msg.id });
+      } catch (err) {
+        post({ type: "core_reply", id: msg.id, error: errorMessage(err) });
+      }
+      return;
+    }
     case "stats": {
       let requests = 0;
       for (const m of gw.skeid.nodeMetrics()) requests += m.started;
@@ -204,11 +258,21 @@ function applyReading(id: string, reading: CapacityReadingInput | null): void {
   }
 }
 
+// A client connection that ended while the listener shuts down makes the runtime's own abort
+// listener throw BadResource (no request of ours is in it): not a reason to end the worker.
+self.addEventListener("error", (e: ErrorEvent) => {
+  if (e.error instanceof Deno.errors.BadResource) e.preventDefault();
+});
+
 self.onmessage = (e: MessageEvent<ToWorker>) => {
   const msg = e.data;
   if (msg.type === "key_reply") {
     keys.get(msg.id)?.(msg.answer);
     keys.delete(msg.id);
+    return;
+  }
+  if (msg.type === "key_admit_reply") {
+    keyGroup?.answered(msg.id, msg.decision);
     return;
   }
   if (msg.type === "forward_reply") {

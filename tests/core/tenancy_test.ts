@@ -110,3 +110,26 @@ Deno.test("tenancy: a config reload keeps the counters; the new numbers apply at
   assert(!tenancy.admit(ALICE, NOW, req).ok, "rpm 3 reached: the first two still count");
   assertEquals(tenancy.headers(ALICE, NOW)["x-ratelimit-limit-requests"], "3");
 });
+
+/** What a decision says: admitted, the limit that refused, or the budget's code. */
+function why(d: ReturnType<Tenancy["admit"]>): string {
+  return d.ok ? "admitted" : d.status === 429 ? d.limit : d.code;
+}
+
+Deno.test("tenancy: admitGroup leaves max_inflight to the shared table but counts the inflight", () => {
+  const { tenancy } = setup({
+    policies: { p: { limits: { rpm: 3, max_inflight: 1 } } },
+    default_policy: "p",
+  });
+  const req = { inputTokens: 1, outputLimit: 1, rules: [LOCAL] };
+  held(tenancy.admit(ALICE, NOW, req));
+  const own = tenancy.admit(ALICE, NOW, req);
+  assertEquals(why(own), "max_inflight", "one process checks it here");
+  held(tenancy.admitGroup(ALICE, NOW, req));
+  assertEquals(tenancy.rates.state(ALICE, NOW).inflight, 2, "both counted in the windows");
+  held(tenancy.admitGroup(ALICE, NOW, req));
+  const fourth = tenancy.admitGroup(ALICE, NOW, req);
+  assertEquals(why(fourth), "rpm", "rpm still refuses for the group");
+  const again = tenancy.admit(ALICE, NOW, req);
+  assertEquals(why(again), "rpm", "admit after admitGroup: unchanged");
+});

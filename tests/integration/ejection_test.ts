@@ -33,22 +33,22 @@ Deno.test({
       ],
     }, { env: { SKEID_UPSTREAM_CONNECT_TIMEOUT: "0.3" }, upstreamTimeoutMs: 60_000 });
     try {
-      const skeid = t.gw.skeid;
+      const group = t.group;
       let slow = 0;
       // Bounded: the dead node is picked again within a few requests (least loaded, both idle).
-      for (let i = 0; i < 40 && skeid.nodeEjections("dead").state !== "ejected"; i++) {
+      for (let i = 0; i < 40 && (await group.ejection("dead")).state !== "ejected"; i++) {
         const started = Date.now();
         const r = await post(`${t.base}/v1/chat/completions`, chat("m"));
         assertEquals(r.status, 200, "a connect timeout fails over to the live node");
         assertEquals(r.headers.get("x-skeid-node"), "live");
         if (Date.now() - started >= 250) slow++;
       }
-      const ejection = skeid.nodeEjections("dead");
+      const ejection = await group.ejection("dead");
       assertEquals(ejection.state, "ejected", "two transport failures in a row eject the node");
       assertEquals(slow, 2, "each transport failure before the ejection cost one connect timeout");
 
       // While ejected nobody is sent there: answers come at once, the node is never started.
-      const before = skeid.nodeMetrics("dead")!.started;
+      const before = (await group.nodeMetrics("dead"))!.started;
       for (let i = 0; i < 4; i++) {
         const started = Date.now();
         const r = await post(`${t.base}/v1/chat/completions`, chat("m"));
@@ -57,7 +57,11 @@ Deno.test({
         assert(Date.now() - started < 250, "no connect timeout while the node is ejected");
       }
       if (Date.now() < ejection.ejected_until!) {
-        assertEquals(skeid.nodeMetrics("dead")!.started, before, "the ejected node got nothing");
+        assertEquals(
+          (await group.nodeMetrics("dead"))!.started,
+          before,
+          "the ejected node got nothing",
+        );
       }
 
       // Visible to the operator: the admin JSON and Prometheus.
@@ -69,7 +73,7 @@ Deno.test({
       const prom = await (await fetch(`${t.base}/skeid/metrics`, ADMIN)).text();
       assert(prom.includes('skeid_node_ejections_total{node="dead"} 1'), prom);
       assert(prom.includes('skeid_node_transport_failures{node="live"} 0'), prom);
-      await t.gw.ledger.flush();
+      await t.group.flushUsage();
       assertIdle(t.gw);
     } finally {
       await t.stop();
@@ -92,21 +96,27 @@ Deno.test("ejection: a half-open trial that gets an answer closes the ejection",
       ],
     });
     const skeid = t.gw.skeid;
+    const group = t.group;
     await until(() => skeid.getNode("flaky") !== undefined, 5000, "the reload adds the node");
+    await group.configApplied();
     // Connection refused (nothing listens): two in a row eject it.
-    for (let i = 0; i < 40 && skeid.nodeEjections("flaky").state !== "ejected"; i++) {
+    for (let i = 0; i < 40 && (await group.ejection("flaky")).state !== "ejected"; i++) {
       const r = await post(`${t.base}/v1/chat/completions`, chat("m"));
       assertEquals(r.status, 200);
     }
-    assertEquals(skeid.nodeEjections("flaky").state, "ejected");
+    assertEquals((await group.ejection("flaky")).state, "ejected");
     back = startFakeModel({ port });
-    await until(() => skeid.nodeEjections("flaky").state === "due", 5000, "the ejection time ends");
+    await until(
+      async () => (await group.ejection("flaky")).state === "due",
+      5000,
+      "the ejection time ends",
+    );
     // The next requests include the trial (bounded: least loaded picks it soon).
-    for (let i = 0; i < 40 && skeid.nodeEjections("flaky").state !== "closed"; i++) {
+    for (let i = 0; i < 40 && (await group.ejection("flaky")).state !== "closed"; i++) {
       const r = await post(`${t.base}/v1/chat/completions`, chat("m"));
       assertEquals(r.status, 200);
     }
-    const after = skeid.nodeEjections("flaky");
+    const after = await group.ejection("flaky");
     assertEquals(after.state, "closed", "the trial's answer closes the ejection");
     assertEquals(after.consecutive_failures, 0);
     assert(back.requests.length >= 1, "the trial reached the node");

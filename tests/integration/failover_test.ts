@@ -28,7 +28,7 @@ Deno.test("failover: a refused connection goes to the next node; one event with 
     strictEqual(events.length, 4, "one event per client request, not per attempt");
     ok(events.every((e) => e.node_id === "live" && e.status_code === 200));
     ok(events.some((e) => e.attempts === 2), "the dead node was tried first at least once");
-    const dead = t.gw.skeid.nodeMetrics("dead")!;
+    const dead = (await t.group.nodeMetrics("dead"))!;
     ok(dead.error >= 1);
     strictEqual(t.gw.skeid.getNode("dead")!.healthy, true, "failures never touch health");
     assertIdle(t.gw);
@@ -182,7 +182,7 @@ Deno.test("rate limits: headers → reading → 429 without an upstream hit; 429
       }),
     );
     strictEqual(first.status, 200);
-    const reading = t.gw.skeid.capacityReading("n1")!;
+    const reading = (await t.group.capacityReading("n1"))!;
     strictEqual(reading.source, "ratelimit");
     strictEqual(reading.used, 10);
     strictEqual(reading.limit, 10);
@@ -191,7 +191,7 @@ Deno.test("rate limits: headers → reading → 429 without an upstream hit; 429
     strictEqual(blocked.status, 429);
     strictEqual((blocked.json.error as Record<string, string>).type, "rate_limit_error");
     strictEqual(fake.requests.length, hits, "no upstream hit");
-    t.gw.skeid.forgetCapacity("n1");
+    await t.group.forgetCapacity("n1");
     const again = await post(`${t.base}/v1/chat/completions`, chat("m"));
     strictEqual(again.status, 200);
 
@@ -204,7 +204,7 @@ Deno.test("rate limits: headers → reading → 429 without an upstream hit; 429
       }),
     );
     strictEqual(limited.status, 429);
-    const backoff = t.gw.skeid.capacityReading("n1")!;
+    const backoff = (await t.group.capacityReading("n1"))!;
     ok(backoff.retry_after! > Date.now() + 20_000);
     strictEqual(t.gw.skeid.getNode("n1")!.healthy, true);
     const hits2 = fake.requests.length;
@@ -239,7 +239,7 @@ Deno.test("node key: a node whose key is missing is skipped like a refused conne
     ok(keyed.requests.every((q) => q.headers.authorization === "Bearer node-secret"));
     const events = await t.sink.waitFor(3);
     ok(events.every((e) => e.node_id === "b-keyed" && e.attempts === 1));
-    const m = t.gw.skeid.nodeMetrics("a-keyless")!;
+    const m = (await t.group.nodeMetrics("a-keyless"))!;
     strictEqual(m.error, 0, "a missing key is not the node's failure");
     assertIdle(t.gw);
   } finally {
@@ -293,14 +293,14 @@ Deno.test("loops: a node pointing back at the gateway ends in 508, not a request
   const fake = startFakeModel();
   const t = await startGateway({ nodes: [{ id: "n1", url: fake.url, model: "m" }] });
   try {
-    t.gw.skeid.addNode({ id: "self", url: `${t.base}/v1`, model: "loop" });
+    await t.group.addNode({ id: "self", url: `${t.base}/v1`, model: "loop" });
     const r = await post(`${t.base}/v1/chat/completions`, chat("loop"));
     strictEqual(r.status, 508);
     strictEqual((r.json.error as Record<string, string>).type, "loop_detected");
     // Each of the 8 gateway passes forwarded one request: 8 events, all 508.
     const events = await t.sink.waitFor(8);
     ok(events.every((e) => e.status_code === 508 && e.node_id === "self"));
-    await until(() => t.gw.inflight === 0, 3000, "the nested requests to end");
+    await until(async () => await t.group.inflight() === 0, 3000, "the nested requests to end");
     assertIdle(t.gw);
   } finally {
     await t.stop();

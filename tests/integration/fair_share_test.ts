@@ -129,9 +129,9 @@ Deno.test("fair share: a priority-1 key's requests overtake every priority-0 wai
     const all = [send("lo1", "first")];
     await until(() => fake.stats.inflight === 1, 3000, "the first request holds the slot");
     all.push(send("lo1", "lo-a"), send("lo2", "lo-b"), send("lo1", "lo-c"));
-    await until(() => t.gw.waiters.size === 3, 3000, "three priority-0 waiters");
+    await until(async () => await t.group.waiters() === 3, 3000, "three priority-0 waiters");
     all.push(send("hi", "hi-a"), send("hi", "hi-b"));
-    await until(() => t.gw.waiters.size === 5, 3000, "and two priority-1 waiters");
+    await until(async () => await t.group.waiters() === 5, 3000, "and two priority-1 waiters");
     for (const r of await Promise.all(all)) assertEquals(r.status, 200, r.text);
     const order = fake.requests.map((r) => {
       const messages = (r.body as { messages: { content: string }[] }).messages;
@@ -207,7 +207,7 @@ Deno.test("fair share: more than max_queued waiters of a key get 429 key_queue_f
     const held = [send("a")];
     await until(() => fake.stats.inflight === 1, 3000, "the slot is held");
     held.push(send("a"), send("a"));
-    await until(() => t.gw.waiters.size === 2, 3000, "two of A wait");
+    await until(async () => await t.group.waiters() === 2, 3000, "two of A wait");
     const full = await send("a");
     assertEquals(full.status, 429, full.text);
     const error = full.json.error as Record<string, unknown>;
@@ -222,7 +222,7 @@ Deno.test("fair share: more than max_queued waiters of a key get 429 key_queue_f
     assertEquals(anthropic.json.type, "error", "in its own shape");
     assertEquals((anthropic.json.error as Record<string, unknown>).type, "rate_limit_error");
     held.push(send("b"));
-    await until(() => t.gw.waiters.size === 3, 3000, "another key still queues");
+    await until(async () => await t.group.waiters() === 3, 3000, "another key still queues");
     for (const r of await Promise.all(held)) assertEquals(r.status, 200, r.text);
     assertEquals(fake.requests.length, 4, "the refused request was never forwarded");
     assertIdle(t.gw);

@@ -12,6 +12,10 @@ import type { Gateway } from "../../src/gateway.ts";
 import { memoryLogger } from "../../src/log.ts";
 import type { UsageEvent } from "../../src/usage/types.ts";
 import { until as pollUntil } from "../_helpers/poll.ts";
+import { mergeEjections, sumNodeMetrics } from "../../src/workers/metrics_merge.ts";
+import type { CoreOp } from "../../src/workers/protocol.ts";
+import type { EjectionSnapshot } from "../../src/core/ejection.ts";
+import type { CapacityReading, NodeMetrics } from "../../src/core/types.ts";
 
 /** Usage events as the ledger hands them to its sink, with a way to wait for N of them. */
 export class EventSink {
@@ -60,6 +64,82 @@ export interface TestGateway {
   /** Rewrites the config file. */
   writeConfig(config: Record<string, unknown>): Promise<void>;
   stop(): Promise<void>;
+  /**
+   * What serves requests, read for the whole gateway: with `SKEID_TEST_WORKERS=2` the workers'
+   * gateways (their counters summed, ejections and readings as each worker holds them, waiters
+   * and inflight of all), else the one gateway's own.
+   */
+  group: GroupView;
+}
+
+/** The serving gateway(s) of a test gateway, one worker or several (see `TestGateway.group`). */
+export interface GroupView {
+  /** Node counters (summed over workers); one node's, or undefined when unknown. */
+  nodeMetrics(id: string): Promise<NodeMetrics | undefined>;
+  /** Where a node stands in ejection (the worker furthest from closed). */
+  ejection(id: string): Promise<EjectionSnapshot>;
+  /** A node's capacity reading in force (the first worker that holds one). */
+  capacityReading(id: string): Promise<CapacityReading | undefined>;
+  /** Requests in flight (exchanges) in every worker. */
+  inflight(): Promise<number>;
+  /** Requests waiting for capacity in every worker. */
+  waiters(): Promise<number>;
+  /** Drops a node's readings in every core. */
+  forgetCapacity(id: string): Promise<void>;
+  /** Adds a node to every core. */
+  addNode(spec: Record<string, unknown>): Promise<void>;
+  /** Resolves once every worker runs the config the gateway applied last. */
+  configApplied(): Promise<void>;
+  /** Writes every usage event recorded so far to the ledger (the workers' first). */
+  flushUsage(): Promise<void>;
+}
+
+/** The one gateway's own state, or the group's through its supervisor. */
+function groupView(server: RunningServer | Supervisor): GroupView {
+  if (!(server instanceof Supervisor)) {
+    const gw = server.gateway;
+    const skeid = gw.skeid;
+    return {
+      nodeMetrics: (id) => Promise.resolve(skeid.nodeMetrics(id)),
+      ejection: (id) => Promise.resolve(skeid.nodeEjections(id)),
+      capacityReading: (id) => Promise.resolve(skeid.capacityReading(id)),
+      inflight: () => Promise.resolve(gw.inflight),
+      waiters: () => Promise.resolve(gw.waiters.size),
+      forgetCapacity: (id) => Promise.resolve(skeid.forgetCapacity(id)),
+      addNode: (spec) => Promise.resolve(void skeid.addNode(spec)),
+      configApplied: () => Promise.resolve(),
+      flushUsage: async () => {
+        await gw.ledger.flush();
+      },
+    };
+  }
+  const sup = server;
+  const views = () => sup.views();
+  const core = (op: CoreOp) => sup.core(op);
+  return {
+    nodeMetrics: async (id) =>
+      sumNodeMetrics((await views()).map((v) => v.nodes)).find((m) => m.node_id === id),
+    ejection: async (id) =>
+      mergeEjections((await views()).map((v) => v.ejections)).find((e) => e.node_id === id) ??
+        sup.gateway.skeid.nodeEjections(id),
+    capacityReading: async (id) => {
+      for (const v of await views()) {
+        const found = v.readings.find(([node]) => node === id);
+        if (found) return found[1];
+      }
+      return undefined;
+    },
+    inflight: async () => (await views()).reduce((n, v) => n + v.inflight, 0),
+    waiters: async () => (await views()).reduce((n, v) => n + v.waiters, 0),
+    forgetCapacity: (id) => core({ name: "forgetCapacity", id }),
+    addNode: (spec) => core({ name: "addNode", spec }),
+    configApplied: () => sup.configApplied(),
+    // A worker answers a view after posting the events it recorded before it.
+    flushUsage: async () => {
+      await views();
+      await sup.gateway.ledger.flush();
+    },
+  };
 }
 
 /** Options of `startGateway`. */
@@ -104,7 +184,7 @@ export async function startGateway(
   // SKEID_TEST_WORKERS=2 runs the suite through `serve --workers 2` (a supervisor, two workers).
   const workers = Number(Deno.env.get("SKEID_TEST_WORKERS") ?? "1");
   const server = workers > 1
-    ? await Supervisor.start({ ...options, workers, workerEnv: env, logLevel: "error" })
+    ? await Supervisor.start({ ...options, workers, workerEnv: env, logLevel: "warn" })
     : await startServer(options);
   const sink = new EventSink();
   if (opts.sink !== false) server.gateway.ledger.setCallbacks({ store: sink.store });
@@ -116,6 +196,7 @@ export async function startGateway(
     logger,
     configPath,
     writeConfig: (c) => Deno.writeTextFile(configPath, stringify(c)),
+    group: groupView(server),
     stop: async () => {
       await server.stop(2000);
       await Deno.remove(dir, { recursive: true });
@@ -153,7 +234,7 @@ export async function assertNothingForwarded(
   node: { requests: readonly unknown[] },
 ): Promise<void> {
   strictEqual(node.requests.length, 0, "nothing reached the upstream");
-  await t.gw.ledger.flush();
+  await t.group.flushUsage();
   strictEqual(t.sink.events.length, 0, "no usage event");
   assertIdle(t.gw);
 }
@@ -175,7 +256,7 @@ export function assertIdle(gw: Gateway): void {
  * suite's argument order.
  */
 export function until(
-  cond: () => boolean,
+  cond: () => boolean | Promise<boolean>,
   timeoutMs = 3000,
   what = "condition",
 ): Promise<void> {

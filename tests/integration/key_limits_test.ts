@@ -79,7 +79,7 @@ Deno.test("key limits: 64 concurrent requests against a budget that fits 10 → 
     assertStringIncludes(err.message, "this month");
     assertStringIncludes(err.message, "resets at");
     const events = await t.sink.waitFor(10);
-    await t.gw.ledger.flush();
+    await t.group.flushUsage();
     assertEquals(t.sink.events.length, 10, "no usage event for a refusal");
     const spent = events.reduce((s, e) => s + e.cost_total_usd, 0);
     assert(spent <= 0.19, `spend ${spent} within the cap`);
@@ -144,7 +144,7 @@ Deno.test("key limits: rpm 60 → the 61st request gets 429 with Retry-After; wa
     clock += 1000;
     const again = await post(`${t.base}/v1/chat/completions`, chat("m1"), AUTH);
     assertEquals(again.status, 200, "after Retry-After the request is admitted");
-    await t.gw.ledger.flush();
+    await t.group.flushUsage();
     assertEquals(t.sink.events.length, 61, "refusals write no usage event");
   }, { now: () => clock });
 });
@@ -213,6 +213,7 @@ Deno.test("key limits: a reload keeps the counters; the new numbers apply to the
     assertEquals((await post(`${t.base}/v1/chat/completions`, chat("m1"), AUTH)).status, 429);
     await t.writeConfig(config(fakeUrl, { limits: { rpm: 4 } }));
     await until(() => t.gw.skeid.keyPolicy(ALICE).limits?.rpm === 4, 5000, "reload applied");
+    await t.group.configApplied();
     assertEquals((await post(`${t.base}/v1/chat/completions`, chat("m1"), AUTH)).status, 200);
     const r = await post(`${t.base}/v1/chat/completions`, chat("m1"), AUTH);
     assertEquals(r.status, 429, "3 counted before the reload + 1 after reach the new rpm 4");
@@ -313,7 +314,7 @@ Deno.test("key limits: an aborted stream is settled from the event recorded for 
     await reader.cancel().catch(() => {});
     const [event] = await t.sink.waitFor(1);
     assertEquals(event.status_code, 499);
-    await until(() => t.gw.inflight === 0, 3000, "the exchange ended");
+    await until(async () => await t.group.inflight() === 0, 3000, "the exchange ended");
     const budget = budgetOf(await aliceStatus(t));
     assertEquals(budget.reserved, { usd: 0, tokens: 0 }, "the reservation is gone");
     assertEquals(budget.spent.tokens, event.input_tokens + event.output_tokens);

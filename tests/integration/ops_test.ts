@@ -20,6 +20,7 @@ Deno.test("ops: a config edit on a running server makes a new node routable", as
       nodes: [{ id: "a", url: a.url, model: "m" }, { id: "b", url: b.url, model: "new-model" }],
     });
     await until(() => t.gw.skeid.getNode("b") !== undefined, 2000, "the reload");
+    await t.group.configApplied();
     ok(Date.now() - edited < 2000, "routable within 2 s of the edit");
     const after = await post(`${t.base}/v1/chat/completions`, chat("new-model"));
     strictEqual(after.status, 200);
@@ -70,7 +71,7 @@ Deno.test("ops: 200 concurrent requests give exactly 200 events, inflight back t
     const events = await t.sink.waitFor(200, 10_000);
     strictEqual(events.length, 200);
     strictEqual(new Set(events.map((e) => e.request_id)).size, 200, "one request id each");
-    const m = t.gw.skeid.nodeMetrics();
+    const m = [(await t.group.nodeMetrics("n1"))!, (await t.group.nodeMetrics("n2"))!];
     strictEqual(m.reduce((s, x) => s + x.ok, 0), 200);
     assertIdle(t.gw);
   } finally {
@@ -95,6 +96,7 @@ Deno.test("ops: the provider manifest route — 404 off, 401 no key, 403 no gran
       },
     });
     await until(() => t.gw.config.manifestEnabled(), 2000, "the reload");
+    await t.group.configApplied();
     const anon = await fetch(`${t.base}/.well-known/langertha.json`);
     strictEqual(anon.status, 401);
     await anon.body?.cancel();

@@ -109,7 +109,7 @@ Deno.test("routing: a slot freed while waiting admits the waiter (event-driven, 
   await withTiers(5000, async ({ t, cloud }) => {
     ok(t.gw.skeid.startRequest("local-1"));
     const pending = post(`${t.base}/v1/chat/completions`, chat("house"));
-    await until(() => t.gw.waiters.size === 1, 3000, "the request to wait");
+    await until(async () => await t.group.waiters() === 1, 3000, "the request to wait");
     const freedAt = Date.now();
     t.gw.skeid.finishRequest("local-1", { ok: true });
     const r = await pending;
@@ -205,12 +205,12 @@ Deno.test("routing: a client that disconnects while waiting is dropped, takes no
       body: JSON.stringify(chat("m")),
       signal: ac.signal,
     }).catch((e) => e);
-    await until(() => t.gw.waiters.size === 1, 3000, "the request to wait");
+    await until(async () => await t.group.waiters() === 1, 3000, "the request to wait");
     ac.abort();
     await pending;
-    await until(() => t.gw.waiters.size === 0, 3000, "the waiter to leave");
+    await until(async () => await t.group.waiters() === 0, 3000, "the waiter to leave");
     t.gw.skeid.finishRequest("n1", { ok: true });
-    await until(() => t.gw.inflight === 0, 3000, "the request to end");
+    await until(async () => await t.group.inflight() === 0, 3000, "the request to end");
     await assertNothingForwarded(t, fake);
   } finally {
     await t.stop();
@@ -303,6 +303,7 @@ Deno.test("identity: x-api-key, trust_key_id_header off and on, require_known_ke
       routing: { trust_key_id_header: true, require_known_keys: true },
     });
     await until(() => t.gw.skeid.routing.require_known_keys, 3000, "the reload");
+    await t.group.configApplied();
     const trusted = await post(`${t.base}/v1/chat/completions`, chat("m"), {
       "x-skeid-key-id": keyId("sk-known"),
     });

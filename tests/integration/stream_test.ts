@@ -148,7 +148,7 @@ Deno.test("stream: client disconnect mid-stream aborts upstream, releases the sl
     strictEqual(e.ok, false);
     strictEqual(e.node_id, "n1");
     await until(() => fake.stats.aborted === 1, 3000, "the upstream to see the abort");
-    const m = t.gw.skeid.nodeMetrics("n1")!;
+    const m = (await t.group.nodeMetrics("n1"))!;
     strictEqual(m.aborted, 1);
     strictEqual(m.error, 0, "a client abort is not the node's failure");
     // The slot is free again: the next request is admitted at once.
@@ -196,7 +196,7 @@ Deno.test("stream: an upstream cut after bytes went out → event 502 with what 
     strictEqual(e.ok, false);
     strictEqual(e.api_format, "anthropic");
     strictEqual(e.content_bytes, 5);
-    strictEqual(t.gw.skeid.nodeMetrics("n1")!.error, 1);
+    strictEqual((await t.group.nodeMetrics("n1"))!.error, 1);
     assertIdle(t.gw);
   } finally {
     await t.stop();

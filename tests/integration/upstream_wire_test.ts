@@ -89,7 +89,7 @@ Deno.test("upstream wire: a head past 64 KiB is a 502, and nothing of it is kept
     if (Deno.env.get("SKEID_TEST_UPSTREAM_CLIENT") !== "fetch") {
       assertStringIncludes(message, "response head is larger than 64 KiB");
       // A head Skeid refuses is still the node's answer: no step toward ejection (ADR 0021).
-      assertEquals(t.gw.skeid.nodeEjections("n").consecutive_failures, 0);
+      assertEquals((await t.group.ejection("n")).consecutive_failures, 0);
     }
     assertIdle(t.gw);
   } finally {

@@ -2,8 +2,7 @@ import { assert, assertEquals, assertMatch } from "../_assert.ts";
 import { until } from "../_helpers/poll.ts";
 import { tempDir } from "../_helpers/temp.ts";
 import { type FakeModel, startFakeModel } from "../../src/fake/model.ts";
-import { Supervisor, type SupervisorOptions } from "../../src/workers/supervisor.ts";
-import { memoryLogger } from "../../src/log.ts";
+import { group } from "./_group.ts";
 import { stringify } from "yaml";
 
 /** A config of one fake node with max_conns 4 and events to a .jsonl file. */
@@ -15,29 +14,6 @@ function config(url: string, events: string, extra: Record<string, unknown> = {}
     usage_store: { backend: "jsonlog", path: events },
     ...extra,
   };
-}
-
-async function group(
-  cfg: Record<string, unknown>,
-  dir: string,
-  more: Partial<SupervisorOptions> = {},
-) {
-  const configPath = `${dir}/skeid.yaml`;
-  await Deno.writeTextFile(configPath, stringify(cfg));
-  const logger = memoryLogger("warn");
-  const sup = await Supervisor.start({
-    hostname: "127.0.0.1",
-    port: 0,
-    workers: 2,
-    configPath,
-    env: () => undefined,
-    workerEnv: {},
-    logger,
-    logLevel: "error",
-    spillPath: `${dir}/spill.jsonl`,
-    ...more,
-  });
-  return { sup, configPath, logger, base: `http://127.0.0.1:${sup.addr.port}` };
 }
 
 /** A group of two workers over one fake node, with its fake model and a temp dir, for `fn`. */
