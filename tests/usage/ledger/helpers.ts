@@ -266,7 +266,9 @@ export async function storedRequestIds(store: StoreRef): Promise<string[]> {
         if (err instanceof Deno.errors.NotFound) return [];
         throw err;
       }
-      return text.split("\n").filter((l) => l.trim() !== "").map((l) =>
+      // Complete lines only: the last piece is empty after a final newline, or a line the store
+      // is still appending (read mid-write by a poll); the store itself skips such a line too.
+      return text.split("\n").slice(0, -1).filter((l) => l.trim() !== "").map((l) =>
         String(JSON.parse(l).request_id)
       );
     }
