@@ -67,6 +67,23 @@ Deno.test("workers: max_conns 4 over two workers admits 4 at once and refuses th
       assertEquals(fake.stats.inflight, 4, `round ${round}: never more than max_conns`);
       assertEquals(await Promise.all(held), [200, 200, 200, 200], `round ${round}: all 4 answered`);
     }
+    // The kernel spreads connections over the workers by their addresses: a few pooled
+    // connections may all land on one. New connections (no pool) reach both, bounded in count.
+    const fresh = Deno.createHttpClient({ poolMaxIdlePerHost: 0 });
+    try {
+      for (let i = 0; i < 200; i++) {
+        if ((await sup.workers()).every((w) => w.requests > 0)) break;
+        const res = await fetch(`${base}/v1/chat/completions`, {
+          client: fresh,
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }] }),
+        });
+        await res.body?.cancel();
+      }
+    } finally {
+      fresh.close();
+    }
     const workers = await sup.workers();
     assertEquals(workers.length, 2, "two workers listed");
     assert(workers.every((w) => w.requests > 0), `both workers served: ${JSON.stringify(workers)}`);
