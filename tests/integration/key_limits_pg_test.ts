@@ -1,5 +1,6 @@
 /**
- * Two frontends on one PostgreSQL ledger hold one budget together (ADR 0023): each re-reads the
+ * Two frontends — two `skeid serve` processes — on one PostgreSQL ledger hold one budget together
+ * (ADR 0023): each re-reads the
  * totals of the keys it has seen every `budget_refresh_ms`; what they can overshoot is what the
  * other admits within one refresh, at most (frontends − 1) × what remained.
  */
@@ -8,19 +9,23 @@ import { startFakeModel } from "../../src/fake/model.ts";
 import { keyIdForKey } from "../../src/core/keyid.ts";
 import { freshPgDatabase, pgTestGate } from "../_helpers/pg.ts";
 import { until as poll } from "../_helpers/poll.ts";
-import { chat, post, startGateway, type TestGateway } from "./helpers.ts";
+import { chat, post } from "./helpers.ts";
+import { type ServeChild, spawnServe } from "../edge/serve_helpers.ts";
+
+/** A frontend as these tests reach it: its base URL. */
+type Frontend = Pick<ServeChild, "base">;
 
 const ALICE = await keyIdForKey("sk-alice");
 const AUTH = { authorization: "Bearer sk-alice" };
 const ADMIN = { authorization: "Bearer adm" };
 
-async function spentTokens(t: TestGateway): Promise<number> {
+async function spentTokens(t: Frontend): Promise<number> {
   const res = await fetch(`${t.base}/skeid/keys/alice`, { headers: ADMIN });
   const body = await res.json();
   return body.budget.spent.tokens;
 }
 
-async function send(t: TestGateway): Promise<number> {
+async function send(t: Frontend): Promise<number> {
   return (await post(`${t.base}/v1/chat/completions`, chat("m1", { max_tokens: 8 }), AUTH)).status;
 }
 
@@ -42,8 +47,8 @@ Deno.test({
       routing: { budget_refresh_ms: 50 },
       usage_store: { backend: "postgresql", dsn: db.dsn, flush_interval_ms: 20 },
     };
-    const a = await startGateway(cfg, { sink: false });
-    const b = await startGateway(cfg, { sink: false });
+    const a = await spawnServe(cfg);
+    const b = await spawnServe(cfg);
     try {
       assertEquals(await send(b), 200, "b has seen alice");
       for (let i = 0; i < 5; i++) assertEquals(await send(a), 200, `a: request ${i + 1}`);
