@@ -11,6 +11,7 @@
 import type { JsonObject } from "../core/json.ts";
 import type { UsageSource } from "../usage/types.ts";
 import type { CallHolder } from "./call.ts";
+import { CHARS_PER_TOKEN, estimateInputTokens } from "./estimate.ts";
 import type { RelayOutcome } from "./relay.ts";
 import type { UsageOutcome } from "./usage.ts";
 
@@ -25,43 +26,6 @@ export function abortDrainMs(raw: string | undefined): number {
   const n = Number(raw.trim());
   if (!Number.isInteger(n) || n < 0) return DEFAULT_ABORT_DRAIN_MS;
   return Math.min(n, MAX_ABORT_DRAIN_MS);
-}
-
-/** Characters per token of the estimate (the `count_tokens` rule). */
-const CHARS_PER_TOKEN = 4;
-
-/**
- * Estimated input tokens of an upstream (OpenAI-shaped) body: the text of `messages` (string
- * contents and text parts, tool call arguments), `prompt`, `input`, and the `tools` JSON.
- */
-export function estimateInputTokens(body: JsonObject): number {
-  let chars = textLength(body.prompt) + textLength(body.input);
-  const messages = body.messages;
-  if (Array.isArray(messages)) {
-    for (const m of messages) {
-      if (m === null || typeof m !== "object" || Array.isArray(m)) continue;
-      chars += textLength(m.content);
-      if (Array.isArray(m.tool_calls)) chars += JSON.stringify(m.tool_calls).length;
-    }
-  }
-  if (Array.isArray(body.tools) && body.tools.length > 0) {
-    chars += JSON.stringify(body.tools).length;
-  }
-  return Math.ceil(chars / CHARS_PER_TOKEN);
-}
-
-/** Characters of text in a string, a list of strings, or content parts with `text`. */
-function textLength(value: unknown): number {
-  if (typeof value === "string") return value.length;
-  if (!Array.isArray(value)) return 0;
-  let n = 0;
-  for (const part of value) {
-    if (typeof part === "string") n += part.length;
-    else if (part !== null && typeof part === "object" && typeof part.text === "string") {
-      n += part.text.length;
-    }
-  }
-  return n;
 }
 
 /** An estimated usage object (OpenAI shape) for `inputTokens` and `contentBytes` relayed. */

@@ -10,7 +10,8 @@
  * @module
  */
 import { errorMessage } from "../error_message.ts";
-import { clientLeft, estimateInputTokens, streamEnd, watchClient } from "./abort_billing.ts";
+import { clientLeft, streamEnd, watchClient } from "./abort_billing.ts";
+import { estimateInputTokens } from "./estimate.ts";
 import type { FinishOutcome, PickedNode } from "../core/types.ts";
 import type { Face, FaceName, UpstreamRequest } from "../faces/face.ts";
 import type { JsonObject } from "../core/json.ts";

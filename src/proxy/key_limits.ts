@@ -21,10 +21,10 @@ import type { RateHeaders } from "../core/rate_window.ts";
 import type { PricingRule, Tier } from "../core/types.ts";
 import type { KeyPolicy } from "../core/key_limits.ts";
 import type { UpstreamRequest } from "../faces/face.ts";
-import { isJsonObject, type JsonObject } from "../core/json.ts";
 import type { Logger } from "../log.ts";
 import type { UsageEvent } from "../usage/types.ts";
 import { Refusal } from "./errors.ts";
+import { estimateInputTokens, outputLimitOf } from "./estimate.ts";
 
 /** What the key step needs of the gateway (a `ProxyContext` satisfies it). */
 export interface KeyLimitsContext {
@@ -181,53 +181,4 @@ export class KeyPass {
 
 function isGroupHold(hold: KeyHold | GroupHold): hold is GroupHold {
   return typeof (hold as GroupHold).cancel === "function";
-}
-
-/**
- * Input tokens of an upstream (OpenAI-shaped) body by the `count_tokens` estimator's rule: about
- * 4 characters a token over the messages' text, tool calls, `prompt`/`input` and the tool
- * definitions' JSON.
- */
-export function estimateInputTokens(body: JsonObject): number {
-  let chars = textChars(body.prompt) + textChars(body.input);
-  const messages = body.messages;
-  if (Array.isArray(messages)) {
-    for (const m of messages) {
-      if (!isJsonObject(m)) continue;
-      chars += textChars(m.content);
-      if (Array.isArray(m.tool_calls)) chars += JSON.stringify(m.tool_calls).length;
-    }
-  }
-  if (Array.isArray(body.tools) && body.tools.length > 0) {
-    chars += JSON.stringify(body.tools).length;
-  }
-  return Math.ceil(chars / 4);
-}
-
-function textChars(v: unknown): number {
-  if (typeof v === "string") return v.length;
-  if (!Array.isArray(v)) return 0;
-  let n = 0;
-  for (const part of v) {
-    if (typeof part === "string") n += part.length;
-    else if (isJsonObject(part) && typeof part.text === "string") n += part.text.length;
-  }
-  return n;
-}
-
-/** The request's own output limit, as the face put it in the upstream body; null when none. */
-export function outputLimitOf(body: JsonObject): number | null {
-  const options = body.options;
-  for (
-    const v of [
-      body.max_tokens,
-      body.max_completion_tokens,
-      body.max_output_tokens,
-      body.num_predict,
-      isJsonObject(options) ? options.num_predict : undefined,
-    ]
-  ) {
-    if (typeof v === "number" && Number.isFinite(v) && v >= 0) return v;
-  }
-  return null;
 }
