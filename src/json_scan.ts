@@ -19,33 +19,51 @@ const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;
 const COLON = 0x3a;
 
+/** What one pass over JSON bytes found (see `scanJson`). */
+export interface JsonScan {
+  /** The nesting depth, counted up to `limit + 1` (the scan stops there). */
+  depth: number;
+  /** `"model"` keys at any depth: more than one means the raw bytes carry a second `model`. */
+  modelKeys: number;
+}
+
 /**
- * The nesting depth of JSON bytes, counted up to `limit + 1` (the scan stops there): brackets
- * inside strings do not count. Invalid JSON gets some answer; `JSON.parse` refuses it after.
+ * One pass over JSON bytes before they are parsed: the nesting depth (brackets inside strings do
+ * not count; the scan stops one past `limit`) and the `"model"` keys. Invalid JSON gets some
+ * answer; `JSON.parse` refuses it after.
  */
-export function jsonDepth(bytes: Uint8Array, limit = MAX_JSON_DEPTH): number {
+export function scanJson(bytes: Uint8Array, limit = MAX_JSON_DEPTH): JsonScan {
   let depth = 0;
   let deepest = 0;
+  let modelKeys = 0;
   const n = bytes.length;
   for (let i = 0; i < n; i++) {
     const c = bytes[i];
     if (c === QUOTE) {
+      const start = i;
       // Skip the string: up to the next quote no backslash escapes.
       for (i++; i < n; i++) {
         const s = bytes[i];
         if (s === BACKSLASH) i++;
         else if (s === QUOTE) break;
       }
+      if (i - start === 6 && isModelKey(bytes, start + 1) && isKeyEnd(bytes, i + 1)) modelKeys++;
     } else if (c === OPEN_BRACKET || c === OPEN_BRACE) {
       if (++depth > deepest) {
         deepest = depth;
-        if (deepest > limit) return deepest;
+        if (deepest > limit) break;
       }
     } else if (c === CLOSE_BRACKET || c === CLOSE_BRACE) {
       depth--;
     }
   }
-  return deepest;
+  return { depth: deepest, modelKeys };
+}
+
+/** Whether a string ending before `i` is a key: whitespace, then `:`. */
+function isKeyEnd(bytes: Uint8Array, i: number): boolean {
+  while (i < bytes.length && isSpace(bytes[i])) i++;
+  return bytes[i] === COLON;
 }
 
 /** Where a string value lies in JSON bytes: `start` at its opening quote, `end` after its closing one. */

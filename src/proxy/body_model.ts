@@ -7,30 +7,16 @@
  * @module
  */
 
-/** `"model"`: the key's bytes after the opening quote. */
-const KEY = [0x6d, 0x6f, 0x64, 0x65, 0x6c, 0x22]; // m o d e l "
-const QUOTE = 0x22;
+import type { JsonScan } from "../json_scan.ts";
 
 /**
- * The client's bytes when they may be forwarded as sent (`"model"` occurs at most once), else
- * undefined (the face serializes the parsed body). The scan is a byte search, no decoding; a
- * `"model"` key nested deeper (a tool's schema) only costs a re-serialization.
+ * The client's bytes when they may be forwarded as sent (one `"model"` key at most, as the scan
+ * before parsing counted them), else undefined (the face serializes the parsed body). A `"model"`
+ * key nested deeper (a tool's schema) only costs a re-serialization.
  */
 export function forwardableBody(
   raw: Uint8Array<ArrayBuffer> | undefined,
+  scan: JsonScan,
 ): Uint8Array<ArrayBuffer> | undefined {
-  if (raw === undefined) return undefined;
-  let seen = 0;
-  let at = raw.indexOf(KEY[0], 1);
-  while (at > 0) {
-    if (raw[at - 1] === QUOTE && matchesAt(raw, at) && ++seen > 1) return undefined;
-    at = raw.indexOf(KEY[0], at + 1);
-  }
-  return raw;
-}
-
-function matchesAt(raw: Uint8Array, at: number): boolean {
-  if (at + KEY.length > raw.length) return false;
-  for (let i = 1; i < KEY.length; i++) if (raw[at + i] !== KEY[i]) return false;
-  return true;
+  return raw !== undefined && scan.modelKeys <= 1 ? raw : undefined;
 }

@@ -26,6 +26,7 @@ import {
 import { callUpstream, FAILOVER_STATUSES, type Failure, transportOutcome } from "./call.ts";
 import { errorResponse, keyUnavailable, notPermitted, Refusal, refusalResponse } from "./errors.ts";
 import { forwardableBody } from "./body_model.ts";
+import { scanJson } from "../json_scan.ts";
 import { ANONYMOUS } from "./identity.ts";
 import {
   customerKeyId,
@@ -196,8 +197,9 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     this.apiKeyId = id;
     const raw = await readBody(this.req, routing.max_body_bytes, ctx.buffered);
     this.#held = raw.byteLength;
-    this.#rawBody = forwardableBody(raw);
-    let body = continueConversation(ctx, this, jsonBody(raw));
+    const scan = scanJson(raw);
+    this.#rawBody = forwardableBody(raw, scan);
+    let body = continueConversation(ctx, this, jsonBody(raw, scan));
     if (body instanceof Promise) body = await body;
     const upstream = upstreamRequest(this.face, this.endpoint, body);
     this.#faces = nodeFaces(this.face, this.endpoint, body, upstream);

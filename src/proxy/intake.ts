@@ -9,7 +9,7 @@ import { concatBytes } from "../bytes.ts";
 import type { RoutingSettings } from "../core/types.ts";
 import { type Face, FaceError, type UpstreamRequest } from "../faces/face.ts";
 import { isJsonObject, type JsonObject, parseJson } from "../core/json.ts";
-import { jsonDepth, MAX_JSON_DEPTH } from "../json_scan.ts";
+import { type JsonScan, MAX_JSON_DEPTH, scanJson } from "../json_scan.ts";
 import type { BufferBudget } from "./buffer_budget.ts";
 import { Refusal } from "./errors.ts";
 import { ANONYMOUS, type KeyIdCache, requestKeyId } from "./identity.ts";
@@ -175,10 +175,10 @@ const decoder = new TextDecoder();
 /**
  * The body as a JSON object; a refusal (400) for anything else, and before any parsing for a body
  * nested deeper than `MAX_JSON_DEPTH` (parsing and serializing such a body would hold the event
- * loop for seconds).
+ * loop for seconds). `scan` is the pass over the bytes when the caller made it already.
  */
-export function jsonBody(bytes: Uint8Array): JsonObject {
-  if (jsonDepth(bytes) > MAX_JSON_DEPTH) {
+export function jsonBody(bytes: Uint8Array, scan: JsonScan = scanJson(bytes)): JsonObject {
+  if (scan.depth > MAX_JSON_DEPTH) {
     throw new Refusal(
       400,
       "invalid_request_error",

@@ -1,7 +1,11 @@
-import { forwardableBody } from "../../src/proxy/body_model.ts";
+import { forwardableBody as forwardable } from "../../src/proxy/body_model.ts";
+import { scanJson } from "../../src/json_scan.ts";
 import { assertEquals } from "../_assert.ts";
 
 const bytes = (s: string) => new TextEncoder().encode(s);
+/** As the exchange calls it: with the one scan made before parsing. */
+const forwardableBody = (raw: Uint8Array<ArrayBuffer> | undefined) =>
+  forwardable(raw, raw === undefined ? { depth: 0, modelKeys: 0 } : scanJson(raw));
 
 Deno.test("forwardableBody: one model key goes as sent; two are re-serialized", () => {
   const one = bytes('{"model":"m","messages":[{"role":"user","content":"the \\"model\\" is"}]}');

@@ -1,5 +1,7 @@
 import { assertEquals } from "../_assert.ts";
-import { jsonDepth, replaceString, topLevelModelSpan } from "../../src/json_scan.ts";
+import { replaceString, scanJson, topLevelModelSpan } from "../../src/json_scan.ts";
+
+const jsonDepth = (bytes: Uint8Array, limit?: number) => scanJson(bytes, limit).depth;
 import { OpenAIFace } from "../../src/faces/openai.ts";
 
 const enc = new TextEncoder();
