@@ -23,14 +23,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import {
-  childEnv,
-  childScope,
-  freePort,
-  spawnChild,
-  startFakeChild,
-  waitHealthy,
-} from "./procs.ts";
+import { childEnv, childScope, startFakeChild, startGatewayChild } from "./procs.ts";
 import { summarize } from "./stats.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
@@ -163,19 +156,8 @@ async function runScenario(
 ): Promise<Result> {
   const config = `${dir}/${s.name.replace(/\W+/g, "-")}.yaml`;
   await Deno.writeTextFile(config, gatewayConfig(fakeUrl, dir, s));
-  const port = freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const gw = spawnChild("gateway", SKEID, [
-    "serve",
-    "--config",
-    config,
-    "--listen",
-    `127.0.0.1:${port}`,
-  ], {
-    env,
-  });
+  const { child: gw, base } = await startGatewayChild(SKEID, config, { env });
   try {
-    await waitHealthy(`${base}/health`, gw, 60_000);
     const fifo = s.keys === "fifo";
     const model = s.spill ? "house" : "m";
     const t0 = Date.now();

@@ -303,6 +303,28 @@ export async function waitHealthy(url: string, child: Child, ms: number): Promis
 }
 
 /**
+ * Starts `skeid serve --config config` on a free 127.0.0.1 port; answers once its `/health`
+ * answers (stopping it when it never does).
+ */
+export async function startGatewayChild(
+  skeid: string,
+  config: string,
+  opts: Parameters<typeof spawnChild>[3] = {},
+): Promise<{ child: Child; base: string }> {
+  const port = freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const args = ["serve", "--config", config, "--listen", `127.0.0.1:${port}`];
+  const child = spawnChild("gateway", skeid, args, opts);
+  try {
+    await waitHealthy(`${base}/health`, child, 60_000);
+  } catch (err) {
+    await child.stop();
+    throw err;
+  }
+  return { child, base };
+}
+
+/**
  * Starts `skeid fake-model` on 127.0.0.1:0 with `args` (timings), pushed to `children`; answers
  * once its printed base URL answers `/health`.
  */

@@ -22,14 +22,12 @@ import {
   childEnv,
   childScope,
   countFds,
-  freePort,
   readProc,
   readRss,
   samplePeak,
   sampleRss,
-  spawnChild,
   startFakeChild,
-  waitHealthy,
+  startGatewayChild,
 } from "./procs.ts";
 import {
   markdownTable,
@@ -541,22 +539,13 @@ async function main(): Promise<number> {
     await Deno.writeTextFile(config, render(1));
     // The gateway logs `config_applied` (at info) once per applied config.
     let configApplied = 0;
-    const port = freePort();
-    const base = `http://127.0.0.1:${port}`;
-    const gw = spawnChild("gateway", SKEID, [
-      "serve",
-      "--config",
-      config,
-      "--listen",
-      `127.0.0.1:${port}`,
-    ], {
+    const { child: gw, base } = await startGatewayChild(SKEID, config, {
       env: { ...env, SKEID_LOG_LEVEL: "info" },
       onLine: (line) => {
         if (line.includes('"config_applied"')) configApplied++;
       },
     });
     children.push(gw);
-    await waitHealthy(`${base}/health`, gw, 60_000);
     const adminGet = (path: string) => admin(base, adminKey, path);
     log(`fake model ${fakeUrl} (pid ${fake.pid}), gateway ${base} (pid ${gw.pid})`);
 
