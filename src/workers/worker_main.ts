@@ -258,12 +258,6 @@ function applyReading(id: string, reading: CapacityReadingInput | null): void {
   }
 }
 
-// A client connection that ended while the listener shuts down makes the runtime's own abort
-// listener throw BadResource (no request of ours is in it): not a reason to end the worker.
-self.addEventListener("error", (e: ErrorEvent) => {
-  if (e.error instanceof Deno.errors.BadResource) e.preventDefault();
-});
-
 self.onmessage = (e: MessageEvent<ToWorker>) => {
   const msg = e.data;
   if (msg.type === "key_reply") {
