@@ -18,6 +18,51 @@
  */
 import type { ShareSettings } from "./key_limits.ts";
 
+/**
+ * What one queue of a group (the workers of a process, ADR 0025) shares with the others, so the
+ * group orders its waiters as one queue would: the keys' counters, the bands' last dispatched
+ * counter, one arrival order, and each queue's best waiter per band. Every call of the queue
+ * comes inside `locked`, so what it reads and writes is one consistent state.
+ */
+export interface FairShareGroup {
+  /** Runs `fn` holding the group's lock (re-entrant within one queue). */
+  locked<R>(fn: () => R): R;
+  /** The group's next arrival number. */
+  nextSeq(): number;
+  /** A key's counter in the group; undefined when the group does not know the key. */
+  counter(keyId: string): number | undefined;
+  /** Sets a key's counter in the group. */
+  setCounter(keyId: string, value: number): void;
+  /** Counter of the band's last dispatched key in the group. */
+  vtime(priority: number): number;
+  /** Sets it. */
+  setVtime(priority: number, value: number): void;
+  /** Smallest counter of a backlogged key of the band in the other queues; undefined: none. */
+  othersFloor(priority: number): number | undefined;
+  /**
+   * True when another queue has a waiter that goes before one of (`priority`, `counter`, `seq`)
+   * and could still be admitted (it was not found unadmittable since capacity last changed).
+   */
+  othersFirst(priority: number, counter: number, seq: number): boolean;
+  /**
+   * The queue's best waiter per band now, after every change; `drained`: the change was a round
+   * (`blocked` is then as of now).
+   */
+  publish(heads: readonly QueueHead[], drained: boolean): void;
+}
+
+/** A queue's best waiter of one band, as the group sees it. */
+export interface QueueHead {
+  /** Priority band. */
+  priority: number;
+  /** The key with the lowest counter in the band. */
+  keyId: string;
+  /** Arrival number of its oldest waiter. */
+  seq: number;
+  /** None of its waiters could be admitted in the queue's last round. */
+  blocked: boolean;
+}
+
 /** A waiting request (returned by `enqueue`; pass it to `remove` on timeout or abort). */
 export interface FairShareTicket<T> {
   /** The customer key id. */
@@ -66,6 +111,8 @@ interface KeyState<T> {
   open: number;
   /** Position in the band's heap; -1 when not backlogged. */
   index: number;
+  /** Set aside in the queue's last round: none of its waiters could be admitted (for the group). */
+  blocked: boolean;
 }
 
 interface Band<T> {
@@ -89,6 +136,20 @@ export class FairShareQueue<T> {
   #order: number[] = [];
   #seq = 0;
   #size = 0;
+  #group: FairShareGroup | undefined;
+  /** Depth of calls inside the group's lock (state is refreshed on entry, published on exit). */
+  #depth = 0;
+  /** The change in the group's lock ran a round. */
+  #drained = false;
+
+  /**
+   * Orders this queue's waiters with the other queues of `group` as one queue (ADR 0025): counters,
+   * arrival numbers and band times come from the group, and a round leaves capacity to a better
+   * waiter of another queue. Call before anything is queued.
+   */
+  useGroup(group: FairShareGroup): void {
+    this.#group = group;
+  }
 
   /** Waiting requests. */
   get size(): number {
@@ -111,6 +172,15 @@ export class FairShareQueue<T> {
     item: T,
     estimateTokens: number,
   ): FairShareTicket<T> | null {
+    return this.#run(() => this.#enqueue(keyId, share, item, estimateTokens));
+  }
+
+  #enqueue(
+    keyId: string,
+    share: ShareSettings,
+    item: T,
+    estimateTokens: number,
+  ): FairShareTicket<T> | null {
     const band = this.#band(share.priority);
     let key = this.#keys.get(keyId);
     if (key && share.max_queued !== null && key.queued >= share.max_queued) return null;
@@ -118,7 +188,7 @@ export class FairShareQueue<T> {
       if (share.max_queued === 0) return null;
       key = {
         keyId,
-        counter: 0,
+        counter: this.#group?.counter(keyId) ?? 0,
         weight: share.weight,
         band,
         head: undefined,
@@ -126,6 +196,7 @@ export class FairShareQueue<T> {
         queued: 0,
         open: 0,
         index: -1,
+        blocked: false,
       };
       this.#keys.set(keyId, key);
     }
@@ -134,7 +205,7 @@ export class FairShareQueue<T> {
       keyId,
       item,
       estimate: Math.max(0, estimateTokens),
-      seq: this.#seq++,
+      seq: this.#group ? this.#group.nextSeq() : this.#seq++,
       waiting: true,
       key,
       prev: key.tail,
@@ -147,7 +218,7 @@ export class FairShareQueue<T> {
         key.band = band;
         key.counter = 0;
       }
-      key.counter = Math.max(key.counter, this.#floor(band));
+      this.#setCounter(key, Math.max(key.counter, this.#floor(band)));
     }
     if (key.tail) key.tail.next = ticket;
     else key.head = ticket;
@@ -160,7 +231,10 @@ export class FairShareQueue<T> {
 
   /** Takes a waiting request out (timeout, abort). False when it no longer waits. */
   remove(ticket: FairShareTicket<T>): boolean {
-    const t = ticket as Ticket<T>;
+    return this.#run(() => this.#remove(ticket as Ticket<T>));
+  }
+
+  #remove(t: Ticket<T>): boolean {
     if (!t.waiting) return false;
     const key = t.key;
     const wasHead = key.head === t;
@@ -180,13 +254,28 @@ export class FairShareQueue<T> {
    * tickets in dispatch order, their keys already charged with the estimate.
    */
   drain(tryAdmit: (item: T) => boolean): FairShareTicket<T>[] {
+    if (this.#size === 0) return [];
+    return this.#run(() => this.#drain(tryAdmit));
+  }
+
+  #drain(tryAdmit: (item: T) => boolean): FairShareTicket<T>[] {
     const admitted: FairShareTicket<T>[] = [];
-    if (this.#size === 0) return admitted;
+    const group = this.#group;
+    let yielded = false;
+    if (group) {
+      this.#drained = true;
+      for (const key of this.#keys.values()) key.blocked = false;
+    }
     for (const priority of this.#order) {
       const band = this.#bands.get(priority)!;
       const aside: KeyState<T>[] = [];
       while (band.heap.length > 0) {
         const key = band.heap[0];
+        if (group && group.othersFirst(priority, key.counter, key.head!.seq)) {
+          // A better waiter of another queue may take what is free: this round ends here.
+          yielded = true;
+          break;
+        }
         let taken: Ticket<T> | undefined;
         for (let t = key.head; t; t = t.next) {
           let ok = false;
@@ -201,20 +290,23 @@ export class FairShareQueue<T> {
           }
         }
         if (!taken) {
+          key.blocked = true;
           this.#removeFromHeap(key);
           aside.push(key);
           continue;
         }
+        key.blocked = false;
         this.#unlink(taken);
-        band.vtime = Math.max(band.vtime, key.counter);
+        this.#setVtime(band, Math.max(band.vtime, key.counter));
         taken.charged = key.weight;
         key.open++;
-        key.counter += taken.estimate / key.weight;
+        this.#setCounter(key, key.counter + taken.estimate / key.weight);
         admitted.push(taken);
         if (key.queued === 0) this.#removeFromHeap(key);
         else this.#fix(key);
       }
       for (const key of aside) this.#push(key);
+      if (yielded) break;
     }
     return admitted;
   }
@@ -231,19 +323,22 @@ export class FairShareQueue<T> {
     item: T,
     estimateTokens: number,
   ): FairShareTicket<T> | null {
-    const band = this.#bands.get(share.priority);
-    if (!band || band.heap.length === 0) return null;
-    const ticket = this.enqueue(keyId, { ...share, max_queued: null }, item, estimateTokens);
-    if (!ticket) return null;
-    const t = ticket as Ticket<T>;
-    const key = t.key;
-    this.#unlink(t);
-    t.charged = key.weight;
-    key.open++;
-    key.counter += t.estimate / key.weight;
-    if (key.queued === 0) this.#removeFromHeap(key);
-    else this.#fix(key);
-    return t;
+    return this.#run(() => {
+      const band = this.#bands.get(share.priority);
+      const waiting = band !== undefined && band.heap.length > 0;
+      if (!waiting && this.#group?.othersFloor(share.priority) === undefined) return null;
+      const ticket = this.#enqueue(keyId, { ...share, max_queued: null }, item, estimateTokens);
+      if (!ticket) return null;
+      const t = ticket as Ticket<T>;
+      const key = t.key;
+      this.#unlink(t);
+      t.charged = key.weight;
+      key.open++;
+      this.#setCounter(key, key.counter + t.estimate / key.weight);
+      if (key.queued === 0) this.#removeFromHeap(key);
+      else this.#fix(key);
+      return t;
+    });
   }
 
   /**
@@ -254,12 +349,14 @@ export class FairShareQueue<T> {
   correct(ticket: FairShareTicket<T>, actualTokens: number): void {
     const t = ticket as Ticket<T>;
     if (t.waiting || t.charged === 0) return;
-    const key = t.key;
-    key.counter += (Math.max(0, actualTokens) - t.estimate) / t.charged;
-    t.charged = 0;
-    key.open--;
-    if (key.index >= 0) this.#fix(key);
-    else this.#maybeForget(key);
+    this.#run(() => {
+      const key = t.key;
+      this.#setCounter(key, key.counter + (Math.max(0, actualTokens) - t.estimate) / t.charged);
+      t.charged = 0;
+      key.open--;
+      if (key.index >= 0) this.#fix(key);
+      else this.#maybeForget(key);
+    });
   }
 
   /** Every waiting request, in no particular order (deadline scans). */
@@ -302,9 +399,69 @@ export class FairShareQueue<T> {
     return band;
   }
 
-  /** Where a key joining the band starts: its smallest backlogged counter, else the last one. */
+  /**
+   * Where a key joining the band starts: its smallest backlogged counter (in the group: of every
+   * queue), else the counter of the band's last dispatched key.
+   */
   #floor(band: Band<T>): number {
-    return band.heap.length > 0 ? band.heap[0].counter : band.vtime;
+    const own = band.heap.length > 0 ? band.heap[0].counter : undefined;
+    const others = this.#group?.othersFloor(band.priority);
+    if (own === undefined) return others ?? band.vtime;
+    return others === undefined ? own : Math.min(own, others);
+  }
+
+  #setCounter(key: KeyState<T>, value: number): void {
+    key.counter = value;
+    this.#group?.setCounter(key.keyId, value);
+  }
+
+  #setVtime(band: Band<T>, value: number): void {
+    band.vtime = value;
+    this.#group?.setVtime(band.priority, value);
+  }
+
+  /**
+   * Runs a change of the queue. In a group: inside the group's lock, on the group's counters
+   * (read afresh: other queues move them), and the queue's best waiters are published after.
+   */
+  #run<R>(fn: () => R): R {
+    const group = this.#group;
+    if (!group) return fn();
+    return group.locked(() => {
+      if (this.#depth++ === 0) this.#refresh(group);
+      try {
+        return fn();
+      } finally {
+        if (--this.#depth === 0) {
+          group.publish(this.#heads(), this.#drained);
+          this.#drained = false;
+        }
+      }
+    });
+  }
+
+  /** Reads the group's counters and band times, and orders every band's heap by them again. */
+  #refresh(group: FairShareGroup): void {
+    for (const key of this.#keys.values()) {
+      const counter = group.counter(key.keyId);
+      if (counter !== undefined) key.counter = counter;
+    }
+    for (const band of this.#bands.values()) {
+      band.vtime = group.vtime(band.priority);
+      const heap = band.heap;
+      for (let i = (heap.length >> 1) - 1; i >= 0; i--) this.#down(heap, i);
+    }
+  }
+
+  /** The best waiter of each band, for the group. */
+  #heads(): QueueHead[] {
+    const heads: QueueHead[] = [];
+    for (const priority of this.#order) {
+      const top = this.#bands.get(priority)!.heap[0];
+      if (top === undefined) continue;
+      heads.push({ priority, keyId: top.keyId, seq: top.head!.seq, blocked: top.blocked });
+    }
+    return heads;
   }
 
   /**

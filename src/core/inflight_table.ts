@@ -118,6 +118,11 @@ export class InflightTable {
     return -1;
   }
 
+  /** The number (0 … capacity-1) of the row at offset `row` (for arrays beside the table). */
+  rowIndex(row: number): number {
+    return (row - HEADER) / (ROW_HEAD + this.workers);
+  }
+
   /** Takes one slot of the row when its total is below `limit` (0 = no limit). */
   tryTake(row: number, limit: number): boolean {
     const w = this.words;

@@ -13,7 +13,7 @@
  *
  * @module
  */
-import { FairShareQueue, type FairShareTicket } from "../core/fair_share.ts";
+import { type FairShareGroup, FairShareQueue, type FairShareTicket } from "../core/fair_share.ts";
 import { DEFAULT_SHARE, type ShareSettings } from "../core/key_limits.ts";
 import type { ShareStats, TierBacklog } from "./share_stats.ts";
 
@@ -42,6 +42,17 @@ export interface QueueGate {
   take(keyId: string, max: number): boolean;
   /** Gives a place back (the wait ended). */
   release(keyId: string): void;
+}
+
+/**
+ * The fair share of a group of workers (ADR 0025): this queue orders its waiters with the other
+ * workers' as one queue (`src/workers/share_board.ts`).
+ */
+export interface QueueGroup extends FairShareGroup {
+  /** Another worker has a waiter that could take a free slot now (a newcomer waits behind it). */
+  othersWaiting(): boolean;
+  /** Another worker has waiters (a direct admission is then charged, as under contention here). */
+  othersQueued(): boolean;
 }
 
 /** Timer functions (tests inject a manual clock). */
@@ -138,6 +149,7 @@ export class WaiterQueue {
   #lastPoll = 0;
   #closed = false;
   #gate: QueueGate | undefined;
+  #group: QueueGroup | undefined;
 
   /** Subscribes to the core's capacity changes at once; `close()` unsubscribes. */
   constructor(opts: WaiterQueueOptions) {
@@ -151,9 +163,28 @@ export class WaiterQueue {
     this.#gate = gate;
   }
 
+  /** Orders this queue's waiters with a group's (a worker of a group; before anything waits). */
+  useGroup(group: QueueGroup): void {
+    this.#group = group;
+    this.#fair.useGroup(group);
+  }
+
   /** How many requests are waiting. */
   get size(): number {
     return this.#fair.size;
+  }
+
+  /** Requests wait, here or (in a group) in another worker: a direct admission is charged. */
+  get contended(): boolean {
+    return this.#fair.size > 0 || (this.#group !== undefined && this.#group.othersQueued());
+  }
+
+  /**
+   * A newcomer must queue instead of taking a free slot: a waiter of another worker of the group
+   * that could take it comes first (in one process a free slot with waiters is one they cannot use).
+   */
+  yields(): boolean {
+    return this.#group !== undefined && this.#group.othersWaiting();
   }
 
   /**
@@ -202,7 +233,10 @@ export class WaiterQueue {
         signal.addEventListener("abort", entry.onAbort, { once: true });
       }
       if (wasEmpty) this.#lastPoll = now;
-      this.#schedule();
+      // In a group the round decides at once between this waiter and the other workers' (it may
+      // have queued behind one of them with a slot free); alone, the caller has just tried.
+      if (this.#group) this.wake();
+      else this.#schedule();
     });
   }
 
@@ -212,7 +246,7 @@ export class WaiterQueue {
    * to `served`, or undefined.
    */
   charge(waiter: Waiter): Ticket | undefined {
-    if (this.#fair.size === 0) return undefined;
+    if (!this.contended) return undefined;
     const ticket = this.#fair.charge(
       waiter.keyId ?? NO_KEY,
       waiter.share ?? DEFAULT_SHARE,

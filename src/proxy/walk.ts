@@ -182,6 +182,11 @@ export class RouteWalk implements Waiter {
         continue;
       }
       this.#everEligible = true;
+      if (this.#queue.yields() && this.#waitOf(tier) > 0 && this.#excluded === undefined) {
+        // A waiter of another worker comes first: queue (the queue's round decides at once).
+        this.#sawFresh = true;
+        return this.#nextAsync(client, true);
+      }
       if (this.tryAdmit()) return this.#take(tier, true);
       return this.#nextAsync(client, true);
     }
@@ -252,7 +257,7 @@ export class RouteWalk implements Waiter {
 
   /** `direct`: admitted without waiting (charged to the key while others wait, ADR 0024). */
   #take(tier: Tier, direct: boolean): WalkAdmitted {
-    if (direct && this.#queue.size > 0) this.shareTicket = this.#queue.charge(this);
+    if (direct && this.#queue.contended) this.shareTicket = this.#queue.charge(this);
     const node = this.#admitted!;
     this.#admitted = undefined;
     this.#waitedUpTo = Math.max(this.#waitedUpTo, this.#index);

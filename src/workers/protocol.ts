@@ -6,6 +6,7 @@
  * @module
  */
 import type { InflightTableSize } from "../core/inflight_table.ts";
+import type { ShareBoardSize } from "./share_board.ts";
 import type {
   CapacityReading,
   CapacityReadingInput,
@@ -59,6 +60,9 @@ export type ToWorker =
     /** The customer keys' `max_inflight` table (one column per worker, no supervisor's). */
     keyBuffer: SharedArrayBuffer;
     keySize: InflightTableSize;
+    /** The group's fair-share board (`ShareBoard`), keyed by the key table's rows. */
+    shareBuffer: SharedArrayBuffer;
+    shareSize: ShareBoardSize;
   }
   | ({ type: "config" } & ConfigVersion)
   | { type: "readings"; readings: [string, CapacityReadingInput | null][] }

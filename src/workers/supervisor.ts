@@ -23,6 +23,7 @@ import { mergeEjections, mergePrometheus, mergeShare, sumNodeMetrics } from "./m
 import type { EjectionSnapshot } from "../core/ejection.ts";
 import type { ShareWire } from "../proxy/share_stats.ts";
 import { KEY_TABLE_CAPACITY, KeyGroupOwner } from "./key_group.ts";
+import { ShareBoard, type ShareBoardSize } from "./share_board.ts";
 import type { NodeMetrics } from "../core/types.ts";
 import {
   type ConfigVersion,
@@ -96,6 +97,10 @@ export class Supervisor {
   readonly buffer: SharedArrayBuffer;
   /** The customer keys' `max_inflight` table, one column per worker. */
   readonly keyTable: InflightTable;
+  /** The fair-share board the workers share (ADR 0025). */
+  readonly shareBuffer: SharedArrayBuffer;
+  readonly shareSize: ShareBoardSize;
+  readonly #share: ShareBoard;
   /** The group's rate windows and budgets (the supervisor's tenancy), asked by the workers. */
   readonly keys: KeyGroupOwner;
   /** The address every worker listens on (the real port when 0 was asked). */
@@ -126,6 +131,15 @@ export class Supervisor {
     this.buffer = table.words.buffer as SharedArrayBuffer;
     this.#config = { generation: 1, text: fs.last };
     this.keyTable = InflightTable.shared(KEY_TABLE_CAPACITY, opts.workers);
+    this.shareSize = { workers: opts.workers, keys: KEY_TABLE_CAPACITY };
+    this.shareBuffer = ShareBoard.buffer(this.shareSize);
+    this.#share = new ShareBoard(
+      this.shareBuffer,
+      this.shareSize,
+      -1,
+      this.keyTable,
+      () => table.generation(),
+    );
     this.keys = new KeyGroupOwner(gateway.tenancy, () => gateway.skeid.now(), gateway.logger);
     this.addr = { transport: "tcp", hostname: opts.hostname, port: opts.port };
   }
@@ -380,6 +394,8 @@ export class Supervisor {
       keyBroker: this.gateway.keyBroker !== undefined,
       keyBuffer: this.keyTable.words.buffer as SharedArrayBuffer,
       keySize: { capacity: this.keyTable.capacity, workers: this.keyTable.workers },
+      shareBuffer: this.shareBuffer,
+      shareSize: this.shareSize,
       gateway: {
         env: o.workerEnv,
         upstreamTimeoutMs: o.upstreamTimeoutMs,
@@ -396,6 +412,7 @@ export class Supervisor {
     slot.worker.terminate();
     const freed = this.table.releaseWorker(slot.index);
     this.keyTable.releaseWorker(slot.index);
+    this.#share.workerDied(slot.index);
     this.keys.workerDied(slot.index);
     this.gateway.logger.error("worker_died", {
       worker: slot.index,

@@ -19,6 +19,7 @@ import { CachingKeyBroker, type KeyAnswer } from "../keys/broker.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { useKeyGroup } from "../proxy/key_limits.ts";
 import { queueGate, RemoteKeyGroup } from "./key_group.ts";
+import { ShareBoard } from "./share_board.ts";
 import {
   type ConfigVersion,
   forwardedToSupervisor,
@@ -153,6 +154,25 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
   keyGroup = new RemoteKeyGroup(post, keyTable, () => nextId++);
   useKeyGroup(running.gateway.tenancy, keyGroup);
   running.gateway.waiters.useQueueGate(queueGate(keyTable));
+  // Fair share orders the group's waiters as one queue; a change another worker publishes (one
+  // of its waiters declined what this worker left it) wakes this worker's waiters.
+  const board = new ShareBoard(
+    msg.shareBuffer,
+    msg.shareSize,
+    msg.index,
+    keyTable,
+    () => inflight.generation(),
+  );
+  const waiters = running.gateway.waiters;
+  waiters.useGroup(board);
+  (async () => {
+    let seen = board.pokes();
+    for (;;) {
+      await board.poked(seen);
+      seen = board.pokes();
+      waiters.wake();
+    }
+  })();
   // The key budgets are the supervisor's: its /skeid/metrics series are the group's gauges.
   running.gateway.metrics.keyBudgets = () => [];
   const skeid = running.gateway.skeid;

@@ -128,10 +128,19 @@ Deno.test("fair share: a priority-1 key's requests overtake every priority-0 wai
       post(`${t.base}/v1/chat/completions`, body("m", tag), bearer(`sk-${key}`));
     const all = [send("lo1", "first")];
     await until(() => fake.stats.inflight === 1, 3000, "the first request holds the slot");
-    all.push(send("lo1", "lo-a"), send("lo2", "lo-b"), send("lo1", "lo-c"));
-    await until(async () => await t.group.waiters() === 3, 3000, "three priority-0 waiters");
-    all.push(send("hi", "hi-a"), send("hi", "hi-b"));
-    await until(async () => await t.group.waiters() === 5, 3000, "and two priority-1 waiters");
+    // One at a time: each waits before the next is sent, so arrival order is send order (with
+    // workers, requests sent together may reach the queue in any order).
+    const queued: [string, string][] = [
+      ["lo1", "lo-a"],
+      ["lo2", "lo-b"],
+      ["lo1", "lo-c"],
+      ["hi", "hi-a"],
+      ["hi", "hi-b"],
+    ];
+    for (const [i, [key, tag]] of queued.entries()) {
+      all.push(send(key, tag));
+      await until(async () => await t.group.waiters() === i + 1, 3000, `${tag} waits`);
+    }
     for (const r of await Promise.all(all)) assertEquals(r.status, 200, r.text);
     const order = fake.requests.map((r) => {
       const messages = (r.body as { messages: { content: string }[] }).messages;

@@ -1,0 +1,161 @@
+/**
+ * Two workers' fair-share queues over one `ShareBoard` (ADR 0025) order their waiters as one
+ * queue: the queues and the board run in this isolate, as two workers' would over the shared
+ * buffer.
+ */
+import { assert, assertEquals } from "../_assert.ts";
+import { FairShareQueue } from "../../src/core/fair_share.ts";
+import { InflightTable } from "../../src/core/inflight_table.ts";
+import { ShareBoard } from "../../src/workers/share_board.ts";
+import { DEFAULT_SHARE, type ShareSettings } from "../../src/core/key_limits.ts";
+
+const SIZE = { workers: 2, keys: 64 };
+const share = (over: Partial<ShareSettings> = {}): ShareSettings => ({ ...DEFAULT_SHARE, ...over });
+
+/** Two queues (workers 0 and 1) on one board; `release()` moves the release generation. */
+function pair() {
+  const keys = InflightTable.shared(SIZE.keys, SIZE.workers);
+  const buffer = ShareBoard.buffer(SIZE);
+  let generation = 0;
+  const boards = [0, 1].map((w) =>
+    new ShareBoard(
+      buffer,
+      SIZE,
+      w,
+      new InflightTable(keys.words.buffer, { capacity: SIZE.keys, workers: SIZE.workers }, w),
+      () => generation,
+    )
+  );
+  const queues = boards.map((b) => {
+    const q = new FairShareQueue<string>();
+    q.useGroup(b);
+    return q;
+  });
+  const supervisor = new ShareBoard(buffer, SIZE, -1, keys, () => generation);
+  return {
+    queues,
+    boards,
+    supervisor,
+    release: () => generation++,
+  };
+}
+
+/** One round of `q` with `slots` free: the items admitted, in order. */
+function round(q: FairShareQueue<string>, slots: { free: number }, can = (_: string) => true) {
+  return q.drain((item) => {
+    if (slots.free === 0 || !can(item)) return false;
+    slots.free--;
+    return true;
+  }).map((t) => t.item);
+}
+
+Deno.test("share board: two workers' queues serve in one counter order", () => {
+  const { queues: [q0, q1] } = pair();
+  q0.enqueue("A", share(), "a1", 100);
+  q0.enqueue("A", share(), "a2", 100);
+  q1.enqueue("B", share(), "b1", 100);
+  const slots = { free: 1 };
+  // a1 came first (arrival numbers are the group's): worker 0 takes the slot.
+  assertEquals(round(q1, slots), [], "worker 1 leaves it to the older waiter of worker 0");
+  assertEquals(round(q0, slots), ["a1"]);
+  // A was served 100 tokens, B none: B goes next though worker 0 frees the slot.
+  slots.free = 1;
+  assertEquals(round(q0, slots), [], "worker 0 leaves the slot to B in worker 1");
+  assertEquals(round(q1, slots), ["b1"]);
+  slots.free = 1;
+  assertEquals(round(q1, slots), [], "nothing of worker 1 waits");
+  assertEquals(round(q0, slots), ["a2"]);
+});
+
+Deno.test("share board: a higher band in another worker goes first", () => {
+  const { queues: [q0, q1] } = pair();
+  q0.enqueue("lo", share(), "lo1", 10);
+  q1.enqueue("hi", share({ priority: 1 }), "hi1", 10);
+  const slots = { free: 1 };
+  assertEquals(round(q0, slots), [], "the priority-0 waiter yields");
+  assertEquals(round(q1, slots), ["hi1"]);
+  slots.free = 1;
+  assertEquals(round(q0, slots), ["lo1"]);
+});
+
+Deno.test("share board: a waiter set aside since the last release is not waited for", () => {
+  const { queues: [q0, q1], release } = pair();
+  q1.enqueue("B", share(), "b1", 10); // older: it would go first
+  q0.enqueue("A", share(), "a1", 10);
+  const slots = { free: 1 };
+  assertEquals(round(q0, slots), [], "worker 0 yields to the older b1");
+  // b1 cannot use what is free (another node, say): worker 1's round sets it aside.
+  assertEquals(round(q1, slots, (item) => item !== "b1"), []);
+  assertEquals(round(q0, slots), ["a1"], "worker 0 no longer waits for b1");
+  // A release anywhere: b1 may be able to take the next slot, so it goes first again.
+  q0.enqueue("A", share(), "a2", 10);
+  release();
+  slots.free = 1;
+  assertEquals(round(q0, slots), [], "after a release b1 is waited for again");
+  assertEquals(round(q1, slots), ["b1"]);
+});
+
+Deno.test("share board: a key joining in one worker starts at the group's smallest counter", () => {
+  const { queues: [q0, q1], boards: [b0] } = pair();
+  // A is served 1000 tokens in worker 0 while B waits in worker 1.
+  q1.enqueue("B", share(), "b1", 10);
+  q0.charge("A", share(), "direct", 1000);
+  assertEquals(b0.counter("A"), 1000, "the charge is the group's");
+  // C joins in worker 0: it starts at B's counter (0), not below (banked credit) nor at A's.
+  q0.enqueue("C", share(), "c1", 10);
+  assertEquals(b0.counter("C"), 0);
+  // A's debt is kept: A joining again waits behind B and C.
+  q0.enqueue("A", share(), "a1", 10);
+  assertEquals(b0.counter("A"), 1000);
+  const slots = { free: 3 };
+  assertEquals(round(q0, slots), [], "b1 is older and as low as c1");
+  assertEquals(round(q1, slots), ["b1"]);
+  assertEquals(round(q0, slots), ["c1", "a1"]);
+});
+
+Deno.test("share board: the corrected count moves the group's counter", () => {
+  const { queues: [q0, q1], boards: [b0, b1] } = pair();
+  q0.enqueue("A", share(), "a1", 100);
+  q1.enqueue("A", share(), "a2", 100);
+  q1.enqueue("B", share(), "b1", 100);
+  const [t] = q0.drain(() => true);
+  assertEquals(t.item, "a1");
+  assertEquals(b1.counter("A"), 100, "worker 1 sees worker 0's dispatch");
+  q0.correct(t, 20);
+  assertEquals(b1.counter("A"), 20, "and its correction");
+  // A (20) is still above B (0): B goes first.
+  const slots = { free: 1 };
+  assertEquals(round(q1, slots), ["b1"]);
+  assertEquals(b0.counter("B"), 100);
+  slots.free = 1;
+  assertEquals(round(q1, slots), ["a2"]);
+});
+
+Deno.test("share board: newcomers see another worker's waiters; a dead worker's are cleared", () => {
+  const { queues: [q0], boards: [b0, b1], supervisor } = pair();
+  assertEquals(b1.othersQueued(), false);
+  assertEquals(b1.othersWaiting(), false);
+  q0.enqueue("A", share(), "a1", 10);
+  assert(b1.othersQueued(), "worker 1 sees worker 0's waiter");
+  assert(b1.othersWaiting(), "which could take a free slot");
+  assertEquals(b0.othersQueued(), false, "a worker's own waiters are not others'");
+  // Worker 0's round cannot admit it: it waits, but not for a slot that is free now.
+  q0.drain(() => false);
+  assert(b1.othersQueued());
+  assertEquals(b1.othersWaiting(), false);
+  const pokes = b1.pokes();
+  supervisor.workerDied(0);
+  assertEquals(b1.othersQueued(), false, "the dead worker's waiters are gone");
+  assert(b1.pokes() !== pokes, "and the others are told");
+});
+
+Deno.test("share board: a lock left by a dead worker is cleared", () => {
+  const { boards: [b0, b1], supervisor } = pair();
+  let inside = false;
+  b0.locked(() => {
+    // Worker 0 "dies" holding the lock: the supervisor clears it, worker 1 can take it.
+    supervisor.workerDied(0);
+    b1.locked(() => inside = true);
+  });
+  assert(inside, "worker 1 took the lock");
+});
