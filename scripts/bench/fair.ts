@@ -1,5 +1,5 @@
 /**
- * `deno task bench:fair [--quick] [--out FILE]`
+ * `deno task bench:fair [--quick] [--workers N] [--out FILE]`
  *
  * Fair share measured from `skeid serve` with the fake model (issue 14, ADR 0024): one node of
  * `max_conns: 4`, each request ~100 ms (8 output tokens, 20 ms to the first, 10 ms apart), key A
@@ -153,10 +153,14 @@ async function runScenario(
   env: Record<string, string>,
   adminKey: string,
   durationMs: number,
+  workers: number,
 ): Promise<Result> {
   const config = `${dir}/${s.name.replace(/\W+/g, "-")}.yaml`;
   await Deno.writeTextFile(config, gatewayConfig(fakeUrl, dir, s));
-  const { child: gw, base } = await startGatewayChild(SKEID, config, { env });
+  const { child: gw, base } = await startGatewayChild(SKEID, config, { env }, [
+    "--workers",
+    String(workers),
+  ]);
   try {
     const fifo = s.keys === "fifo";
     const model = s.spill ? "house" : "m";
@@ -218,11 +222,21 @@ function latency(xs: Served[]): string {
 async function main(): Promise<void> {
   const { values } = parseArgs({
     args: Deno.args,
-    options: { quick: { type: "boolean" }, out: { type: "string" } },
+    options: {
+      quick: { type: "boolean" },
+      out: { type: "string" },
+      workers: { type: "string", default: "1" },
+    },
   });
+  const workers = Number(values.workers);
+  if (!Number.isInteger(workers) || workers < 1) {
+    console.error(`bench:fair: --workers must be a whole number >= 1, got '${values.workers}'`);
+    Deno.exit(2);
+  }
   const durationMs = values.quick ? 10_000 : 30_000;
+  const suffix = workers > 1 ? `-workers${workers}` : "";
   const out = values.out ??
-    `${ROOT}/docs/bench/${values.quick ? "fair-quick.tmp" : "fair.md"}`;
+    `${ROOT}/docs/bench/${values.quick ? `fair${suffix}-quick.tmp` : `fair${suffix}.md`}`;
   const log = (msg: string) => console.error(`[fair] ${msg}`);
   const adminKey = `fair-admin-${crypto.randomUUID()}`;
   const env = childEnv(adminKey);
@@ -246,7 +260,7 @@ async function main(): Promise<void> {
     const results: Result[] = [];
     for (const s of scenarios) {
       log(`${s.name} (${durationMs / 1000} s)`);
-      results.push(await runScenario(s, fakeUrl, dir, env, adminKey, durationMs));
+      results.push(await runScenario(s, fakeUrl, dir, env, adminKey, durationMs, workers));
     }
 
     const rows: string[] = [];
@@ -279,9 +293,10 @@ async function main(): Promise<void> {
     const text = [
       "# Fair share under contention",
       "",
-      `Measured by \`deno task bench:fair${values.quick ? " --quick" : ""}\` on ${
-        new Date().toISOString().slice(0, 10)
-      }: \`skeid serve\` and the fake model as child processes on 127.0.0.1, ` +
+      `Measured by \`deno task bench:fair${values.quick ? " --quick" : ""}${
+        workers > 1 ? ` --workers ${workers}` : ""
+      }\` on ${new Date().toISOString().slice(0, 10)}: \`skeid serve --workers ${workers}\` and ` +
+      "the fake model as child processes on 127.0.0.1, " +
       `${navigator.hardwareConcurrency} CPUs shared with other work. One node of \`max_conns: 4\`; ` +
       `each request ~100 ms (8 output tokens). Key A runs ${LOOPS_A} closed loops, key B ` +
       `${LOOPS_B} (A offers 4× B's load), ${

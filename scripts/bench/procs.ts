@@ -303,17 +303,18 @@ export async function waitHealthy(url: string, child: Child, ms: number): Promis
 }
 
 /**
- * Starts `skeid serve --config config` on a free 127.0.0.1 port; answers once its `/health`
- * answers (stopping it when it never does).
+ * Starts `skeid serve --config config` (with `serveArgs`, e.g. `--workers 2`) on a free 127.0.0.1
+ * port; answers once its `/health` answers (stopping it when it never does).
  */
 export async function startGatewayChild(
   skeid: string,
   config: string,
   opts: Parameters<typeof spawnChild>[3] = {},
+  serveArgs: string[] = [],
 ): Promise<{ child: Child; base: string }> {
   const port = freePort();
   const base = `http://127.0.0.1:${port}`;
-  const args = ["serve", "--config", config, "--listen", `127.0.0.1:${port}`];
+  const args = ["serve", "--config", config, "--listen", `127.0.0.1:${port}`, ...serveArgs];
   const child = spawnChild("gateway", skeid, args, opts);
   try {
     await waitHealthy(`${base}/health`, child, 60_000);
