@@ -268,7 +268,9 @@ export class Gateway implements ProxyContext {
         },
         onApplied: (config) => {
           this.#onApplied();
-          const usage = ledger.config;
+          // A worker of a group has no store of its own (its events go to the supervisor's), but
+          // keeps responses in the same database: the store the config names.
+          const usage = ledger.config ?? this.config.usageStore();
           this.responses.apply(loadResponses(config.responses, usage?.backend).value, usage);
           opts.onConfigApplied?.();
         },

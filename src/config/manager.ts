@@ -191,8 +191,12 @@ export class ConfigManager {
   #failed?: { textDigest: string; attempt: number; retryAt: number };
   /** The file trouble last warned about (once until it clears): missing, or empty mid-rewrite. */
   #fileWarned: "missing" | "empty" | undefined;
-  /** Digest and origin of the usage store running (from a config, or SKEID_USAGE_DB). */
-  #store?: { digest: string; origin: "config" | "env" };
+  /** The usage store running (from a config, or SKEID_USAGE_DB): digest, origin, settings. */
+  #store?: {
+    digest: string;
+    origin: "config" | "env";
+    normalized: NormalizedUsageStoreConfig;
+  };
   #storeRemovedWarned = false;
 
   #queue: Promise<unknown> = Promise.resolve();
@@ -323,6 +327,15 @@ export class ConfigManager {
     this.#adminKey = resolveAdminKey(this.#loaded?.config, this.#env, this.#explicitAdminKey);
     this.#logger.info("admin_key_changed", { source: this.#adminKey.source });
     return this.#adminKey.key;
+  }
+
+  /**
+   * The usage store the config in force names (or SKEID_USAGE_DB), whether this manager's gateway
+   * opened it or, as a worker of a group, hands its events to the supervisor's (ADR 0025): the
+   * Responses store keeps its rows in the same database.
+   */
+  usageStore(): NormalizedUsageStoreConfig | undefined {
+    return this.#store?.normalized;
   }
 
   /** The config in force, as written (validated). */
@@ -546,7 +559,7 @@ export class ConfigManager {
       if (store.digest !== this.#store?.digest) {
         changes.push(`usage store ${this.#store ? "changed" : "set"}`);
       }
-      this.#store = { digest: store.digest, origin: store.origin };
+      this.#store = store;
       this.#storeRemovedWarned = false;
     } else if (this.#store?.origin === "config" && !this.#storeRemovedWarned) {
       this.#storeRemovedWarned = true;
