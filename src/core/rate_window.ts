@@ -134,14 +134,21 @@ class KeyWindow {
     return Infinity;
   }
 
-  /** When the oldest bucket counting requests (or tokens) leaves the window, epoch ms. */
-  oldestLeavesAt(tokens: boolean): number | undefined {
+  /**
+   * When the oldest bucket counting requests, and the oldest counting tokens, leave the window
+   * (epoch ms; -1 when none counts): one scan for both, into `out` (no allocation per answer).
+   */
+  oldestLeaveAt(out: Float64Array): void {
+    out[0] = -1;
+    out[1] = -1;
     const first = this.current - SLOTS + 1;
     for (let s = first, slot = slotOf(first); s <= this.current; s++, slot = nextSlot(slot)) {
       if (this.seconds[slot] !== s) continue;
-      if (tokens ? this.tokens[slot] > 0 : this.requests[slot] > 0) return (s + SLOTS) * SECOND_MS;
+      const at = (s + SLOTS) * SECOND_MS;
+      if (out[0] < 0 && this.requests[slot] > 0) out[0] = at;
+      if (out[1] < 0 && this.tokens[slot] > 0) out[1] = at;
+      if (out[0] >= 0 && out[1] >= 0) return;
     }
-    return undefined;
   }
 }
 
@@ -292,25 +299,50 @@ export class RateWindows {
   }
 }
 
+/** The limits' own header values, rendered once per (interned) limits object. */
+interface LimitTexts {
+  readonly rpm: string;
+  readonly tpm: string;
+}
+
+const LIMIT_TEXTS = new WeakMap<KeyLimits, LimitTexts>();
+
+function limitTexts(limits: KeyLimits): LimitTexts {
+  let t = LIMIT_TEXTS.get(limits);
+  if (t === undefined) {
+    t = { rpm: String(limits.rpm), tpm: String(limits.tpm) };
+    LIMIT_TEXTS.set(limits, t);
+  }
+  return t;
+}
+
+/** Scratch for `oldestLeaveAt` (the request path is synchronous here: one at a time). */
+const OLDEST = new Float64Array(2);
+
+/**
+ * The headers of an answer: the limit values rendered once per limits object, the remaining
+ * counts as integers, both reset times from one scan of the window.
+ */
 function headersOf(w: KeyWindow, limits: KeyLimits, now: number): RateHeaders {
   const h: Record<string, string> = {};
+  const texts = limitTexts(limits);
+  w.oldestLeaveAt(OLDEST);
   if (limits.rpm !== null) {
-    h["x-ratelimit-limit-requests"] = String(limits.rpm);
+    h["x-ratelimit-limit-requests"] = texts.rpm;
     h["x-ratelimit-remaining-requests"] = String(Math.max(0, limits.rpm - w.totalRequests));
-    h["x-ratelimit-reset-requests"] = resetOf(w, false, now);
+    h["x-ratelimit-reset-requests"] = resetText(OLDEST[0], now);
   }
   if (limits.tpm !== null) {
-    h["x-ratelimit-limit-tokens"] = String(limits.tpm);
+    h["x-ratelimit-limit-tokens"] = texts.tpm;
     h["x-ratelimit-remaining-tokens"] = String(
       Math.max(0, Math.floor(limits.tpm - w.totalTokens)),
     );
-    h["x-ratelimit-reset-tokens"] = resetOf(w, true, now);
+    h["x-ratelimit-reset-tokens"] = resetText(OLDEST[1], now);
   }
   return h;
 }
 
 /** Time until the oldest counted requests (or tokens) leave the window; `0s` when none count. */
-function resetOf(w: KeyWindow, tokens: boolean, now: number): string {
-  const at = w.oldestLeavesAt(tokens);
-  return formatResetDuration(at === undefined ? 0 : at - now);
+function resetText(at: number, now: number): string {
+  return formatResetDuration(at < 0 ? 0 : at - now);
 }

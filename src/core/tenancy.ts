@@ -134,13 +134,17 @@ export class Tenancy {
 
   /** Rate limits, then budget, for a request of `keyId` at `now`. Holds both or neither. */
   admit(keyId: string, now: number, req: KeyRequest): KeyDecision {
-    const budget = this.#keyPolicy(keyId).budget;
-    const defaults = {
-      default_reserve_tokens: budget?.default_reserve_tokens ?? DEFAULT_RESERVE_TOKENS,
-    };
-    let amount: BudgetAmount = { usd: 0, tokens: 0 };
-    for (const rule of req.rules.length > 0 ? req.rules : [ZERO_RULE]) {
-      const a = reservationAmount(req.inputTokens, req.outputLimit, defaults, rule);
+    const defaults = this.#keyPolicy(keyId).budget ?? NO_BUDGET;
+    const rules = req.rules;
+    // The first rule's amount, then any dearer one (no array or amount object per request).
+    let amount: BudgetAmount = reservationAmount(
+      req.inputTokens,
+      req.outputLimit,
+      defaults,
+      rules.length > 0 ? rules[0] : ZERO_RULE,
+    );
+    for (let i = 1; i < rules.length; i++) {
+      const a = reservationAmount(req.inputTokens, req.outputLimit, defaults, rules[i]);
       if (a.usd >= amount.usd) amount = a;
     }
     const rate = this.rates.check(keyId, now, amount.tokens);
@@ -242,3 +246,6 @@ function withoutInflight(limits: KeyLimits): KeyLimits {
 }
 
 const ZERO_RULE: PricingRule = Object.freeze({ input_per_million: 0, output_per_million: 0 });
+
+/** What a key without a budget reserves for a request that states no output limit. */
+const NO_BUDGET = Object.freeze({ default_reserve_tokens: DEFAULT_RESERVE_TOKENS });

@@ -91,7 +91,7 @@ function knownKey(ctx: IntakeContext, id: string | undefined, required: boolean)
  * once (413), a chunked body as soon as it passes it. With a `budget` the bytes are reserved in it
  * before they are read (a declared length whole, a chunked body as it arrives) and refused (503,
  * `Retry-After`) past it; the caller gives back `byteLength` of the answer once it lets the body
- * go. A declared body is read into one buffer of its size (no second copy).
+ * go. A large declared body is read into one buffer of its size (no second copy).
  */
 export async function readBody(
   req: Request,
@@ -105,7 +105,7 @@ export async function readBody(
   if (!Number.isSafeInteger(n) || n < 0) return await readLimited(req.body, limit, budget);
   reserve(budget, n);
   try {
-    return await readDeclared(req.body, n);
+    return n <= WHOLE_READ_BYTES ? await readWhole(req, n) : await readDeclared(req.body, n);
   } catch (err) {
     budget?.release(n);
     throw err;
@@ -136,6 +136,31 @@ function reserve(budget: BufferBudget | undefined, n: number): void {
 /** Seconds a client refused for the buffered-bytes cap is told to wait. */
 const BUSY_RETRY_AFTER_S = 1;
 
+/**
+ * Declared bodies up to this size are read with `Request.bytes()`: the runtime hands over a body
+ * that came with the head in one step, where a stream reader costs a `ReadableStream`, a reader
+ * and two reads (about 5 µs of CPU a request). Larger ones keep the one-buffer read (`bytes()`
+ * would hold the chunks and their copy at once).
+ */
+const WHOLE_READ_BYTES = 64 * 1024;
+
+/** Reads a small body of a declared `n` bytes at once; the same checks as `readDeclared`. */
+async function readWhole(req: Request, n: number): Promise<Uint8Array<ArrayBuffer>> {
+  const out = await req.bytes();
+  if (out.byteLength !== n) throw contentLengthMismatch(out.byteLength > n);
+  return out;
+}
+
+/** A body that does not match its `Content-Length` (400 `bad_body`). */
+function contentLengthMismatch(longer: boolean): Refusal {
+  return new Refusal(
+    400,
+    "invalid_request_error",
+    `Request body ${longer ? "longer" : "shorter"} than its Content-Length`,
+    "bad_body",
+  );
+}
+
 /** Reads a body of a declared `n` bytes into one buffer of that size. */
 async function readDeclared(
   body: ReadableStream<Uint8Array>,
@@ -149,24 +174,12 @@ async function readDeclared(
     if (done) break;
     if (total + value.byteLength > n) {
       await reader.cancel().catch(() => {});
-      throw new Refusal(
-        400,
-        "invalid_request_error",
-        "Request body longer than its Content-Length",
-        "bad_body",
-      );
+      throw contentLengthMismatch(true);
     }
     out.set(value, total);
     total += value.byteLength;
   }
-  if (total !== n) {
-    throw new Refusal(
-      400,
-      "invalid_request_error",
-      "Request body shorter than its Content-Length",
-      "bad_body",
-    );
-  }
+  if (total !== n) throw contentLengthMismatch(false);
   return out;
 }
 
