@@ -10,6 +10,7 @@ import { stringify } from "yaml";
 import { startFakeModel } from "../fake/model.ts";
 import { DEFAULT_LISTEN, parseListen, startServer } from "./serve.ts";
 import { errorMessage } from "../error_message.ts";
+import { addressTaken } from "./address.ts";
 
 /** The demo's config for a fake model at `fakeUrl`, usage in `dir`. */
 export function demoConfig(fakeUrl: string, dir: string): Record<string, unknown> {
@@ -63,7 +64,7 @@ export async function run(args: string[]): Promise<number> {
     running = await startServer({ hostname: listen.hostname, port: listen.port, configPath });
   } catch (err) {
     const inUse = err instanceof Deno.errors.AddrInUse
-      ? ` (${listen.hostname}:${listen.port} is taken: stop what holds it, or pass --listen HOST:PORT)`
+      ? ` (${addressTaken(listen.hostname, listen.port)})`
       : "";
     console.error(`skeid demo: ${errorMessage(err)}${inUse}`);
     await fake.close();

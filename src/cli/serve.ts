@@ -11,6 +11,7 @@ import { buildApp } from "../server.ts";
 import { formatIssue } from "../config/errors.ts";
 import { errorMessage } from "../error_message.ts";
 import { Supervisor } from "../workers/supervisor.ts";
+import { addressInUse, addressTaken } from "./address.ts";
 import {
   type ClientListener,
   type ConnectionLimits,
@@ -159,7 +160,16 @@ export async function run(args: string[]): Promise<number> {
     }
   }
 
-  let running: Pick<RunningServer, "gateway" | "addr" | "stop" | "finished">;
+  // Before the config, the usage store and the workers are opened: a taken address is the
+  // operator's first problem, said as such.
+  const taken = addressInUse(listen.hostname, listen.port);
+  if (taken !== null) {
+    console.error(`skeid serve: ${taken}`);
+    return 1;
+  }
+  let running: Pick<RunningServer, "gateway" | "addr" | "stop" | "finished"> & {
+    workers?: () => Promise<{ inflight: number }[]>;
+  };
   try {
     const opts = {
       hostname: listen.hostname,
@@ -172,6 +182,11 @@ export async function run(args: string[]): Promise<number> {
       ? await Supervisor.start({ ...opts, workers })
       : await startServer({ ...opts, workerCount: 1 });
   } catch (err) {
+    if (err instanceof Deno.errors.AddrInUse) {
+      // Taken between the check and the bind.
+      console.error(`skeid serve: ${addressTaken(listen.hostname, listen.port)}`);
+      return 1;
+    }
     const msg = errorMessage(err);
     // ConfigLoadError names the file and every error with its path and line already.
     const where = configPath && !msg.startsWith("config") ? `config ${configPath}: ` : "";
@@ -218,7 +233,11 @@ export async function run(args: string[]): Promise<number> {
   Deno.removeSignalListener("SIGTERM", term);
   Deno.removeSignalListener("SIGINT", int);
   Deno.removeSignalListener("SIGHUP", hup);
-  gw.logger.info("shutdown", { signal, inflight: gw.inflight, grace_ms: graceMs });
+  // With workers the requests are theirs: the supervisor's gateway serves none.
+  const inflight = running.workers
+    ? (await running.workers().catch(() => [])).reduce((n, w) => n + w.inflight, 0)
+    : gw.inflight;
+  gw.logger.info("shutdown", { signal, inflight, grace_ms: graceMs });
   await running.stop(graceMs);
   gw.logger.info("stopped", {});
   // A fatal stop (an expired key-broker token) exits non-zero so the supervisor restarts us.

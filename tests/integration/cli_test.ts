@@ -78,6 +78,37 @@ Deno.test("cli: serve --workers 4 prints address, config and the shared max_conn
     const health = await fetch(`${base}/health`);
     strictEqual(health.status, 200);
     await health.body?.cancel();
+    // A second gateway on the group's address: refused before it opens anything, whether it has
+    // workers (which listen with reusePort, and could otherwise join the port) or not.
+    const port = base.split(":").at(-1)!;
+    await Deno.writeTextFile(
+      `${dir}/second.yaml`,
+      `usage_store: { backend: sqlite, sqlite_path: ${dir}/second.sqlite }\n`,
+    );
+    for (const workers of ["2", "1"]) {
+      const second = await new Deno.Command(launcher, {
+        args: ["serve", "--config", `${dir}/second.yaml`, "--listen", `127.0.0.1:${port}`].concat(
+          ["--workers", workers],
+        ),
+        stdout: "piped",
+        stderr: "piped",
+        // One that joined the port would serve on: ended here, it fails the test below.
+        signal: AbortSignal.timeout(20_000),
+      }).output();
+      strictEqual(second.code, 1, `--workers ${workers} on a taken port exits 1`);
+      match(
+        new TextDecoder().decode(second.stderr),
+        new RegExp(
+          `skeid serve: 127\\.0\\.0\\.1:${port} is taken \\(another process listens there\\)`,
+        ),
+      );
+      strictEqual(new TextDecoder().decode(second.stdout), "", "it never said it listens");
+    }
+    strictEqual(
+      await Deno.stat(`${dir}/second.sqlite`).then(() => true, () => false),
+      false,
+      "the refused gateways opened no usage store",
+    );
     // A forwarded request (its node refuses: 502) makes a usage event the ledger must drop.
     const forwarded = await fetch(`${base}/v1/chat/completions`, {
       method: "POST",
