@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import {
   buildPolicySet,
+  checkPolicySet,
   PolicyError,
   type PolicySections,
   resolvePolicy,
@@ -86,6 +87,34 @@ Deno.test("a short id beside the full id it prefixes fails the load", () => {
     `keys.${short}`,
     new RegExp(`key id '${short}' is the short form of '${ALICE}'.*keep only the full id`),
   );
+});
+
+Deno.test("checkPolicySet lists every error of the four sections; buildPolicySet throws the first", () => {
+  const sections: PolicySections = {
+    policies: { standard: { models: 7, deny_tags: { cloud: true } }, p: {} },
+    default_policy: "gold",
+    names: { bob: "", alice: ALICE },
+    keys: {
+      alice: { policy: "silver", manifest: { models: "house" } },
+      [BOB]: "bronze",
+      [CAROL]: "standard",
+      [CAROL.slice(0, 14)]: "p",
+    },
+  };
+  const { errors } = checkPolicySet(sections);
+  assert.deepEqual(errors.map((e) => e.path), [
+    "policies.standard.models",
+    "policies.standard.deny_tags",
+    "default_policy",
+    "names.bob",
+    "keys.alice.policy",
+    "keys.alice.manifest",
+    `keys.${BOB}`,
+    `keys.${CAROL.slice(0, 14)}`,
+  ]);
+  assert.match(errors[6].message, /references undefined policy 'bronze'/);
+  assert.equal(errors.some((e) => e.path === `keys.${CAROL}`), false, "a bad policy is defined");
+  policyError(sections, "policies.standard.models", /must be a list of model names/);
 });
 
 Deno.test("bad policy fields name their path", () => {
