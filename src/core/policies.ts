@@ -10,6 +10,7 @@ import type { Policy } from "./types.ts";
 import { normalizeTags } from "./tags.ts";
 import { ConfigPathError, type PathSegment } from "./config_path.ts";
 import { checkTenancy, tenancyCanonical, type TenancyFields } from "./key_limits.ts";
+import { ANONYMOUS_KEY_ID } from "./keyid.ts";
 import { isJsonObject } from "./json.ts";
 
 /**
@@ -249,6 +250,11 @@ function parseManifest(label: string, v: unknown): string[] {
   return models;
 }
 
+/** Whether a `keys:` label that is no name can be a customer key id a request presents. */
+function isKeyId(label: string): boolean {
+  return isFullKeyId(label) || isShortKeyId(label) || label === ANONYMOUS_KEY_ID;
+}
+
 /** The policy set, or the first of its errors thrown (see {@link checkPolicySet}). */
 export function buildPolicySet(sections: PolicySections): PolicySet {
   const { set, errors } = checkPolicySet(sections);
@@ -258,7 +264,8 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
 
 /**
  * Resolves the policy sections, with every error found: an undefined default_policy or keys
- * policy, a bad policy or override field, a names value that is not a non-empty string, two entries resolving to one customer key
+ * policy, a bad policy or override field, a names value that is not a non-empty string, a keys
+ * entry that is neither a name nor a customer key id, two entries resolving to one customer key
  * id, a short id beside the full id it prefixes. The set is usable only when there is no error.
  * Identical resolutions share one Policy object; customer keys that resolve to exactly the
  * default policy are listed in `knownKeyIds` only.
@@ -308,6 +315,8 @@ export function checkPolicySet(
   }
 
   const names: unknown = sections.names;
+  /** Names whose value is bad: already an error, so a keys entry using one is not another. */
+  const badNames = new Set<string>();
   if (names !== undefined && names !== null) {
     if (!isJsonObject(names)) {
       errors.push(new PolicyError("names must be a map of name to customer key id", ["names"]));
@@ -322,6 +331,7 @@ export function checkPolicySet(
               ["names", name],
             ),
           );
+          badNames.add(name);
         } else set.keyNames.set(name, id);
       }
     }
@@ -335,6 +345,17 @@ export function checkPolicySet(
     } else {
       for (const [label, entry] of Object.entries(keys)) {
         const named = set.keyNames.get(label);
+        // Anything else would be taken as a literal id no presented customer key hashes to: a
+        // misspelled name would leave its customer on the default policy without a word.
+        if (named === undefined && !badNames.has(label) && !isKeyId(label)) {
+          errors.push(
+            new PolicyError(
+              `key '${label}' is neither a name in names: nor a customer key id (k_ followed ` +
+                "by 40 hex digits, as `skeid keyid` prints it)",
+              ["keys", label],
+            ),
+          );
+        }
         const id = named ?? label;
         const policy = resolveKeyEntry(label, entry, set, intern, errors);
         const other = labelOf.get(id);

@@ -128,16 +128,20 @@ Deno.test("bad tenancy fields name their path", () => {
       /integer/,
     ],
     [
-      { policies: { s: {} }, keys: { alice: { policy: "s", share: { max_queued: -1 } } } },
+      {
+        policies: { s: {} },
+        names: { alice: ALICE },
+        keys: { alice: { policy: "s", share: { max_queued: -1 } } },
+      },
       "keys.alice.share.max_queued",
       />= 0/,
     ],
     [
       {
         policies: { s: {} },
-        keys: { bob: { policy: "s", overrides: { budget: { tokens: 1.5 } } } },
+        keys: { [BOB]: { policy: "s", overrides: { budget: { tokens: 1.5 } } } },
       },
-      "keys.bob.overrides.budget.tokens",
+      `keys.${BOB}.overrides.budget.tokens`,
       /integer/,
     ],
   ];

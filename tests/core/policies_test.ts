@@ -63,7 +63,42 @@ Deno.test("a keys entry naming an undefined policy fails at its path", () => {
     "keys.alice.policy",
     /key 'alice' references undefined policy 'gold'/,
   );
-  policyError({ keys: { alice: 5 } }, "keys.alice", /must be a policy name or a map/);
+  policyError({ keys: { [ALICE]: 5 } }, `keys.${ALICE}`, /must be a policy name or a map/);
+});
+
+Deno.test("a keys entry that is neither a name nor a customer key id fails at its path", () => {
+  const neither =
+    /key 'alice' is neither a name in names: nor a customer key id \(k_ followed by 40 hex digits/;
+  policyError(
+    { policies: { standard: {} }, keys: { alice: { policy: "standard" } } },
+    "keys.alice",
+    neither,
+  );
+  policyError(
+    { policies: { p: {} }, names: { alcie: ALICE }, keys: { alice: "p" } },
+    "keys.alice",
+    neither,
+  );
+  for (const label of ["k_" + "A".repeat(40), "k_" + "a".repeat(39), ALICE.slice(2)]) {
+    policyError({ policies: { p: {} }, keys: { [label]: "p" } }, `keys.${label}`, /is neither/);
+  }
+  // A name, a full id, a short id (deprecated, warned about) and `anonymous` are all keys.
+  const set = buildPolicySet({
+    policies: { p: { deny_tags: ["cloud"] } },
+    names: { alice: ALICE },
+    keys: { alice: "p", [BOB]: "p", [CAROL.slice(0, 14)]: "p", anonymous: "p" },
+  });
+  assert.deepEqual(
+    [...set.knownKeyIds].sort(),
+    [ALICE, BOB, CAROL.slice(0, 14), "anonymous"].sort(),
+  );
+  // A name whose value is bad is one error, not a second one at its keys entry.
+  const { errors } = checkPolicySet({
+    policies: { p: {} },
+    names: { bob: "" },
+    keys: { bob: "p" },
+  });
+  assert.deepEqual(errors.map((e) => e.path), ["names.bob"]);
 });
 
 Deno.test("a names value that is not a non-empty string fails at names.<name>", () => {
