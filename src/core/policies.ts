@@ -187,8 +187,11 @@ function tenancyOf(
   return fields;
 }
 
-/** One string per distinct resolution, so equal policies can share one object. */
-function canonical(policy: Policy): string {
+/**
+ * One string per distinct resolution, so equal policies can share one object (and a reload can
+ * tell whether a policy changed).
+ */
+export function canonicalPolicy(policy: Policy): string {
   return JSON.stringify([
     policy.models ? [...policy.models].sort() : null,
     policy.deny_tags,
@@ -277,7 +280,7 @@ export function checkPolicySet(
   const errors: Errors = [];
   const interned = new Map<string, Policy>();
   const intern = (policy: Policy): Policy => {
-    const key = canonical(policy);
+    const key = canonicalPolicy(policy);
     const have = interned.get(key);
     if (have) return have;
     interned.set(key, policy);
