@@ -10,11 +10,15 @@
  * whoever set it (admin API, functions). An unchanged `nodes` section keeps the node list, its
  * generation and any health set through the admin API.
  *
+ * The change list names only what the commit changed: a section whose content is what the core
+ * already holds (compared by content, not by object) is not listed, even though it is installed.
+ *
  * @module
  */
 import type { Skeid } from "../core/skeid.ts";
 import type { RoutingSettings } from "../core/types.ts";
-import { emptyPolicySet } from "../core/policies.ts";
+import { canonicalPolicy, emptyPolicySet, type PolicySet } from "../core/policies.ts";
+import { canonicalJson } from "./canonical.ts";
 import type { LoadedConfig } from "./load.ts";
 import { ROUTING_KEYS } from "./schema.ts";
 
@@ -27,6 +31,8 @@ export interface ApplyState {
   readonly declared: ReadonlySet<WholeSection>;
   /** Digest of the nodes section last applied (unchanged → the node list is kept). */
   readonly nodesDigest?: string;
+  /** Digest of the policy sections last applied (changed → the policy set is reported). */
+  readonly policyDigest?: string;
   /** Routing keys an applied config set (removed → back to the base value). */
   readonly routingKeys: ReadonlySet<keyof RoutingSettings>;
 }
@@ -96,23 +102,48 @@ export function applyLoadedConfig(
     changes.push("nodes emptied (section removed)");
   }
   if (pricing !== undefined) {
+    const changed = mapContent(pricing) !== mapContent(skeid.pricingEntries());
     skeid.replacePricing(pricing);
-    changes.push(loaded.pricing ? `pricing replaced (${pricing.size})` : "pricing emptied");
+    if (changed) {
+      changes.push(loaded.pricing ? `pricing replaced (${pricing.size})` : "pricing emptied");
+    }
   }
   if (aliases !== undefined) {
+    const changed = mapContent(aliases) !== mapContent(skeid.aliases);
     skeid.replaceAliases(aliases);
-    changes.push(loaded.aliases ? `aliases replaced (${aliases.size})` : "aliases emptied");
+    if (changed) {
+      changes.push(loaded.aliases ? `aliases replaced (${aliases.size})` : "aliases emptied");
+    }
   }
   if (policySet !== undefined) {
+    // Keys, names and the default change only through a config, so the sections' digest tells
+    // them; the named policies can also be set in the core (functions), so they are compared.
+    const changed = loaded.sections.policy !== state.policyDigest ||
+      namedPolicies(policySet) !== namedPolicies(skeid.policySet);
     skeid.replacePolicySet(policySet);
-    changes.push(loaded.policySet ? "policies replaced" : "policies emptied");
+    if (changed) changes.push(loaded.policySet ? "policies replaced" : "policies emptied");
   }
   if (Object.keys(routing).length > 0) skeid.setRouting(routing);
   // The registry's error window sets how far back the snapshot's errors_in_window counts.
   if (loaded.registry) skeid.setErrorWindow(loaded.registry.errorWindowS);
 
   return {
-    state: { declared, nodesDigest: loaded.sections.nodes, routingKeys },
+    state: {
+      declared,
+      nodesDigest: loaded.sections.nodes,
+      policyDigest: loaded.sections.policy,
+      routingKeys,
+    },
     changes,
   };
+}
+
+/** A name → value table as canonical JSON (entry order and key order do not count). */
+function mapContent(entries: Iterable<readonly [string, unknown]>): string {
+  return canonicalJson(Object.fromEntries(entries));
+}
+
+/** The named policies of a set, by content. */
+function namedPolicies(set: Readonly<PolicySet>): string {
+  return mapContent([...set.policies].map(([name, p]) => [name, canonicalPolicy(p)] as const));
 }

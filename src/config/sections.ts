@@ -13,7 +13,7 @@ import { ConfigPathError, type PathSegment } from "../core/config_path.ts";
 import { normalizeNode } from "../core/inventory.ts";
 import { normalizeAlias } from "../core/aliases.ts";
 import { validatePricingRule } from "../core/pricing.ts";
-import { buildPolicySet, type PolicySet } from "../core/policies.ts";
+import { checkPolicySet, type PolicySet } from "../core/policies.ts";
 import {
   type NormalizedUsageStoreConfig,
   type NormalizeOptions,
@@ -202,18 +202,15 @@ export function loadPolicies(input: SectionInput, prebuilt?: PolicySet): Section
   const { cfg, root } = input;
   const allValid = POLICY_KEYS.every((k) => !(k in root) || input.valid(k));
   if (!policyDeclared(cfg) || !allValid) return { issues: [] };
-  try {
-    const set = prebuilt ?? buildPolicySet({
-      policies: cfg.policies ?? undefined,
-      default_policy: cfg.default_policy ?? null,
-      names: cfg.names ?? undefined,
-      keys: cfg.keys ?? undefined,
-    });
-    return { value: set, issues: set.warnings.map((w) => warning(["keys"], w)) };
-  } catch (e) {
-    if (e instanceof ConfigPathError) return { issues: [error([...e.segments], e.detail)] };
-    return { issues: [error(["policies"], errorMessage(e))] };
-  }
+  // Every error of the four sections, not the first: `skeid check` lists them all at once.
+  const { set, errors } = prebuilt ? { set: prebuilt, errors: [] } : checkPolicySet({
+    policies: cfg.policies ?? undefined,
+    default_policy: cfg.default_policy ?? null,
+    names: cfg.names ?? undefined,
+    keys: cfg.keys ?? undefined,
+  });
+  if (errors.length > 0) return { issues: errors.map((e) => error([...e.segments], e.detail)) };
+  return { value: set, issues: set.warnings.map((w) => warning(["keys"], w)) };
 }
 
 /** `registry:` (a block with an unknown key still gets its other checks, so one run lists all). */

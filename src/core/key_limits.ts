@@ -81,7 +81,7 @@ export const DEFAULT_SHARE: ShareSettings = Object.freeze({
 
 const UNLIMITED: KeyPolicy = Object.freeze({ limits: null, budget: null, share: DEFAULT_SHARE });
 
-/** Thrown on a bad tenancy field; `path` is relative to the policy (`budget.period`). */
+/** A bad tenancy field (see `checkTenancy`); `path` is relative to the policy (`budget.period`). */
 export class KeyLimitsError extends Error {
   /** `path` is the field's path relative to the policy spec. */
   constructor(message: string, readonly path: string) {
@@ -113,15 +113,31 @@ function describe(rule: NumberRule): string {
   return rule.max === undefined ? `${kind} ${low}` : `${kind} ${low} and <= ${rule.max}`;
 }
 
-/** A field's value checked against its rule; null stays null (explicitly unlimited). */
-function checkNumber(block: string, field: string, v: unknown, rule: NumberRule): number | null {
+/**
+ * Where the resolvers below put every bad field they find: each field is checked on its own, so
+ * one config load lists them all rather than the first.
+ */
+type Problems = KeyLimitsError[];
+
+/**
+ * A field's value checked against its rule; null stays null (explicitly unlimited). A bad value
+ * is a problem and answers undefined.
+ */
+function checkNumber(
+  block: string,
+  field: string,
+  v: unknown,
+  rule: NumberRule,
+  problems: Problems,
+): number | null | undefined {
   if (v === null) return null;
   const n = numeric(v);
   const ok = n !== undefined && (!rule.int || Number.isInteger(n)) &&
     (rule.exclusive ? n > rule.min : n >= rule.min) && (rule.max === undefined || n <= rule.max);
   if (!ok) {
     const got = typeof v === "number" || typeof v === "boolean" ? ` (got ${v})` : "";
-    throw new KeyLimitsError(`must be ${describe(rule)}${got}`, `${block}.${field}`);
+    problems.push(new KeyLimitsError(`must be ${describe(rule)}${got}`, `${block}.${field}`));
+    return undefined;
   }
   return n!;
 }
@@ -147,54 +163,71 @@ const SHARE_RULES: Record<keyof ShareSettings, NumberRule> = {
 
 /**
  * The fields a block sets, checked: a map of known fields only (an unknown one is most likely a
- * typo that would silently leave a key unlimited).
+ * typo that would silently leave a key unlimited). Undefined when the block is not a map.
  */
 function readBlock(
   block: string,
   raw: unknown,
   known: readonly string[],
-): Record<string, unknown> {
-  if (!isJsonObject(raw)) throw new KeyLimitsError("must be a map", block);
+  problems: Problems,
+): Record<string, unknown> | undefined {
+  if (!isJsonObject(raw)) {
+    problems.push(new KeyLimitsError("must be a map", block));
+    return undefined;
+  }
   for (const field of Object.keys(raw)) {
     if (!known.includes(field)) {
-      throw new KeyLimitsError(`unknown field (known: ${known.join(", ")})`, `${block}.${field}`);
+      problems.push(
+        new KeyLimitsError(`unknown field (known: ${known.join(", ")})`, `${block}.${field}`),
+      );
     }
   }
   return raw;
 }
 
+/** The block's numbers over `base`; a bad field keeps the base's value (the load fails anyway). */
 function numbers<K extends string>(
   block: string,
   raw: Record<string, unknown>,
   rules: Record<K, NumberRule>,
   base: Partial<Record<K, number | null>>,
+  problems: Problems,
 ): Record<K, number | null> {
   const out = {} as Record<K, number | null>;
   for (const field of Object.keys(rules) as K[]) {
-    out[field] = field in raw
-      ? checkNumber(block, field, raw[field], rules[field])
-      : base[field] ?? null;
+    const checked = field in raw
+      ? checkNumber(block, field, raw[field], rules[field], problems)
+      : undefined;
+    out[field] = checked === undefined ? base[field] ?? null : checked;
   }
   return out;
 }
 
 /** `limits:` over `base` (sparse: absent fields keep the base's value; null lifts a limit). */
-export function resolveLimits(raw: unknown, base?: KeyLimits): KeyLimits {
-  const block = readBlock("limits", raw, Object.keys(LIMIT_RULES));
-  return Object.freeze(numbers("limits", block, LIMIT_RULES, base ?? {}));
+function limitsOf(raw: unknown, base: KeyLimits | undefined, problems: Problems): KeyLimits {
+  const block = readBlock("limits", raw, Object.keys(LIMIT_RULES), problems) ?? {};
+  return Object.freeze(numbers("limits", block, LIMIT_RULES, base ?? {}, problems));
 }
 
 /** `budget:` over `base` (sparse). Period defaults to `month`, reserve to 4096 tokens. */
-export function resolveBudget(raw: unknown, base?: BudgetSettings): BudgetSettings {
-  const block = readBlock("budget", raw, [...Object.keys(BUDGET_RULES), "period"]);
-  const n = numbers("budget", block, BUDGET_RULES, base ?? {});
+function budgetOf(
+  raw: unknown,
+  base: BudgetSettings | undefined,
+  problems: Problems,
+): BudgetSettings {
+  const known = [...Object.keys(BUDGET_RULES), "period"];
+  const block = readBlock("budget", raw, known, problems) ?? {};
+  const n = numbers("budget", block, BUDGET_RULES, base ?? {}, problems);
   let period: BudgetPeriod = base?.period ?? "month";
   if ("period" in block) {
     const p = block.period;
-    if (typeof p !== "string" || !(BUDGET_PERIODS as readonly string[]).includes(p)) {
-      throw new KeyLimitsError(`must be one of: ${BUDGET_PERIODS.join(", ")}`, "budget.period");
+    if (typeof p === "string" && (BUDGET_PERIODS as readonly string[]).includes(p)) {
+      period = p as BudgetPeriod;
+    } else {
+      problems.push(
+        new KeyLimitsError(`must be one of: ${BUDGET_PERIODS.join(", ")}`, "budget.period"),
+      );
     }
-    period = p as BudgetPeriod;
   }
   return Object.freeze({
     usd: n.usd,
@@ -206,9 +239,9 @@ export function resolveBudget(raw: unknown, base?: BudgetSettings): BudgetSettin
 }
 
 /** `share:` over `base` (sparse). Weight defaults to 1, priority to 0. */
-export function resolveShare(raw: unknown, base?: ShareSettings): ShareSettings {
-  const block = readBlock("share", raw, Object.keys(SHARE_RULES));
-  const n = numbers("share", block, SHARE_RULES, base ?? DEFAULT_SHARE);
+function shareOf(raw: unknown, base: ShareSettings | undefined, problems: Problems): ShareSettings {
+  const block = readBlock("share", raw, Object.keys(SHARE_RULES), problems) ?? {};
+  const n = numbers("share", block, SHARE_RULES, base ?? DEFAULT_SHARE, problems);
   return Object.freeze({
     weight: n.weight ?? DEFAULT_SHARE.weight,
     priority: n.priority ?? DEFAULT_SHARE.priority,
@@ -218,27 +251,29 @@ export function resolveShare(raw: unknown, base?: ShareSettings): ShareSettings 
 
 /**
  * The tenancy fields of a policy spec or a key entry's overrides, over `base` (the policy the
- * entry names; absent for a policy itself). A block that is absent keeps the base's block; a
- * block written `null` removes it (`budget: null`: this key has no budget).
+ * entry names; absent for a policy itself), with every bad field as a problem (`fields` is then
+ * only good for checking the rest). A block that is absent keeps the base's block; a block
+ * written `null` removes it (`budget: null`: this key has no budget).
  */
-export function resolveTenancy(
+export function checkTenancy(
   spec: Record<string, unknown>,
   base?: TenancyFields,
-): TenancyFields {
+): { fields: TenancyFields; problems: KeyLimitsError[] } {
+  const problems: Problems = [];
   const out: { limits?: KeyLimits; budget?: BudgetSettings; share?: ShareSettings } = {};
   const limits = "limits" in spec
-    ? spec.limits === null ? undefined : resolveLimits(spec.limits, base?.limits)
+    ? spec.limits === null ? undefined : limitsOf(spec.limits, base?.limits, problems)
     : base?.limits;
   const budget = "budget" in spec
-    ? spec.budget === null ? undefined : resolveBudget(spec.budget, base?.budget)
+    ? spec.budget === null ? undefined : budgetOf(spec.budget, base?.budget, problems)
     : base?.budget;
   const share = "share" in spec
-    ? spec.share === null ? undefined : resolveShare(spec.share, base?.share)
+    ? spec.share === null ? undefined : shareOf(spec.share, base?.share, problems)
     : base?.share;
   if (limits) out.limits = limits;
   if (budget) out.budget = budget;
   if (share) out.share = share;
-  return out;
+  return { fields: out, problems };
 }
 
 const keyPolicies = new WeakMap<TenancyFields, KeyPolicy>();

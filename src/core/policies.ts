@@ -9,12 +9,8 @@
 import type { Policy } from "./types.ts";
 import { normalizeTags } from "./tags.ts";
 import { ConfigPathError, type PathSegment } from "./config_path.ts";
-import {
-  KeyLimitsError,
-  resolveTenancy,
-  tenancyCanonical,
-  type TenancyFields,
-} from "./key_limits.ts";
+import { checkTenancy, tenancyCanonical, type TenancyFields } from "./key_limits.ts";
+import { ANONYMOUS_KEY_ID } from "./keyid.ts";
 import { isJsonObject } from "./json.ts";
 
 /**
@@ -148,18 +144,54 @@ function makePolicy(
   return Object.freeze(policy);
 }
 
-/** `limits`/`budget`/`share` of a spec over a base, errors as PolicyError (`budget.period`). */
-function parseTenancy(spec: Record<string, unknown>, base?: TenancyFields): TenancyFields {
+/**
+ * Every error a resolution found, located from the config's root (or from the spec, for
+ * `resolvePolicy`). Each field is checked on its own and a bad one stands in with a neutral
+ * value, so one config load lists every error instead of the first; anything built while there
+ * are errors is only good for finding the rest and is never installed.
+ */
+type Errors = PolicyError[];
+
+/** `err` located under `prefix` (as it is when there is no prefix). */
+function locatedUnder(prefix: readonly PathSegment[], err: PolicyError): PolicyError {
+  return prefix.length === 0 ? err : underPath(prefix, err);
+}
+
+/** `parse()`, or `fallback` with its PolicyError recorded under `prefix`. */
+function attempt<T>(
+  errors: Errors,
+  prefix: readonly PathSegment[],
+  parse: () => T,
+  fallback: T,
+): T {
   try {
-    return resolveTenancy(spec, base);
+    return parse();
   } catch (err) {
-    if (err instanceof KeyLimitsError) throw new PolicyError(err.message, err.path.split("."));
-    throw err;
+    if (!(err instanceof PolicyError)) throw err;
+    errors.push(locatedUnder(prefix, err));
+    return fallback;
   }
 }
 
-/** One string per distinct resolution, so equal policies can share one object. */
-function canonical(policy: Policy): string {
+/** `limits`/`budget`/`share` of a spec over a base, each bad field an error (`budget.period`). */
+function tenancyOf(
+  spec: Record<string, unknown>,
+  base: TenancyFields | undefined,
+  prefix: readonly PathSegment[],
+  errors: Errors,
+): TenancyFields {
+  const { fields, problems } = checkTenancy(spec, base);
+  for (const p of problems) {
+    errors.push(locatedUnder(prefix, new PolicyError(p.message, p.path.split("."))));
+  }
+  return fields;
+}
+
+/**
+ * One string per distinct resolution, so equal policies can share one object (and a reload can
+ * tell whether a policy changed).
+ */
+export function canonicalPolicy(policy: Policy): string {
   return JSON.stringify([
     policy.models ? [...policy.models].sort() : null,
     policy.deny_tags,
@@ -168,32 +200,33 @@ function canonical(policy: Policy): string {
   ]);
 }
 
+/** A policy spec resolved, its errors recorded under `prefix`. */
+function policyOf(spec: unknown, prefix: readonly PathSegment[], errors: Errors): Policy {
+  if (spec === undefined || spec === null) return makePolicy(null, []);
+  if (!isJsonObject(spec)) {
+    errors.push(locatedUnder(prefix, new PolicyError("a policy must be a map", [])));
+    return makePolicy(null, []);
+  }
+  return makePolicy(
+    attempt(errors, prefix, () => parseModels(spec.models ?? spec.aliases), null),
+    attempt(errors, prefix, () => parseDenyTags(spec.deny_tags), []),
+    undefined,
+    tenancyOf(spec, undefined, prefix, errors),
+  );
+}
+
 /**
  * Turns a policy spec (`models`/`aliases`, `deny_tags`, `limits`, `budget`, `share`) into the
  * immutable form routing and admission use.
  * Absent `models`, `'*'` or `['*']` grant every name; `'a, b'` is split. Throws PolicyError
- * (path relative to the spec: `models`, `deny_tags`, `budget.period`) on a field of the wrong
- * type or out of range.
+ * (path relative to the spec: `models`, `deny_tags`, `budget.period`; the first, when several
+ * fields are bad) on a field of the wrong type or out of range.
  */
 export function resolvePolicy(spec: unknown): Policy {
-  if (spec === undefined || spec === null) return makePolicy(null, []);
-  if (!isJsonObject(spec)) throw new PolicyError("a policy must be a map", []);
-  return makePolicy(
-    parseModels(spec.models ?? spec.aliases),
-    parseDenyTags(spec.deny_tags),
-    undefined,
-    parseTenancy(spec),
-  );
-}
-
-/** Re-raises an error of a nested field under the config path of its entry. */
-function under(prefix: readonly PathSegment[], fn: () => Policy): Policy {
-  try {
-    return fn();
-  } catch (err) {
-    if (!(err instanceof PolicyError)) throw err;
-    throw underPath(prefix, err);
-  }
+  const errors: Errors = [];
+  const policy = policyOf(spec, [], errors);
+  if (errors.length > 0) throw errors[0];
+  return policy;
 }
 
 /** The same error located under `prefix`: `<path>: <message>`, detail kept. */
@@ -220,18 +253,34 @@ function parseManifest(label: string, v: unknown): string[] {
   return models;
 }
 
-/**
- * Resolves the policy sections. Throws PolicyError on an undefined default_policy or keys
- * policy, a names value that is not a non-empty string, two entries resolving to one customer
- * key id, a short id beside the full id it prefixes. Identical resolutions share one Policy
- * object; customer keys that resolve to exactly the default policy are listed in `knownKeyIds`
- * only.
- */
+/** Whether a `keys:` label that is no name can be a customer key id a request presents. */
+function isKeyId(label: string): boolean {
+  return isFullKeyId(label) || isShortKeyId(label) || label === ANONYMOUS_KEY_ID;
+}
+
+/** The policy set, or the first of its errors thrown (see {@link checkPolicySet}). */
 export function buildPolicySet(sections: PolicySections): PolicySet {
+  const { set, errors } = checkPolicySet(sections);
+  if (errors.length > 0) throw errors[0];
+  return set;
+}
+
+/**
+ * Resolves the policy sections, with every error found: an undefined default_policy or keys
+ * policy, a bad policy or override field, a names value that is not a non-empty string, a keys
+ * entry that is neither a name nor a customer key id, two entries resolving to one customer key
+ * id, a short id beside the full id it prefixes. The set is usable only when there is no error.
+ * Identical resolutions share one Policy object; customer keys that resolve to exactly the
+ * default policy are listed in `knownKeyIds` only.
+ */
+export function checkPolicySet(
+  sections: PolicySections,
+): { set: PolicySet; errors: PolicyError[] } {
   const set = emptyPolicySet();
+  const errors: Errors = [];
   const interned = new Map<string, Policy>();
   const intern = (policy: Policy): Policy => {
-    const key = canonical(policy);
+    const key = canonicalPolicy(policy);
     const have = interned.get(key);
     if (have) return have;
     interned.set(key, policy);
@@ -241,42 +290,53 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
   const policies: unknown = sections.policies;
   if (policies !== undefined && policies !== null) {
     if (!isJsonObject(policies)) {
-      throw new PolicyError("policies must be a map of policy name to policy", ["policies"]);
-    }
-    for (const [name, spec] of Object.entries(policies)) {
-      set.policies.set(name, intern(under(["policies", name], () => resolvePolicy(spec))));
+      errors.push(new PolicyError("policies must be a map of policy name to policy", ["policies"]));
+    } else {
+      for (const [name, spec] of Object.entries(policies)) {
+        // A bad policy is still defined, so the entries naming it are not also reported.
+        set.policies.set(name, intern(policyOf(spec, ["policies", name], errors)));
+      }
     }
   }
 
   const defaultName: unknown = sections.default_policy;
   if (defaultName !== undefined && defaultName !== null && defaultName !== "") {
     if (typeof defaultName !== "string") {
-      throw new PolicyError("default_policy must be a policy name", ["default_policy"]);
+      errors.push(new PolicyError("default_policy must be a policy name", ["default_policy"]));
+    } else {
+      const policy = set.policies.get(defaultName);
+      if (policy) set.defaultPolicy = policy;
+      else {
+        errors.push(
+          new PolicyError(
+            `default_policy '${defaultName}' is not defined in policies`,
+            ["default_policy"],
+          ),
+        );
+      }
     }
-    const policy = set.policies.get(defaultName);
-    if (!policy) {
-      throw new PolicyError(
-        `default_policy '${defaultName}' is not defined in policies`,
-        ["default_policy"],
-      );
-    }
-    set.defaultPolicy = policy;
   }
 
   const names: unknown = sections.names;
+  /** Names whose value is bad: already an error, so a keys entry using one is not another. */
+  const badNames = new Set<string>();
   if (names !== undefined && names !== null) {
     if (!isJsonObject(names)) {
-      throw new PolicyError("names must be a map of name to customer key id", ["names"]);
-    }
-    for (const [name, id] of Object.entries(names)) {
-      // The value is never echoed: it should be an id, but a mistake could make it a customer key.
-      if (typeof id !== "string" || id === "") {
-        throw new PolicyError(
-          `name '${name}' must map to a non-empty key id string`,
-          ["names", name],
-        );
+      errors.push(new PolicyError("names must be a map of name to customer key id", ["names"]));
+    } else {
+      for (const [name, id] of Object.entries(names)) {
+        // The value is never echoed: it should be an id, but a mistake could make it a customer
+        // key.
+        if (typeof id !== "string" || id === "") {
+          errors.push(
+            new PolicyError(
+              `name '${name}' must map to a non-empty key id string`,
+              ["names", name],
+            ),
+          );
+          badNames.add(name);
+        } else set.keyNames.set(name, id);
       }
-      set.keyNames.set(name, id);
     }
   }
 
@@ -284,24 +344,40 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
   const labelOf = new Map<string, string>();
   if (keys !== undefined && keys !== null) {
     if (!isJsonObject(keys)) {
-      throw new PolicyError("keys must be a map of customer key id or name", ["keys"]);
-    }
-    for (const [label, entry] of Object.entries(keys)) {
-      const id = set.keyNames.get(label) ?? label;
-      const other = labelOf.get(id);
-      if (other !== undefined) {
-        throw new PolicyError(
-          `keys entry '${label}' resolves to key id '${id}', which another entry ('${other}') ` +
-            "already claims",
-          ["keys", label],
-        );
+      errors.push(new PolicyError("keys must be a map of customer key id or name", ["keys"]));
+    } else {
+      for (const [label, entry] of Object.entries(keys)) {
+        const named = set.keyNames.get(label);
+        // Anything else would be taken as a literal id no presented customer key hashes to: a
+        // misspelled name would leave its customer on the default policy without a word.
+        if (named === undefined && !badNames.has(label) && !isKeyId(label)) {
+          errors.push(
+            new PolicyError(
+              `key '${label}' is neither a name in names: nor a customer key id (k_ followed ` +
+                "by 40 hex digits, as `skeid keyid` prints it)",
+              ["keys", label],
+            ),
+          );
+        }
+        const id = named ?? label;
+        const policy = resolveKeyEntry(label, entry, set, intern, errors);
+        const other = labelOf.get(id);
+        if (other !== undefined) {
+          errors.push(
+            new PolicyError(
+              `keys entry '${label}' resolves to key id '${id}', which another entry ` +
+                `('${other}') already claims`,
+              ["keys", label],
+            ),
+          );
+          continue;
+        }
+        labelOf.set(id, label);
+        set.knownKeyIds.add(id);
+        if (policy === set.defaultPolicy) continue;
+        if (isShortKeyId(id)) set.shortKeyPolicies.set(id, policy);
+        else set.keyPolicies.set(id, policy);
       }
-      labelOf.set(id, label);
-      const policy = resolveKeyEntry(label, entry, set, intern);
-      set.knownKeyIds.add(id);
-      if (policy === set.defaultPolicy) continue;
-      if (isShortKeyId(id)) set.shortKeyPolicies.set(id, policy);
-      else set.keyPolicies.set(id, policy);
     }
   }
 
@@ -311,10 +387,12 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
     const short = shortKeyIdOf(id);
     const shortLabel = labelOf.get(short);
     if (shortLabel !== undefined) {
-      throw new PolicyError(
-        `customer key id '${short}' is the short form of '${id}', and both have a keys entry: ` +
-          "one customer key would match both; keep only the full id",
-        ["keys", shortLabel],
+      errors.push(
+        new PolicyError(
+          `customer key id '${short}' is the short form of '${id}', and both have a keys ` +
+            "entry: one customer key would match both; keep only the full id",
+          ["keys", shortLabel],
+        ),
       );
     }
   }
@@ -323,41 +401,48 @@ export function buildPolicySet(sections: PolicySections): PolicySet {
   for (const id of labelOf.keys()) if (isShortKeyId(id)) shortIds.add(id);
   for (const id of set.keyNames.values()) if (isShortKeyId(id)) shortIds.add(id);
   for (const id of [...shortIds].sort()) set.warnings.push(shortKeyIdWarning(id));
-  return set;
+  return { set, errors };
 }
 
+/** A keys entry's policy: the one it names (else the default) with its overrides. */
 function resolveKeyEntry(
   label: string,
   entry: unknown,
   set: PolicySet,
   intern: (p: Policy) => Policy,
+  errors: Errors,
 ): Policy {
   const path = ["keys", label];
   if (typeof entry === "string" && entry !== "") {
     const named = set.policies.get(entry);
-    if (!named) {
-      throw new PolicyError(`key '${label}' references undefined policy '${entry}'`, path);
-    }
-    return named;
+    if (named) return named;
+    errors.push(new PolicyError(`key '${label}' references undefined policy '${entry}'`, path));
+    return set.defaultPolicy ?? makePolicy(null, []);
   }
   if (!isJsonObject(entry)) {
-    throw new PolicyError(`key '${label}' must be a policy name or a map`, path);
+    errors.push(new PolicyError(`key '${label}' must be a policy name or a map`, path));
+    return set.defaultPolicy ?? makePolicy(null, []);
   }
 
   let base: Policy | null = set.defaultPolicy;
   const policyName = entry.policy;
   if (policyName !== undefined && policyName !== null && policyName !== "") {
     if (typeof policyName !== "string") {
-      throw new PolicyError(`key '${label}': policy must be a policy name`, [...path, "policy"]);
-    }
-    const named = set.policies.get(policyName);
-    if (!named) {
-      throw new PolicyError(
-        `key '${label}' references undefined policy '${policyName}'`,
-        [...path, "policy"],
+      errors.push(
+        new PolicyError(`key '${label}': policy must be a policy name`, [...path, "policy"]),
       );
+    } else {
+      const named = set.policies.get(policyName);
+      if (named) base = named;
+      else {
+        errors.push(
+          new PolicyError(
+            `key '${label}' references undefined policy '${policyName}'`,
+            [...path, "policy"],
+          ),
+        );
+      }
     }
-    base = named;
   }
 
   // Overrides are sparse: an absent field keeps the base policy's value, so "standard, but
@@ -365,15 +450,15 @@ function resolveKeyEntry(
   const nested = isJsonObject(entry.overrides);
   const overrides = nested ? entry.overrides as Record<string, unknown> : entry;
   const overridesPath = nested ? [...path, "overrides"] : path;
-  const manifest = "manifest" in entry ? parseManifest(label, entry.manifest) : undefined;
-  return under(overridesPath, () => {
-    const models = "models" in overrides || "aliases" in overrides
-      ? parseModels(overrides.models ?? overrides.aliases)
-      : base?.models ?? null;
-    const denyTags = "deny_tags" in overrides
-      ? parseDenyTags(overrides.deny_tags)
-      : base?.deny_tags ?? [];
-    const tenancy = parseTenancy(overrides, base ?? undefined);
-    return intern(makePolicy(models, denyTags, manifest, tenancy));
-  });
+  const manifest = "manifest" in entry
+    ? attempt(errors, [], () => parseManifest(label, entry.manifest), undefined)
+    : undefined;
+  const models = "models" in overrides || "aliases" in overrides
+    ? attempt(errors, overridesPath, () => parseModels(overrides.models ?? overrides.aliases), null)
+    : base?.models ?? null;
+  const denyTags = "deny_tags" in overrides
+    ? attempt(errors, overridesPath, () => parseDenyTags(overrides.deny_tags), [])
+    : base?.deny_tags ?? [];
+  const tenancy = tenancyOf(overrides, base ?? undefined, overridesPath, errors);
+  return intern(makePolicy(models, denyTags, manifest, tenancy));
 }

@@ -35,6 +35,37 @@ Deno.test("apply: declared sections replace, state remembers what was declared",
   assertEquals(skeid.listNodes().length, 1);
 });
 
+Deno.test("apply: a section is listed only when its content changes", () => {
+  const skeid = new Skeid({ env });
+  const text = "pricing: {m: {input_per_million: 1}, n: {input_per_million: 2}}\n" +
+    "aliases: {x: [{tags: [t]}]}\npolicies: {p: {limits: {rpm: 5}}}\nnames: {a: " +
+    "k_" + "a".repeat(40) + "}\nkeys: {a: p}\n";
+  const first = applyLoadedConfig(skeid, load(text), initialApplyState());
+  assertEquals(first.changes, [
+    "pricing replaced (2)",
+    "aliases replaced (1)",
+    "policies replaced",
+  ]);
+  // The same content, written in another order and loaded again: new objects, nothing changed.
+  const reordered = "keys: {a: p}\npolicies: {p: {limits: {rpm: 5}}}\n" +
+    "aliases: {x: [{tags: [t]}]}\npricing: {n: {input_per_million: 2}, m: {input_per_million: 1}}\n" +
+    "names: {a: " + "k_" + "a".repeat(40) + "}\n";
+  const same = applyLoadedConfig(skeid, load(reordered), first.state);
+  assertEquals(same.changes, []);
+  const rpm = applyLoadedConfig(skeid, load(text.replace("rpm: 5", "rpm: 6")), same.state);
+  assertEquals(rpm.changes, ["policies replaced"]);
+  const keys = applyLoadedConfig(
+    skeid,
+    load(text.replace("rpm: 5", "rpm: 6") + "default_policy: p\n"),
+    rpm.state,
+  );
+  assertEquals(keys.changes, ["policies replaced"], "default_policy is a policy section");
+  const alias = applyLoadedConfig(skeid, load(text.replace("tags: [t]", "tags: [u]")), keys.state);
+  assertEquals(alias.changes, ["aliases replaced (1)", "policies replaced"]);
+  const removed = applyLoadedConfig(skeid, load("{}\n"), alias.state);
+  assertEquals(removed.changes, ["pricing emptied", "aliases emptied", "policies emptied"]);
+});
+
 /** A core whose node replacement fails, as if it disagreed with load.ts's validation. */
 class RefusingSkeid extends Skeid {
   refuse = false;

@@ -84,6 +84,27 @@ Deno.test("a broken copy of the example lists each error with its path and line"
   }
 });
 
+Deno.test("check: a keys entry that is neither a name nor a key id is an error", async () => {
+  const { dir, cleanup } = await tempDir("skeid-check-");
+  const path = `${dir}/keys.yaml`;
+  try {
+    // `alice` with no names: entry would be the literal id `alice`, which no customer key has.
+    await Deno.writeTextFile(
+      path,
+      "policies:\n  standard: {}\nkeys:\n  alice: {policy: standard}\n",
+    );
+    const r = await check(["--config", path]);
+    assertEquals(r.code, 1);
+    assertEquals(r.err, [
+      `skeid check: ${path}: 1 error`,
+      "error: keys.alice (line 4): key 'alice' is neither a name in names: nor a customer key id " +
+      "(k_ followed by 40 hex digits, as `skeid keyid` prints it)",
+    ]);
+  } finally {
+    await cleanup();
+  }
+});
+
 Deno.test("check prints skipped-entry and worker-share warnings and still passes", async () => {
   const { dir, cleanup } = await tempDir("skeid-check-");
   const path = `${dir}/warn.yaml`;

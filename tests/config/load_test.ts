@@ -250,6 +250,50 @@ Deno.test("policy errors carry the config path and line", () => {
   ]);
 });
 
+Deno.test("every policy and keys error is listed at once, with its path and line", () => {
+  const errors = loadErrors(
+    [
+      "policies:", // 1
+      "  standard:", // 2
+      "    budget: { usd: 5, period: yearly }", // 3
+      "    limits: { rpm: -3, rps: 4 }", // 4
+      "    share: { wieght: 2, weight: 0, max_queued: -1 }", // 5
+      "  other:", // 6
+      "    limits: { rpm: -3 }", // 7
+      "default_policy: gold", // 8
+      "names:", // 9
+      `  alice: ${FULL_ID_A}`, // 10
+      "keys:", // 11
+      "  alice: { policy: nope }", // 12
+      `  ${FULL_ID_B}: { policy: other, share: { weight: -1 } }`, // 13
+      "nodes:", // 14
+      "  - { id: a, url: 'http://127.0.0.1:1', engine: bogus }", // 15
+      "  - { id: b, url: 'http://127.0.0.1:2', engine: bogus2 }", // 16
+      "",
+    ].join("\n"),
+  );
+  const at = errors.map((e) => e.replace(/\): .*$/, ")"));
+  assertEquals(at, [
+    "policies.standard.budget.period (line 3)",
+    "policies.standard.limits.rps (line 4)",
+    "policies.standard.limits.rpm (line 4)",
+    "policies.standard.share.wieght (line 5)",
+    "policies.standard.share.weight (line 5)",
+    "policies.standard.share.max_queued (line 5)",
+    "policies.other.limits.rpm (line 7)",
+    "default_policy (line 8)",
+    "keys.alice.policy (line 12)",
+    `keys.${FULL_ID_B}.share.weight (line 13)`,
+    "nodes[0].engine (line 15)",
+    "nodes[1].engine (line 16)",
+  ]);
+  assertEquals(
+    errors[1],
+    "policies.standard.limits.rps (line 4): unknown field (known: rpm, tpm, max_inflight)",
+  );
+  assertEquals(errors[4], "policies.standard.share.weight (line 5): must be a number > 0 (got 0)");
+});
+
 Deno.test("policies resolve through the core's buildPolicySet", () => {
   const loaded = loadConfigText(
     [

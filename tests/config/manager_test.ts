@@ -184,6 +184,56 @@ Deno.test("an unchanged nodes section keeps the node list, its generation and ad
   assert(h.skeid.generation > generation);
 });
 
+Deno.test("a reload logs only the sections that changed", async () => {
+  const h = harness(
+    FULL.replace(
+      "standard: {deny_tags: [cloud]}",
+      "standard: {deny_tags: [cloud], limits: {rpm: 60}}",
+    ),
+  );
+  await h.manager.load();
+  assertEquals(events(h, "config_applied")[0].changes, [
+    "nodes replaced (2)",
+    "pricing replaced (1)",
+    "aliases replaced (1)",
+    "policies replaced",
+  ]);
+  // Only a policy's limits.rpm changes (and the pricing's keys are re-ordered).
+  h.fs.write(
+    h.path,
+    FULL.replace(
+      "standard: {deny_tags: [cloud]}",
+      "standard: {deny_tags: [cloud], limits: {rpm: 30}}",
+    )
+      .replace(
+        "{input_per_million: 1, output_per_million: 2}",
+        "{output_per_million: 2, input_per_million: 1}",
+      ),
+    2000,
+  );
+  assertEquals(await h.manager.maybeReload(), true);
+  assertEquals(events(h, "config_applied")[1].changes, ["policies replaced"]);
+  assertEquals(h.skeid.keyPolicy(undefined).limits?.rpm, 30);
+  // The limit removed (and the routing changed): the policies changed again.
+  h.fs.write(h.path, FULL.replace("wait_timeout_ms: 50", "wait_timeout_ms: 60"), 3000);
+  assertEquals(await h.manager.maybeReload(), true);
+  assertEquals(events(h, "config_applied")[2].changes, ["policies replaced"]);
+  // Only the routing changes: no section is listed.
+  h.fs.write(h.path, FULL.replace("wait_timeout_ms: 50", "wait_timeout_ms: 70"), 4000);
+  assertEquals(await h.manager.maybeReload(), true);
+  assertEquals(events(h, "config_applied")[3].changes, []);
+  // A price set in the core since is put back by the next reload, and that is a change.
+  h.skeid.setModelPricing("qwen3-32b", { input_per_million: 9, output_per_million: 2 });
+  h.skeid.setPolicy("standard", {});
+  h.fs.write(h.path, FULL.replace("wait_timeout_ms: 50", "wait_timeout_ms: 80"), 5000);
+  assertEquals(await h.manager.maybeReload(), true);
+  assertEquals(events(h, "config_applied")[4].changes, [
+    "pricing replaced (1)",
+    "policies replaced",
+  ]);
+  assertEquals(h.skeid.pricingForModel("qwen3-32b").input_per_million, 1);
+});
+
 Deno.test("a new mtime with the same content applies nothing", async () => {
   const h = harness(FULL);
   await h.manager.load();

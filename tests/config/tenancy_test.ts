@@ -4,6 +4,7 @@ import { loadConfigText } from "../../src/config/load.ts";
 import { keyPolicyOf } from "../../src/core/key_limits.ts";
 
 const env = () => undefined;
+const ALICE = "k_" + "a".repeat(40);
 
 function loadErrors(text: string): string[] {
   try {
@@ -25,6 +26,8 @@ Deno.test("config: limits, budget and share load on policies and keys", () => {
       "    budget: { usd: 50, tokens: 20000000, period: month, warn_at: 0.8 }",
       "    share: { weight: 1, priority: 0, max_queued: 64 }",
       "default_policy: standard",
+      "names:",
+      `  alice: ${ALICE}`,
       "keys:",
       "  alice:",
       "    policy: standard",
@@ -36,7 +39,7 @@ Deno.test("config: limits, budget and share load on policies and keys", () => {
   );
   const set = loaded.policySet;
   assert(set !== undefined, "a policy set");
-  const alice = keyPolicyOf(set.keyPolicies.get("alice"));
+  const alice = keyPolicyOf(set.keyPolicies.get(ALICE));
   assertEquals(alice.limits, { rpm: 60, tpm: 200000, max_inflight: 8 });
   assertEquals(alice.budget?.usd, 200);
   assertEquals(alice.budget?.period, "month");
@@ -64,12 +67,14 @@ Deno.test("config: a bad key override names the key's path", () => {
     [
       "policies:", // 1
       "  standard: {}", // 2
-      "keys:", // 3
-      "  alice:", // 4
-      "    policy: standard", // 5
-      "    limits: { rpm: -5 }", // 6
+      "names:", // 3
+      `  alice: ${ALICE}`, // 4
+      "keys:", // 5
+      "  alice:", // 6
+      "    policy: standard", // 7
+      "    limits: { rpm: -5 }", // 8
       "",
     ].join("\n"),
   );
-  assertEquals(errors, ["keys.alice.limits.rpm (line 6): must be an integer > 0 (got -5)"]);
+  assertEquals(errors, ["keys.alice.limits.rpm (line 8): must be an integer > 0 (got -5)"]);
 });

@@ -1,5 +1,10 @@
 import { assert, assertEquals, assertThrows } from "../_assert.ts";
-import { buildPolicySet, PolicyError, type PolicySections } from "../../src/core/policies.ts";
+import {
+  buildPolicySet,
+  checkPolicySet,
+  PolicyError,
+  type PolicySections,
+} from "../../src/core/policies.ts";
 import { DEFAULT_SHARE, keyPolicyOf } from "../../src/core/key_limits.ts";
 import { Skeid } from "../../src/core/skeid.ts";
 
@@ -123,16 +128,20 @@ Deno.test("bad tenancy fields name their path", () => {
       /integer/,
     ],
     [
-      { policies: { s: {} }, keys: { alice: { policy: "s", share: { max_queued: -1 } } } },
+      {
+        policies: { s: {} },
+        names: { alice: ALICE },
+        keys: { alice: { policy: "s", share: { max_queued: -1 } } },
+      },
       "keys.alice.share.max_queued",
       />= 0/,
     ],
     [
       {
         policies: { s: {} },
-        keys: { bob: { policy: "s", overrides: { budget: { tokens: 1.5 } } } },
+        keys: { [BOB]: { policy: "s", overrides: { budget: { tokens: 1.5 } } } },
       },
-      "keys.bob.overrides.budget.tokens",
+      `keys.${BOB}.overrides.budget.tokens`,
       /integer/,
     ],
   ];
@@ -141,6 +150,36 @@ Deno.test("bad tenancy fields name their path", () => {
     assertEquals(err.path, path, `path of ${JSON.stringify(sections)}`);
     assert(message.test(err.message), `${err.message} should match ${message}`);
   }
+});
+
+Deno.test("every bad tenancy field is an error, not only the first", () => {
+  const { errors } = checkPolicySet({
+    policies: {
+      standard: {
+        budget: { usd: 5, period: "yearly" },
+        limits: { rpm: -3, rps: 4 },
+        share: { wieght: 2, weight: 0, max_queued: -1 },
+      },
+      open: { limits: "lots" },
+    },
+    keys: { [ALICE]: { policy: "standard", overrides: { budget: { tokens: 1.5, warn_at: 2 } } } },
+  });
+  assertEquals(errors.map((e) => e.path), [
+    "policies.standard.limits.rps",
+    "policies.standard.limits.rpm",
+    "policies.standard.budget.period",
+    "policies.standard.share.wieght",
+    "policies.standard.share.weight",
+    "policies.standard.share.max_queued",
+    "policies.open.limits",
+    `keys.${ALICE}.overrides.budget.tokens`,
+    `keys.${ALICE}.overrides.budget.warn_at`,
+  ]);
+  assertEquals(errors[1].detail, "must be an integer > 0 (got -3)");
+  assertThrows(
+    () => buildPolicySet({ policies: { s: { limits: { rpm: -3, rps: 4 } } } }),
+    PolicyError,
+  );
 });
 
 Deno.test("numbers written as strings are read", () => {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import {
   buildPolicySet,
+  checkPolicySet,
   PolicyError,
   type PolicySections,
   resolvePolicy,
@@ -62,7 +63,42 @@ Deno.test("a keys entry naming an undefined policy fails at its path", () => {
     "keys.alice.policy",
     /key 'alice' references undefined policy 'gold'/,
   );
-  policyError({ keys: { alice: 5 } }, "keys.alice", /must be a policy name or a map/);
+  policyError({ keys: { [ALICE]: 5 } }, `keys.${ALICE}`, /must be a policy name or a map/);
+});
+
+Deno.test("a keys entry that is neither a name nor a customer key id fails at its path", () => {
+  const neither =
+    /key 'alice' is neither a name in names: nor a customer key id \(k_ followed by 40 hex digits/;
+  policyError(
+    { policies: { standard: {} }, keys: { alice: { policy: "standard" } } },
+    "keys.alice",
+    neither,
+  );
+  policyError(
+    { policies: { p: {} }, names: { alcie: ALICE }, keys: { alice: "p" } },
+    "keys.alice",
+    neither,
+  );
+  for (const label of ["k_" + "A".repeat(40), "k_" + "a".repeat(39), ALICE.slice(2)]) {
+    policyError({ policies: { p: {} }, keys: { [label]: "p" } }, `keys.${label}`, /is neither/);
+  }
+  // A name, a full id, a short id (deprecated, warned about) and `anonymous` are all keys.
+  const set = buildPolicySet({
+    policies: { p: { deny_tags: ["cloud"] } },
+    names: { alice: ALICE },
+    keys: { alice: "p", [BOB]: "p", [CAROL.slice(0, 14)]: "p", anonymous: "p" },
+  });
+  assert.deepEqual(
+    [...set.knownKeyIds].sort(),
+    [ALICE, BOB, CAROL.slice(0, 14), "anonymous"].sort(),
+  );
+  // A name whose value is bad is one error, not a second one at its keys entry.
+  const { errors } = checkPolicySet({
+    policies: { p: {} },
+    names: { bob: "" },
+    keys: { bob: "p" },
+  });
+  assert.deepEqual(errors.map((e) => e.path), ["names.bob"]);
 });
 
 Deno.test("a names value that is not a non-empty string fails at names.<name>", () => {
@@ -86,6 +122,34 @@ Deno.test("a short id beside the full id it prefixes fails the load", () => {
     `keys.${short}`,
     new RegExp(`key id '${short}' is the short form of '${ALICE}'.*keep only the full id`),
   );
+});
+
+Deno.test("checkPolicySet lists every error of the four sections; buildPolicySet throws the first", () => {
+  const sections: PolicySections = {
+    policies: { standard: { models: 7, deny_tags: { cloud: true } }, p: {} },
+    default_policy: "gold",
+    names: { bob: "", alice: ALICE },
+    keys: {
+      alice: { policy: "silver", manifest: { models: "house" } },
+      [BOB]: "bronze",
+      [CAROL]: "standard",
+      [CAROL.slice(0, 14)]: "p",
+    },
+  };
+  const { errors } = checkPolicySet(sections);
+  assert.deepEqual(errors.map((e) => e.path), [
+    "policies.standard.models",
+    "policies.standard.deny_tags",
+    "default_policy",
+    "names.bob",
+    "keys.alice.policy",
+    "keys.alice.manifest",
+    `keys.${BOB}`,
+    `keys.${CAROL.slice(0, 14)}`,
+  ]);
+  assert.match(errors[6].message, /references undefined policy 'bronze'/);
+  assert.equal(errors.some((e) => e.path === `keys.${CAROL}`), false, "a bad policy is defined");
+  policyError(sections, "policies.standard.models", /must be a list of model names/);
 });
 
 Deno.test("bad policy fields name their path", () => {
