@@ -212,10 +212,17 @@ export class Budgets {
       const when = resetsAt === null
         ? "it does not reset (period: total)"
         : `it resets at ${new Date(resetsAt).toISOString()}`;
-      const message = `budget exceeded: ${formatAmount(cap, spent)} of ` +
-        `${formatAmount(cap, limit)} spent ${periodWords(budget.period)}, ` +
-        `${formatAmount(cap, (cap === "usd" ? usedUsd : usedTokens) - spent)} reserved by ` +
-        `requests in flight, ${formatAmount(cap, amount[cap])} reserved by this request; ${when}`;
+      const used = cap === "usd" ? usedUsd : usedTokens;
+      const inFlight = `${formatAmount(cap, used - spent)} reserved by requests in flight`;
+      // Spent (or held) in full, no request fits; else it is this request's reservation — its
+      // input and its whole output limit — that does not fit, and a smaller limit may.
+      const message = used >= limit
+        ? `budget exceeded: ${formatAmount(cap, spent)} of ${formatAmount(cap, limit)} spent ` +
+          `${periodWords(budget.period)}, ${inFlight}; ${when}`
+        : `budget too small for this request: it reserves ${formatAmount(cap, amount[cap])} ` +
+          `(its input and its whole output limit), and ${formatAmount(cap, limit - used)} of ` +
+          `${formatAmount(cap, limit)} remains ${periodWords(budget.period)} ` +
+          `(${formatAmount(cap, spent)} spent, ${inFlight}); a lower max_tokens may fit; ${when}`;
       return { allowed: false, cap, period: budget.period, resetsAt, message };
     }
     s.reservedUsd += amount.usd;

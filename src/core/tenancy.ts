@@ -67,8 +67,8 @@ export type KeyDecision =
     readonly code: "key_rate_limited";
     /** Which limit refused it. */
     readonly limit: RateRefusal;
-    /** The `Retry-After` value, seconds. */
-    readonly retryAfterS: number;
+    /** The `Retry-After` value, seconds; null when no wait lets this request through. */
+    readonly retryAfterS: number | null;
     /** `x-ratelimit-*` headers. */
     readonly headers: RateHeaders;
     /** Message for the error body. */
@@ -154,12 +154,13 @@ export class Tenancy {
         status: 429,
         code: "key_rate_limited",
         limit: rate.reason,
-        retryAfterS: rate.retryAfterS,
+        retryAfterS: rate.canFit ? rate.retryAfterS : null,
         headers: rate.headers,
         message: rate.canFit
           ? `rate limit of ${LIMIT_WORDS[rate.reason]} reached for this key; retry after ` +
             `${rate.retryAfterS} s`
-          : `this request alone (${amount.tokens} tokens) exceeds the key's tokens per minute`,
+          : `this request alone (${amount.tokens} tokens: its input and its whole output limit) ` +
+            "exceeds the key's tokens per minute, so no wait lets it through; lower max_tokens",
       };
     }
     const b = this.budgets.reserve(keyId, now, amount);

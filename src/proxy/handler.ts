@@ -228,7 +228,10 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
       if (step.kind === "aborted") return this.#gone();
       if (step.kind === "refused") {
         if (last || keyMissing > 0) break;
-        throw new Refusal(step.status, step.type, step.message, step.reason);
+        const headers = step.retryAfterS === undefined
+          ? undefined
+          : { "retry-after": String(step.retryAfterS) };
+        throw new Refusal(step.status, step.type, step.message, step.reason, undefined, headers);
       }
       tries++;
       const node = step.node;

@@ -116,7 +116,10 @@ export function admitKey(
 function refuse(ctx: KeyLimitsContext, d: Extract<KeyDecision, { ok: false }>): never {
   if (d.status === 429) {
     ctx.metrics.keyLimited?.(d.limit);
-    const headers = { "retry-after": String(d.retryAfterS), ...d.headers };
+    // No Retry-After for a request too large for the window: waiting would not help.
+    const headers = d.retryAfterS === null
+      ? d.headers
+      : { "retry-after": String(d.retryAfterS), ...d.headers };
     throw new Refusal(429, "rate_limit_error", d.message, d.code, d.code, headers);
   }
   ctx.metrics.keyLimited?.("budget");

@@ -66,6 +66,11 @@ export interface WalkRefused {
   reason: "denied_by_tags" | "no_capacity" | "no_eligible_node" | "key_queue_full";
   /** What the client is told. */
   message: string;
+  /**
+   * `Retry-After` seconds of a 429: capacity and queue places free as requests end, which no one
+   * can foretell; a second is the hint (the client's own backoff does the rest).
+   */
+  retryAfterS?: number;
 }
 
 /** The client went away while waiting: nothing was taken. */
@@ -272,6 +277,7 @@ export class RouteWalk implements Waiter {
       type: "rate_limit_error",
       reason: "key_queue_full",
       message: `Too many requests of this key waiting for capacity (share.max_queued: ${max})`,
+      retryAfterS: 1,
     };
   }
 
@@ -288,6 +294,7 @@ export class RouteWalk implements Waiter {
         type: "rate_limit_error",
         reason: "no_capacity",
         message: `Timed out waiting for free capacity ${where} (waited ${waited}ms)`,
+        retryAfterS: 1,
       };
     }
     // No tier had an eligible node. If one would have without the key's deny_tags, the key may

@@ -91,6 +91,23 @@ Deno.test("the token cap refuses like the USD cap; release gives a reservation b
   assertEquals(budgets.status(KEY, now)!.spent.tokens, 0, "a release spends nothing");
 });
 
+Deno.test("the refusal says whether the budget is spent or this request's reservation is too big", () => {
+  const budgets = new Budgets(() => budget({ usd: 10 }));
+  const now = utc("2026-12-10T12:00:00");
+  const big = budgets.reserve(KEY, now, { usd: 120, tokens: 60_000 });
+  assert(!big.allowed, "a reservation larger than the cap");
+  assert(big.message.startsWith("budget too small for this request"), big.message);
+  assert(big.message.includes("it reserves $120"), big.message);
+  assert(big.message.includes("$10 of $10 remains this month"), big.message);
+  assert(big.message.includes("a lower max_tokens may fit"), big.message);
+  const spent = budgets.reserve(KEY, now, { usd: 10, tokens: 1 });
+  assert(spent.allowed, "what fits is admitted");
+  const after = budgets.reserve(KEY, now, { usd: 0.01, tokens: 1 });
+  assert(!after.allowed);
+  assert(after.message.startsWith("budget exceeded: $0 of $10 spent this month"), after.message);
+  assert(after.message.includes("$10 reserved by requests in flight"), after.message);
+});
+
 Deno.test("periods: calendar UTC day, week from Monday, month, total", () => {
   const t = utc("2026-12-02T15:30:00"); // a Wednesday
   assertEquals(periodStart("day", t), utc("2026-12-02T00:00:00"));

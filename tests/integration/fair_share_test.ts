@@ -222,6 +222,7 @@ Deno.test("fair share: more than max_queued waiters of a key get 429 key_queue_f
     const error = full.json.error as Record<string, unknown>;
     assertEquals(error.code, "key_queue_full");
     assertEquals(error.type, "rate_limit_error");
+    assertEquals(full.headers.get("retry-after"), "1", "a place frees as a waiter ends");
     const anthropic = await post(`${t.base}/v1/messages`, {
       model: "m",
       max_tokens: 8,

@@ -182,6 +182,7 @@ Deno.test("routing: 503 no node, 429 saturated after the wait — no events", as
     const full = await post(`${t.base}/v1/chat/completions`, chat("m"));
     strictEqual(full.status, 429);
     strictEqual((full.json.error as Record<string, string>).type, "rate_limit_error");
+    strictEqual(full.headers.get("retry-after"), "1", "a hint: capacity frees as requests end");
     ok(Date.now() - started >= 100, "answered after the wait");
     t.gw.skeid.finishRequest("n1", { ok: true });
     await assertNothingForwarded(t, fake);
