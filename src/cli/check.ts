@@ -95,7 +95,13 @@ function summary(loaded: LoadedConfig): string {
     plural(Object.keys(c.keys ?? {}).length, "key"),
     plural(Object.keys(c.names ?? {}).length, "name"),
     loaded.usageStore ? `usage store ${loaded.usageStore.normalized.backend}` : "no usage store",
-    `admin ${loaded.adminKey.key === "" ? "off" : `on (${loaded.adminKey.source})`}`,
+    `admin ${
+      loaded.adminKey.key !== ""
+        ? `on (${loaded.adminKey.source})`
+        : loaded.adminKey.unset !== undefined
+        ? `off (${loaded.adminKey.source} names ${loaded.adminKey.unset}, which is unset or empty)`
+        : "off"
+    }`,
     `registry ${loaded.registry ? "on" : "off"}`,
     loaded.manifest ? `manifest on (${plural(loaded.manifests.size, "key")})` : "manifest off",
   ];

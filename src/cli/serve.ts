@@ -207,6 +207,8 @@ export async function run(args: string[]): Promise<number> {
     console.log("skeid: warning: no usage_store configured: usage events are not recorded");
   }
   for (const w of gw.config.warnings()) console.log(`skeid: warning: ${formatIssue(w)}`);
+  const adminOff = gw.config.adminKeyProblem();
+  if (adminOff !== null) console.log(`skeid: warning: ${adminOff}`);
 
   const grace = Number(Deno.env.get("SKEID_SHUTDOWN_GRACE_MS") ?? "10000");
   const graceMs = Number.isFinite(grace) && grace >= 0 ? grace : 10_000;

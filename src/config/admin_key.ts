@@ -25,6 +25,14 @@ export interface AdminKeyResolution {
   key: string;
   /** Where the admin key came from (for logs; never the key itself). */
   source: AdminKeySource;
+  /** The variable the source names, when it is not set (the admin API is off because of it). */
+  unset?: string;
+}
+
+/** Why the admin API is off when the config meant it on (a named variable not set), else null. */
+export function adminKeyProblem(r: AdminKeyResolution): string | null {
+  if (r.key !== "" || r.unset === undefined) return null;
+  return `the admin API is off: ${r.source} names ${r.unset}, which is unset or empty`;
 }
 
 /** Resolves the admin key in the seed's order. `env` is read now (apply time). */
@@ -34,21 +42,27 @@ export function resolveAdminKey(
   explicit?: string,
 ): AdminKeyResolution {
   if (explicit !== undefined && explicit !== "") return { key: explicit, source: "explicit" };
-  const fromEnv = (name: string | null | undefined) =>
-    name === null || name === undefined || name === "" ? "" : env(name) ?? "";
+  const fromEnv = (
+    name: string | null | undefined,
+    source: AdminKeySource,
+  ): AdminKeyResolution => {
+    if (name === null || name === undefined || name === "") return { key: "", source };
+    const key = env(name) ?? "";
+    return key === "" ? { key, source, unset: name } : { key, source };
+  };
   if (config) {
     // `undefined` = absent; null (written empty) is present and turns the admin API off.
     if (config.admin_api_key !== undefined) {
       return { key: config.admin_api_key ?? "", source: "admin_api_key" };
     }
     if (config.admin_api_key_env !== undefined) {
-      return { key: fromEnv(config.admin_api_key_env), source: "admin_api_key_env" };
+      return fromEnv(config.admin_api_key_env, "admin_api_key_env");
     }
     const admin = config.admin;
     if (admin) {
       if (admin.api_key !== undefined) return { key: admin.api_key ?? "", source: "admin.api_key" };
       if (admin.api_key_env !== undefined) {
-        return { key: fromEnv(admin.api_key_env), source: "admin.api_key_env" };
+        return fromEnv(admin.api_key_env, "admin.api_key_env");
       }
     }
   }

@@ -20,7 +20,7 @@ import type { Skeid } from "../core/skeid.ts";
 import type { Node, ReloadStatus } from "../core/types.ts";
 import type { Logger } from "../log.ts";
 import { type NormalizedUsageStoreConfig, normalizeUsageStoreConfig } from "../usage/config.ts";
-import { type AdminKeyResolution, resolveAdminKey } from "./admin_key.ts";
+import { adminKeyProblem, type AdminKeyResolution, resolveAdminKey } from "./admin_key.ts";
 import { applyLoadedConfig, type ApplyState, initialApplyState } from "./apply.ts";
 import { digestOf } from "./canonical.ts";
 import { type ConfigIssue, ConfigLoadError, formatIssue, formatPath } from "./errors.ts";
@@ -319,6 +319,11 @@ export class ConfigManager {
   /** The admin API key in force; `''` = the admin API is off. */
   adminApiKey(): string {
     return this.#adminKey.key;
+  }
+
+  /** Why the admin API is off though the config names a key variable, else null. */
+  adminKeyProblem(): string | null {
+    return adminKeyProblem(this.#adminKey);
   }
 
   /** Sets the explicit admin key (`''` clears it: the config's key takes over at once). */

@@ -42,8 +42,14 @@ Deno.test("admin key order: explicit > config's first present > SKEID_ADMIN_API_
     // an empty explicit key is no explicit key
     ["admin_api_key: flat", "", ENV, "flat", "admin_api_key"],
   ];
+  // A named variable that is unset or empty is said (check and serve tell why the API is off).
+  const unset: Record<string, string> = {
+    "admin_api_key_env: NOT_SET": "NOT_SET",
+    "admin: {api_key_env: EMPTY_VAR}": "EMPTY_VAR",
+  };
   for (const [yaml, explicit, env, key, source] of cases) {
-    assertEquals(keyFor(yaml + "\n", env, explicit), { key, source }, `${yaml} / ${explicit}`);
+    const want = unset[yaml] ? { key, source, unset: unset[yaml] } : { key, source };
+    assertEquals(keyFor(yaml + "\n", env, explicit), want, `${yaml} / ${explicit}`);
   }
 });
 

@@ -24,7 +24,7 @@ Deno.test("config.example.yaml passes skeid check", async () => {
   assertEquals(r.code, 0);
   assertMatch(
     r.out[0],
-    /^ok: .*config\.example\.yaml \(4 nodes, 2 aliases, 3 prices, 2 policies, 3 keys, 2 names, usage store jsonlog, admin off, registry off, manifest on \(1 key\)\)$/,
+    /^ok: .*config\.example\.yaml \(4 nodes, 2 aliases, 3 prices, 2 policies, 3 keys, 2 names, usage store jsonlog, admin off \(admin\.api_key_env names SKEID_ADMIN_API_KEY, which is unset or empty\), registry off, manifest on \(1 key\)\)$/,
   );
 });
 

@@ -55,7 +55,8 @@ Deno.test("cli: serve --workers 4 prints address, config and the shared max_conn
   });
   await Deno.writeTextFile(
     `${dir}/ok.yaml`,
-    "nodes:\n  - id: gpu-1\n    url: http://127.0.0.1:1\n    max_conns: 2\n",
+    "nodes:\n  - id: gpu-1\n    url: http://127.0.0.1:1\n    max_conns: 2\n" +
+      "admin: { api_key_env: SKEID_TEST_UNSET_ADMIN_KEY }\n",
   );
   const proc = child.spawn();
   const reader = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
@@ -63,7 +64,7 @@ Deno.test("cli: serve --workers 4 prints address, config and the shared max_conn
   let text = "";
   try {
     const end = Date.now() + 30_000;
-    while (!/no usage_store configured/.test(text) && Date.now() < end) {
+    while (!/the admin API is off/.test(text) && Date.now() < end) {
       const { value, done } = await reader.read();
       if (done) break;
       text += value;
@@ -74,6 +75,10 @@ Deno.test("cli: serve --workers 4 prints address, config and the shared max_conn
     match(text, /--workers 4: 4 workers share each node's max_conns/);
     strictEqual(/fewer workers/.test(text), false, "no worker-share warning");
     match(text, /warning: no usage_store configured: usage events are not recorded/);
+    match(
+      text,
+      /warning: the admin API is off: admin\.api_key_env names SKEID_TEST_UNSET_ADMIN_KEY, which is unset or empty/,
+    );
     const base = text.match(/http:\/\/127\.0\.0\.1:\d+/)![0];
     const health = await fetch(`${base}/health`);
     strictEqual(health.status, 200);
