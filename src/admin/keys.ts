@@ -18,11 +18,20 @@ export function budgetToWire(b: BudgetStatus, warnAt: number | null): Record<str
     period_start: formatCreatedAt(b.periodStart),
     resets_at: b.resetsAt === null ? null : formatCreatedAt(b.resetsAt),
     cap: b.cap,
-    spent: b.spent,
-    reserved: b.reserved,
-    remaining: b.remaining,
+    spent: amounts(b.spent),
+    reserved: amounts(b.reserved),
+    remaining: amounts(b.remaining),
     warn_at: warnAt,
   };
+}
+
+/**
+ * USD sums of many prices carry binary float noise (0.07800000000000001): shown to 1e-9 USD, far
+ * below any price's precision. Tokens are whole.
+ */
+function amounts<T extends number | null>(a: { usd: T; tokens: T }): { usd: T; tokens: T } {
+  const usd = a.usd === null ? a.usd : Math.round(a.usd * 1e9) / 1e9 as T;
+  return { usd, tokens: a.tokens };
 }
 
 /** The readable name of a key id (`names:`), if it has one. */

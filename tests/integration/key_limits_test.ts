@@ -86,6 +86,8 @@ Deno.test("key limits: 64 concurrent requests against a budget that fits 10 → 
     const budget = budgetOf(await aliceStatus(t));
     assertEquals(budget.reserved, { usd: 0, tokens: 0 }, "nothing reserved once settled");
     assert(Math.abs(budget.spent.usd - spent) < 1e-9, `spent ${budget.spent.usd} = ${spent}`);
+    // $0.19 − 10 × $0.018 shown as a price is written, not with float noise (0.0100000000000000x).
+    assertEquals(budget.remaining.usd, 0.01, "remaining in plain figures");
     const metrics = await (await fetch(`${t.base}/skeid/metrics`, { headers: ADMIN })).text();
     assertStringIncludes(metrics, 'skeid_key_limit_refusals_total{limit="budget"} 54');
     assertStringIncludes(metrics, 'reason="budget_exceeded"} 54');
