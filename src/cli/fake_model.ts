@@ -13,6 +13,23 @@ const USAGE =
   "usage: skeid fake-model [--listen HOST:PORT] [--ttft-ms N] [--tokens N] [--itl-ms N] " +
   "[--model NAME] [--record N]";
 
+const HELP = `${USAGE}
+
+A deterministic OpenAI-compatible model server (chat completions, streamed or not, completions,
+embeddings, /v1/models, /metrics). Prints its base URL and serves until SIGINT or SIGTERM.
+
+options:
+  --listen HOST:PORT  where to listen (default 127.0.0.1:8000; port 0: a free one)
+  --ttft-ms N         milliseconds before the first token (default 0)
+  --tokens N          output tokens per answer (default 8)
+  --itl-ms N          milliseconds between tokens (default 0)
+  --model NAME        its /v1/models entry, and the model of answers to requests naming none
+                      (default fake-model)
+  --record N          requests kept for inspection (default 1000; 0 keeps none)
+  -h, --help          this help
+
+A request may override the timings with fake_ttft_ms, fake_itl_ms and fake_tokens in its body.`;
+
 /** Splits `HOST:PORT` (`[::1]:8080` for IPv6); throws naming the bad value. */
 export function parseListen(value: string): { hostname: string; port: number } {
   const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(value);
@@ -47,7 +64,7 @@ export async function run(args: string[]): Promise<number> {
       },
     });
     if (values.help) {
-      console.log(USAGE);
+      console.log(HELP);
       return 0;
     }
     opts = {

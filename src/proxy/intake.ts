@@ -201,7 +201,15 @@ export function jsonBody(bytes: Uint8Array, scan: JsonScan = scanJson(bytes)): J
   }
   const parsed = parseJson(decoder.decode(bytes));
   if (!isJsonObject(parsed)) {
-    throw new Refusal(400, "invalid_request_error", "Invalid JSON body", "invalid_json");
+    // Said apart, so a client sees which of the three it sent.
+    const message = bytes.length === 0
+      ? "Empty request body: expected a JSON object"
+      : parsed === undefined
+      ? "Invalid JSON body"
+      : `Request body must be a JSON object, got ${
+        Array.isArray(parsed) ? "an array" : parsed === null ? "null" : `a ${typeof parsed}`
+      }`;
+    throw new Refusal(400, "invalid_request_error", message, "invalid_json");
   }
   return parsed;
 }

@@ -127,9 +127,17 @@ Deno.test("intake body: a chunked body is refused as soon as it passes the limit
 
 Deno.test("intake JSON: an object passes; bad JSON, arrays and scalars are 400 invalid_json", () => {
   assertEquals(jsonBody(enc.encode('{"model":"m"}')), { model: "m" });
-  for (const text of ["{", "[1]", "3", '"s"', "null", ""]) {
+  const messages: Record<string, string> = {
+    "{": "Invalid JSON body",
+    "[1]": "Request body must be a JSON object, got an array",
+    "3": "Request body must be a JSON object, got a number",
+    '"s"': "Request body must be a JSON object, got a string",
+    "null": "Request body must be a JSON object, got null",
+    "": "Empty request body: expected a JSON object",
+  };
+  for (const [text, message] of Object.entries(messages)) {
     const err = refusalOf(() => jsonBody(enc.encode(text)), 400, "invalid_json");
-    assertEquals(err.message, "Invalid JSON body", `message for ${JSON.stringify(text)}`);
+    assertEquals(err.message, message, `message for ${JSON.stringify(text)}`);
   }
 });
 
