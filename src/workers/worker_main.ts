@@ -165,27 +165,32 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
   );
   const waiters = running.gateway.waiters;
   waiters.useGroup(board);
-  (async () => {
-    let seen = board.pokes();
-    for (;;) {
-      await board.poked(seen);
-      seen = board.pokes();
-      waiters.wake();
-    }
-  })();
+  follow(() => board.pokes(), (seen) => board.poked(seen), () => waiters.wake());
   // The key budgets are the supervisor's: its /skeid/metrics series are the group's gauges.
   running.gateway.metrics.keyBudgets = () => [];
   const skeid = running.gateway.skeid;
   // A release in any worker bumps the table's generation: wake this worker's waiters.
+  follow(
+    () => inflight.generation(),
+    (seen) => inflight.released(seen),
+    () => skeid.capacityChanged(),
+  );
+  post({ type: "listening", hostname: running.addr.hostname, port: running.addr.port });
+}
+
+/**
+ * Calls `fn` whenever a shared counter moves: `read` reads it, `moved(seen)` resolves once it is
+ * past `seen` (`Atomics.waitAsync`). For as long as the worker lives.
+ */
+function follow(read: () => number, moved: (seen: number) => Promise<void>, fn: () => void): void {
   (async () => {
-    let seen = inflight.generation();
+    let seen = read();
     for (;;) {
-      await inflight.released(seen);
-      seen = inflight.generation();
-      skeid.capacityChanged();
+      await moved(seen);
+      seen = read();
+      fn();
     }
   })();
-  post({ type: "listening", hostname: running.addr.hostname, port: running.addr.port });
 }
 
 async function handle(msg: ToWorker): Promise<void> {
