@@ -334,6 +334,7 @@ export class Gateway implements ProxyContext {
       functions: this.functions,
       adminKey: () => config.adminApiKey(),
       reloadStatus: () => config.status(),
+      configApplied: () => config.applied(),
       reload: () => config.reload(),
       usageReport: (filters: ReportFilters): Promise<UsageReport> => this.ledger.report(filters),
       metrics: this.metrics,

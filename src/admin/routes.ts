@@ -35,6 +35,8 @@ export interface AdminDeps {
   adminKey(): string;
   /** Reload status, message included (admin only; `/health` never shows the message). */
   reloadStatus(): ReloadStatus;
+  /** When the config in force was applied and the SHA-256 of its file text (`GET /skeid/config`). */
+  configApplied?(): { applied_at: string | null; file_sha256: string | null };
   /** Explicit reload; throws with the error message (the config in force stays). */
   reload(): Promise<unknown>;
   /** A usage report for the filters. */
@@ -212,7 +214,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
 
   // ---- config ------------------------------------------------------------------------------
 
-  app.get("/skeid/config", () => json(deps.reloadStatus()));
+  app.get("/skeid/config", () => json({ ...deps.reloadStatus(), ...deps.configApplied?.() }));
 
   // One process serving alone is the one worker of its group (with --workers N the supervisor
   // answers this route for all of them).

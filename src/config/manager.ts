@@ -39,6 +39,15 @@ import type { Config } from "./schema.ts";
 import { errorMessage } from "../error_message.ts";
 import { ConfigWatcher } from "./watch.ts";
 
+/**
+ * Hex SHA-256 of a file's text, as `sha256sum` prints it. Off the serving thread (WebCrypto runs
+ * the digest on the runtime's pool): a config may be megabytes.
+ */
+async function sha256(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 /** A usage store prepared but not yet installed. */
 export interface PreparedUsageStore {
   /** Installs it (the old store is flushed and let go). Runs after the core commit. */
@@ -198,6 +207,8 @@ export class ConfigManager {
     normalized: NormalizedUsageStoreConfig;
   };
   #storeRemovedWarned = false;
+  /** When the config in force was applied, and the SHA-256 of the file text it came from. */
+  #applied: { at: number; fileSha256: string | null } | undefined;
 
   #queue: Promise<unknown> = Promise.resolve();
   #pendingCheck?: Promise<boolean>;
@@ -236,6 +247,7 @@ export class ConfigManager {
       if (this.#path === undefined) {
         try {
           await this.#applyChanged(loadConfigValue({}, this.#loadOptions()));
+          this.#applied = { at: this.#now(), fileSha256: null };
         } catch (e) {
           throw this.#fail(e);
         }
@@ -314,6 +326,15 @@ export class ConfigManager {
       failed_at: s.failedAt === null ? null : isoSeconds(s.failedAt),
       failures: s.failures,
     };
+  }
+
+  /**
+   * When the config in force was applied (ISO-8601 UTC) and the SHA-256 of the file text it came
+   * from (null without a file): compare with `sha256sum` of the file to see an edit applied.
+   */
+  applied(): { applied_at: string | null; file_sha256: string | null } {
+    const a = this.#applied;
+    return { applied_at: a ? isoSeconds(a.at) : null, file_sha256: a?.fileSha256 ?? null };
   }
 
   /** The admin API key in force; `''` = the admin API is off. */
@@ -481,7 +502,9 @@ export class ConfigManager {
       // A large config is parsed in a worker: requests keep being answered meanwhile.
       const parsed = await this.#parser.parse(text, path);
       if (this.#loaded && parsed.prebuilt.digest === this.#loaded.digest) {
-        // Same content as the config in force (a touch, or a revert after a failed edit).
+        // Same content as the config in force (a touch, or a revert after a failed edit): the
+        // file now holds it in these words.
+        if (this.#applied) this.#applied.fileSha256 = await sha256(text);
         this.#succeeded();
         return false;
       }
@@ -490,6 +513,7 @@ export class ConfigManager {
       loaded = locateIssues(built, path, (segments) => lines.get(formatPath(segments)));
       parsed.restore(loaded.config);
       await this.#applyChanged(loaded);
+      this.#applied = { at: this.#now(), fileSha256: await sha256(text) };
     } catch (e) {
       throw this.#fail(e, textDigest);
     }

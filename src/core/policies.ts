@@ -335,6 +335,17 @@ export function checkPolicySet(
             ),
           );
           badNames.add(name);
+        } else if (!isKeyId(id)) {
+          // A mistyped id (or a customer key pasted in) would match no presented key: the keys
+          // entries under this name would never apply, without a word.
+          errors.push(
+            new PolicyError(
+              `name '${name}' must map to a customer key id (k_ followed by 40 hex digits, as ` +
+                "`skeid keyid` prints it), not a key or another string",
+              ["names", name],
+            ),
+          );
+          badNames.add(name);
         } else set.keyNames.set(name, id);
       }
     }

@@ -629,3 +629,41 @@ Deno.test("an emptied config file (an in-place rewrite seen mid-way) is not appl
   assertEquals(await h.manager.maybeReload(), true);
   assertEquals(h.skeid.listNodes().length, 0);
 });
+
+Deno.test("applied(): when the config in force was applied, and the SHA-256 of its file text", async () => {
+  const hex = async (text: string) =>
+    Array.from(
+      new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text))),
+      (b) => b.toString(16).padStart(2, "0"),
+    ).join("");
+  const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, "Z");
+  const first = "routing: {wait_timeout_ms: 50}\n";
+  const h = harness(first);
+  assertEquals(h.manager.applied(), { applied_at: null, file_sha256: null }, "nothing yet");
+  await h.manager.load();
+  const loadedAt = h.clock.t;
+  assertEquals(h.manager.applied(), { applied_at: iso(loadedAt), file_sha256: await hex(first) });
+  // The same config in other words (a comment): the file's digest moves, the apply time does not.
+  h.clock.advance(5000);
+  const commented = "# tuned\n" + first;
+  h.fs.write(h.path, commented, 2000);
+  await h.manager.maybeReload();
+  assertEquals(h.manager.applied(), {
+    applied_at: iso(loadedAt),
+    file_sha256: await hex(commented),
+  });
+  // A real change: both move.
+  h.clock.advance(5000);
+  const changed = "routing: {wait_timeout_ms: 60}\n";
+  h.fs.write(h.path, changed, 3000);
+  await h.manager.maybeReload();
+  assertEquals(h.manager.applied(), {
+    applied_at: iso(h.clock.t),
+    file_sha256: await hex(changed),
+  });
+  // A broken edit: the config in force, and what it says, stay.
+  h.clock.advance(5000);
+  h.fs.write(h.path, "routing: [\n", 4000);
+  await h.manager.maybeReload().catch(() => {});
+  assertEquals(h.manager.applied().file_sha256, await hex(changed));
+});

@@ -104,6 +104,13 @@ Deno.test("a keys entry that is neither a name nor a customer key id fails at it
 Deno.test("a names value that is not a non-empty string fails at names.<name>", () => {
   policyError({ names: { bob: "" } }, "names.bob", /name 'bob' must map to a non-empty key id/);
   policyError({ names: { bob: { id: BOB } } }, "names.bob", /non-empty key id string/);
+  // A customer key (or a typo) where its id belongs: refused, and never echoed.
+  policyError({ names: { bob: "sk-live-abc123" } }, "names.bob", /k_ followed by 40 hex/);
+  assert.throws(
+    () => buildPolicySet({ names: { bob: "sk-live-abc123" } }),
+    (err: unknown) => err instanceof Error && !err.message.includes("sk-live-abc123"),
+    "the value is not echoed",
+  );
   policyError({ names: { bob: 42 } }, "names.bob", /non-empty key id string/);
 });
 

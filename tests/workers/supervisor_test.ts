@@ -127,11 +127,22 @@ Deno.test("workers: a reload reaches every worker before it counts as applied", 
   await withGroup({}, async ({ sup, base, fake, configPath, events }) => {
     const cfg = config(fake.url, events);
     cfg.nodes.push({ id: "b", url: fake.url, model: "new-model", max_conns: 4 });
-    await Deno.writeTextFile(configPath, stringify(cfg));
+    const text = stringify(cfg);
+    await Deno.writeTextFile(configPath, text);
     await sup.gateway.config.reload();
     await sup.configApplied();
     // New connections land on either worker: each must already serve the new config.
     await assertEveryWorkerLists(base, "new-model");
+    // And the operator can tell which file text is in force (`sha256sum` of the file).
+    const res = await fetch(`${base}/skeid/config`, {
+      headers: { authorization: "Bearer adm", connection: "close" },
+    });
+    const status = await res.json();
+    const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+    const hex = Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0"));
+    assertEquals(status.ok, true);
+    assertEquals(status.file_sha256, hex.join(""), "the file text in force");
+    assertMatch(status.applied_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
   });
 });
 
