@@ -14,8 +14,11 @@ async function usage(args: string[], vars: Record<string, string> = {}) {
   return { code, out: out.join("\n"), err: err.join("\n") };
 }
 
-/** A store at `raw` holding three events (two keys, two models). */
-async function seed(raw: Record<string, unknown>): Promise<void> {
+/**
+ * A store at `raw` holding three events (two keys, two models); key b is `bId` (default `k_b`; a
+ * config's `names:` wants a full id).
+ */
+async function seed(raw: Record<string, unknown>, bId = "k_b"): Promise<void> {
   const store = createUsageStore(normalizeUsageStoreConfig(raw, env));
   await store.prepare();
   await store.write([
@@ -28,7 +31,7 @@ async function seed(raw: Record<string, unknown>): Promise<void> {
       created_at: "2026-08-31T12:00:00Z",
     }),
     event({
-      api_key_id: "k_b",
+      api_key_id: bId,
       model: "m2",
       input_tokens: 200,
       output_tokens: 20,
@@ -36,7 +39,7 @@ async function seed(raw: Record<string, unknown>): Promise<void> {
       created_at: "2026-09-01T12:00:00Z",
     }),
     event({
-      api_key_id: "k_b",
+      api_key_id: bId,
       model: "m1",
       input_tokens: 300,
       output_tokens: 30,
@@ -234,15 +237,16 @@ Deno.test("skeid usage through the real entry point (subprocess)", async () => {
 Deno.test("skeid usage --api-key-id: the key's budget lines from the config and the store", async () => {
   const { dir, cleanup } = await tempDir();
   try {
-    await seed({ path: `${dir}/u.sqlite` });
+    const bob = "k_" + "b".repeat(40);
+    await seed({ path: `${dir}/u.sqlite` }, bob);
     const cfg = `${dir}/skeid.yaml`;
     await Deno.writeTextFile(
       cfg,
       `usage_store: { backend: sqlite, path: ${dir}/u.sqlite }\n` +
         "policies:\n  std:\n    budget: { usd: 1, tokens: 1000, period: total }\n" +
-        "names: { bob: k_b }\nkeys:\n  bob: std\n",
+        `names: { bob: ${bob} }\nkeys:\n  bob: std\n`,
     );
-    const text = await usage(["--config", cfg, "--api-key-id", "k_b"]);
+    const text = await usage(["--config", cfg, "--api-key-id", bob]);
     assertEquals([text.code, text.err], [0, ""]);
     assertStringIncludes(text.out, "\nbudget\n");
     assertMatch(text.out, /period\s+total from 1970-01-01T00:00:00Z, resets never/);
