@@ -38,14 +38,11 @@ import { type OwnSecrets, ownSecretVariables } from "./own_secrets.ts";
 import type { Config } from "./schema.ts";
 import { errorMessage } from "../error_message.ts";
 import { ConfigWatcher } from "./watch.ts";
+import { createHash } from "node:crypto";
 
-/**
- * Hex SHA-256 of a file's text, as `sha256sum` prints it. Off the serving thread (WebCrypto runs
- * the digest on the runtime's pool): a config may be megabytes.
- */
-async function sha256(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+/** Hex SHA-256 of a file's text, as `sha256sum` prints it (also what tells versions apart). */
+function sha256(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
 }
 
 /** A usage store prepared but not yet installed. */
@@ -467,7 +464,7 @@ export class ConfigManager {
     } catch (e) {
       throw this.#fail(e instanceof Deno.errors.NotFound ? new ConfigFileMissingError(path) : e);
     }
-    const textDigest = digestOf(text);
+    const textDigest = sha256(text);
     // A new inode is a file replaced by rename: complete by construction, read at once.
     const ino = st.ino ?? null;
     const replaced = this.#ino != null && ino !== null && ino !== this.#ino;
@@ -504,7 +501,7 @@ export class ConfigManager {
       if (this.#loaded && parsed.prebuilt.digest === this.#loaded.digest) {
         // Same content as the config in force (a touch, or a revert after a failed edit): the
         // file now holds it in these words.
-        if (this.#applied) this.#applied.fileSha256 = await sha256(text);
+        if (this.#applied) this.#applied.fileSha256 = textDigest;
         this.#succeeded();
         return false;
       }
@@ -513,7 +510,7 @@ export class ConfigManager {
       loaded = locateIssues(built, path, (segments) => lines.get(formatPath(segments)));
       parsed.restore(loaded.config);
       await this.#applyChanged(loaded);
-      this.#applied = { at: this.#now(), fileSha256: await sha256(text) };
+      this.#applied = { at: this.#now(), fileSha256: textDigest };
     } catch (e) {
       throw this.#fail(e, textDigest);
     }
