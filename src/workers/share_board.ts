@@ -139,31 +139,27 @@ export class ShareBoard implements FairShareGroup {
 
   othersFloor(priority: number): number | undefined {
     let floor: number | undefined;
-    this.#eachOther((e) => {
-      if (this.#floats[this.#entryAt + e * 2] !== priority) return;
-      const c = this.#floats[this.#keyAt + this.#ints[this.#entryInt(e) + 1]];
-      if (floor === undefined || c < floor) floor = c;
+    this.#someOther((e) => {
+      if (this.#floats[this.#entryAt + e * 2] === priority) {
+        const c = this.#floats[this.#keyAt + this.#ints[this.#entryInt(e) + 1]];
+        if (floor === undefined || c < floor) floor = c;
+      }
+      return false;
     });
     return floor;
   }
 
   othersFirst(priority: number, counter: number, seq: number): boolean {
     const gen = this.#generation();
-    let first = false;
-    this.#eachOther((e, roundGen) => {
-      if (first) return;
+    return this.#someOther((e, roundGen) => {
       const at = this.#entryInt(e);
       // Set aside in a round since which no slot was freed: it cannot take what is free now.
-      if (this.#ints[at + 2] === 1 && roundGen === gen) return;
+      if (this.#ints[at + 2] === 1 && roundGen === gen) return false;
       const p = this.#floats[this.#entryAt + e * 2];
-      if (p !== priority) {
-        first = p > priority;
-        return;
-      }
+      if (p !== priority) return p > priority;
       const c = this.#floats[this.#keyAt + this.#ints[at + 1]];
-      first = c < counter || (c === counter && this.#floats[this.#entryAt + e * 2 + 1] < seq);
+      return c < counter || (c === counter && this.#floats[this.#entryAt + e * 2 + 1] < seq);
     });
-    return first;
   }
 
   /**
@@ -178,9 +174,7 @@ export class ShareBoard implements FairShareGroup {
 
   /** Another worker has waiters (whether or not they could take a free slot); without the lock. */
   othersQueued(): boolean {
-    let any = false;
-    this.#eachOther(() => any = true, true);
-    return any;
+    return this.#someOther(() => true, true);
   }
 
   publish(heads: readonly QueueHead[], drained: boolean): void {
@@ -266,10 +260,11 @@ export class ShareBoard implements FairShareGroup {
   }
 
   /**
-   * Calls `fn` with each published entry of the other workers and that worker's round generation;
-   * `atomic`: read the words atomically (outside the lock).
+   * Whether `pred` holds for a published entry of another worker (given that worker's round
+   * generation); stops at the first that does. `atomic`: read the words atomically (outside the
+   * lock).
    */
-  #eachOther(fn: (entry: number, roundGen: number) => void, atomic = false): void {
+  #someOther(pred: (entry: number, roundGen: number) => boolean, atomic = false): boolean {
     const ints = this.#ints;
     for (let w = 0; w < this.#size.workers; w++) {
       if (w === this.#worker) continue;
@@ -277,9 +272,10 @@ export class ShareBoard implements FairShareGroup {
       for (let b = 0; b < BANDS; b++) {
         const e = w * BANDS + b;
         const at = this.#entryInt(e);
-        if ((atomic ? Atomics.load(ints, at) : ints[at]) === 1) fn(e, roundGen);
+        if ((atomic ? Atomics.load(ints, at) : ints[at]) === 1 && pred(e, roundGen)) return true;
       }
     }
+    return false;
   }
 
   #entryInt(entry: number): number {
