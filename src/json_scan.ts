@@ -41,12 +41,7 @@ export function scanJson(bytes: Uint8Array, limit = MAX_JSON_DEPTH): JsonScan {
     const c = bytes[i];
     if (c === QUOTE) {
       const start = i;
-      // Skip the string: up to the next quote no backslash escapes.
-      for (i++; i < n; i++) {
-        const s = bytes[i];
-        if (s === BACKSLASH) i++;
-        else if (s === QUOTE) break;
-      }
+      i = closingQuote(bytes, i);
       if (i - start === 6 && isModelKey(bytes, start + 1) && isKeyEnd(bytes, i + 1)) modelKeys++;
     } else if (c === OPEN_BRACKET || c === OPEN_BRACE) {
       if (++depth > deepest) {
@@ -87,11 +82,7 @@ export function topLevelModelSpan(bytes: Uint8Array): Span | undefined {
     const c = bytes[i];
     if (c === QUOTE) {
       const start = i;
-      for (i++; i < n; i++) {
-        const s = bytes[i];
-        if (s === BACKSLASH) i++;
-        else if (s === QUOTE) break;
-      }
+      i = closingQuote(bytes, i);
       if (depth === 1 && i - start === 6 && isModelKey(bytes, start + 1)) {
         const value = valueAfterKey(bytes, i + 1);
         if (value !== undefined) {
@@ -118,13 +109,23 @@ function valueAfterKey(bytes: Uint8Array, i: number): Span | undefined {
   i++;
   while (i < n && isSpace(bytes[i])) i++;
   if (bytes[i] !== QUOTE) return undefined;
-  const start = i;
-  for (i++; i < n; i++) {
+  const end = closingQuote(bytes, i);
+  return end < n ? { start: i, end: end + 1 } : undefined;
+}
+
+/**
+ * The index of the quote that closes the string opening at `open` (the first one no backslash
+ * escapes), or at least `bytes.length` when the string does not close.
+ */
+function closingQuote(bytes: Uint8Array, open: number): number {
+  const n = bytes.length;
+  let i = open + 1;
+  for (; i < n; i++) {
     const s = bytes[i];
     if (s === BACKSLASH) i++;
-    else if (s === QUOTE) return { start, end: i + 1 };
+    else if (s === QUOTE) break;
   }
-  return undefined;
+  return i;
 }
 
 function isSpace(c: number): boolean {
