@@ -175,7 +175,7 @@ export class WaiterQueue {
   }
 
   /** Requests wait, here or (in a group) in another worker: a direct admission is charged. */
-  get contended(): boolean {
+  get #contended(): boolean {
     return this.#fair.size > 0 || (this.#group !== undefined && this.#group.othersQueued());
   }
 
@@ -246,7 +246,7 @@ export class WaiterQueue {
    * to `served`, or undefined.
    */
   charge(waiter: Waiter): Ticket | undefined {
-    if (!this.contended) return undefined;
+    if (!this.#contended) return undefined;
     const ticket = this.#fair.charge(
       waiter.keyId ?? NO_KEY,
       waiter.share ?? DEFAULT_SHARE,

@@ -187,7 +187,7 @@ export class RouteWalk implements Waiter {
         continue;
       }
       this.#everEligible = true;
-      if (this.#queue.yields() && this.#waitOf(tier) > 0 && this.#excluded === undefined) {
+      if (this.#waitOf(tier) > 0 && this.#excluded === undefined && this.#queue.yields()) {
         // A waiter of another worker comes first: queue (the queue's round decides at once).
         this.#sawFresh = true;
         return this.#nextAsync(client, true);
@@ -262,7 +262,8 @@ export class RouteWalk implements Waiter {
 
   /** `direct`: admitted without waiting (charged to the key while others wait, ADR 0024). */
   #take(tier: Tier, direct: boolean): WalkAdmitted {
-    if (direct && this.#queue.contended) this.shareTicket = this.#queue.charge(this);
+    // `charge` itself does nothing unless requests wait (here or in another worker).
+    if (direct) this.shareTicket = this.#queue.charge(this);
     const node = this.#admitted!;
     this.#admitted = undefined;
     this.#waitedUpTo = Math.max(this.#waitedUpTo, this.#index);
