@@ -33,7 +33,8 @@ import { ConnectCheck, connectCheckedFetch, proxyConfigured } from "./proxy/conn
 import { KeyIdCache } from "./proxy/identity.ts";
 import { IdleWatch } from "./proxy/idle_watch.ts";
 import { SecondStamp } from "./proxy/usage.ts";
-import { WaiterQueue } from "./proxy/wait.ts";
+import { type QueueGate, type QueueGroup, WaiterQueue } from "./proxy/wait.ts";
+import { type KeyLimiter, LocalKeyLimiter } from "./proxy/key_limits.ts";
 import { shareKeyLabel } from "./proxy/share_stats.ts";
 import { LinkedList } from "./proxy/linked_list.ts";
 import { ResponseKeeper } from "./proxy/response_store.ts";
@@ -79,17 +80,36 @@ export interface GatewayOptions {
    * 10,000; 0 = none.
    */
   keepaliveMs?: number;
-  /** The inflight table admission takes slots from (shared by the workers, ADR 0025). */
-  inflight?: InflightTable;
   /** How the config file is read (a worker reads the text its supervisor sent). */
   configFs?: ConfigFileSystem;
+  /**
+   * The admission table slots are taken from; default one of this gateway's own. The workers and
+   * the supervisor of a group each pass their column of one shared table (ADR 0025).
+   */
+  inflight?: InflightTable;
   /** Called after every applied config (the supervisor hands it on to the workers). */
   onConfigApplied?: () => void;
   /**
-   * A worker's usage recorder (it posts to the supervisor, ADR 0025): the gateway then opens no
-   * usage store and runs no capacity probes of its own; the supervisor does both, once.
+   * A worker of `serve --workers N` (ADR 0025): the parts it takes from its group instead of
+   * owning them. Absent: one process, which owns all of them.
    */
-  remoteRecorder?: UsageRecorder;
+  group?: GatewayGroup;
+}
+
+/**
+ * The parts of a gateway that a worker of a group takes from the group (ADR 0025); a gateway of
+ * one process builds its own of each. Chosen by the caller before the gateway is built: nothing
+ * is swapped into a running one.
+ */
+export interface GatewayGroup {
+  /** Usage events go to the supervisor's ledger (this gateway opens no store, runs no probes). */
+  readonly recorder: UsageRecorder;
+  /** The customer keys' windows and budgets, held by the supervisor. */
+  readonly keyLimiter: KeyLimiter;
+  /** Each key's waiters counted against `share.max_queued` for the group. */
+  readonly queueGate: QueueGate;
+  /** Fair share ordering the group's waiters as one queue. */
+  readonly shareGroup: QueueGroup;
 }
 
 /** The `/health` answer. */
@@ -146,8 +166,13 @@ export class Gateway implements ProxyContext {
   readonly probes: CapacityProbes;
   /** Resolves nodes' `api_key_ref` (OpenBao), when one is configured. */
   keyBroker: KeyBroker | undefined;
-  /** Rate windows and budgets per customer key; counters outlive reloads (ADR 0023). */
+  /**
+   * Rate windows and budgets per customer key; counters outlive reloads (ADR 0023). A worker's
+   * are not consulted for admission: its `keyLimiter` is the group's.
+   */
   readonly tenancy: Tenancy;
+  /** Where admission asks for a customer key's windows and budget (this process or the group). */
+  readonly keyLimiter: KeyLimiter;
   /** Keeps the budgets' spent part in step with the ledger (start, reload, refresh timer). */
   readonly budgetSync: BudgetSync;
   /** Epoch ms the gateway opened. */
@@ -185,6 +210,7 @@ export class Gateway implements ProxyContext {
   constructor(opts: GatewayOptions = {}) {
     const env = opts.env ?? ((name: string) => Deno.env.get(name));
     this.env = env;
+    const group = opts.group;
     const level = opts.logLevel ?? parseLogLevel(env("SKEID_LOG_LEVEL"));
     this.logger = opts.logger ?? createLogger(level);
     this.logRequests = opts.logger ? true : level === "debug";
@@ -198,7 +224,7 @@ export class Gateway implements ProxyContext {
       validateNode: assertRegistryProbeBlock,
     });
     this.ledger = new UsageLedger({ logger: this.logger, spillPath: opts.spillPath });
-    this.recorder = opts.remoteRecorder ?? this.ledger;
+    this.recorder = group?.recorder ?? this.ledger;
     this.responses = new ResponseKeeper(this.logger, this.skeid.now);
     this.metrics = new GatewayMetrics(
       knownModels(this.skeid),
@@ -242,13 +268,17 @@ export class Gateway implements ProxyContext {
       nextChangeAt: () => skeid.nextCapacityChangeAt(),
       pollMs: () => skeid.routing.wait_poll_ms,
       stats: this.metrics.share,
+      gate: group?.queueGate,
+      group: group?.shareGroup,
     });
     this.metrics.shareBacklog = () => this.waiters.backlog();
     const ledger = this.ledger;
     this.tenancy = new Tenancy((id) => skeid.keyPolicy(id));
     this.budgetSync = new BudgetSync({ tenancy: this.tenancy, skeid, ledger, logger: this.logger });
     const tenancy = this.tenancy;
-    this.metrics.keyBudgets = () => listedKeyBudgets(skeid, tenancy);
+    this.keyLimiter = group?.keyLimiter ?? new LocalKeyLimiter(tenancy, skeid.now, this.logger);
+    // A worker's key budgets are the supervisor's: its /skeid/metrics series are the group's.
+    this.metrics.keyBudgets = group ? () => [] : () => listedKeyBudgets(skeid, tenancy);
     this.metrics.budgetWarnings = () => tenancy.budgets.warningCount;
     this.config = new ConfigManager({
       skeid,
@@ -259,7 +289,7 @@ export class Gateway implements ProxyContext {
       reloadIntervalMs: opts.reloadIntervalMs,
       fs: opts.configFs,
       hooks: {
-        prepareUsageStore: opts.remoteRecorder ? undefined : async (cfg) => {
+        prepareUsageStore: group ? undefined : async (cfg) => {
           const store = await ledger.prepareStore(cfg);
           return {
             install: () => ledger.installStore(store, cfg),
@@ -279,7 +309,7 @@ export class Gateway implements ProxyContext {
     const config = this.config;
     this.keyBroker = opts.keyBroker ?? undefined;
     // Follows the inventory by itself (config load/reload, admin API, functions).
-    this.probes = opts.remoteRecorder ? noProbes() : startCapacityProbes({
+    this.probes = group ? noProbes() : startCapacityProbes({
       skeid,
       logger: this.logger,
       env,

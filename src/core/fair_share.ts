@@ -136,18 +136,18 @@ export class FairShareQueue<T> {
   #order: number[] = [];
   #seq = 0;
   #size = 0;
-  #group: FairShareGroup | undefined;
+  readonly #group: FairShareGroup | undefined;
   /** Depth of calls inside the group's lock (state is refreshed on entry, published on exit). */
   #depth = 0;
   /** The change in the group's lock ran a round. */
   #drained = false;
 
   /**
-   * Orders this queue's waiters with the other queues of `group` as one queue (ADR 0025): counters,
-   * arrival numbers and band times come from the group, and a round leaves capacity to a better
-   * waiter of another queue. Call before anything is queued.
+   * A queue of its own (no `group`), or ordering its waiters with the other queues of `group` as
+   * one queue (ADR 0025): counters, arrival numbers and band times come from the group, and a
+   * round leaves capacity to a better waiter of another queue.
    */
-  useGroup(group: FairShareGroup): void {
+  constructor(group?: FairShareGroup) {
     this.#group = group;
   }
 

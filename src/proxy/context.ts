@@ -5,7 +5,7 @@
  * @module
  */
 import type { Skeid } from "../core/skeid.ts";
-import type { Tenancy } from "../core/tenancy.ts";
+import type { KeyLimiter } from "./key_limits.ts";
 import type { Node } from "../core/types.ts";
 import type { Logger } from "../log.ts";
 import type { UsageRecorder } from "../usage/types.ts";
@@ -44,8 +44,8 @@ export interface ProxyContext extends IntakeContext, UpstreamClients {
   readonly logger: Logger;
   /** Whether one debug line per request is wanted (checked before building it). */
   readonly logRequests: boolean;
-  /** Rate windows and budgets per customer key (ADR 0023). */
-  readonly tenancy: Tenancy;
+  /** Where the rate windows and budgets per customer key are held (ADR 0023, 0025). */
+  readonly keyLimiter: KeyLimiter;
   /** The gateway's requests waiting for a tier's capacity (fair share between keys). */
   readonly waiters: WaiterQueue;
   /** Customer key → customer key id, so the SHA-1 is not redone on every request. */

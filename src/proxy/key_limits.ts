@@ -10,9 +10,10 @@
  * never settled (refused before forwarding, client gone while waiting, event lost): everything it
  * held is given back as if the request never came.
  *
- * With `serve --workers N` (ADR 0025) a worker's tenancy has a `KeyGroup` (`useKeyGroup`): the
- * windows and budgets are the supervisor's, asked by message for keys that have limits or a
- * budget, so `admitKey` answers a promise for those keys only.
+ * Where the windows and budgets live is the gateway's `KeyLimiter`, chosen when it is built: this
+ * process's `Tenancy` (`LocalKeyLimiter`, synchronous), or with `serve --workers N` (ADR 0025) the
+ * supervisor's, asked by message for keys that have limits or a budget (`RemoteKeyGroup`), so
+ * `admitKey` answers a promise for those keys only.
  *
  * @module
  */
@@ -28,18 +29,15 @@ import { estimateInputTokens, outputLimitOf } from "./estimate.ts";
 
 /** What the key step needs of the gateway (a `ProxyContext` satisfies it). */
 export interface KeyLimitsContext {
-  /** Policies (the key's numbers), pricing (the reservation) and the clock. */
+  /** Policies (the key's numbers) and pricing (the reservation). */
   readonly skeid: {
     keyPolicy(apiKeyId: string): KeyPolicy;
     pricingForModel(model: string): PricingRule;
-    now(): number;
   };
-  /** Rate windows and budgets of every customer key. */
-  readonly tenancy: Tenancy;
+  /** Where the customer keys' rate windows and budgets are held (this process or the group). */
+  readonly keyLimiter: KeyLimiter;
   /** Counts refusals by limit. */
   readonly metrics: { keyLimited?(limit: string): void };
-  /** Where budget warnings (`warn_at`) are said. */
-  readonly logger: Logger;
 }
 
 /** The actual cost and tokens of a recorded usage event, as a hold is settled with. */
@@ -49,30 +47,73 @@ export interface SettledAmount {
   outputTokens: number;
 }
 
-/** A hold the group (the supervisor) keeps for a request of a worker; given back once. */
-export interface GroupHold {
+/** A request's hold on its key's windows and budget, wherever they are; given back once. */
+export interface KeyLimitHold {
   /** The usage event was recorded: its cost and tokens replace the reservation. */
   settle(actual: SettledAmount): void;
   /** Nothing was billed: everything the hold took is given back. */
   cancel(): void;
 }
 
-/** The group's answer: a hold, or the refusal `Tenancy.admit` would give. */
-export type GroupDecision =
-  | { readonly ok: true; readonly hold: GroupHold; readonly headers: RateHeaders }
+/** A key limiter's answer: a hold, or the refusal `Tenancy.admit` would give. */
+export type KeyLimitDecision =
+  | { readonly ok: true; readonly hold: KeyLimitHold; readonly headers: RateHeaders }
   | Extract<KeyDecision, { ok: false }>;
 
-/** The windows and budgets of a group of workers, owned elsewhere (the supervisor). */
-export interface KeyGroup {
+/**
+ * Where a gateway's customer-key windows and budgets are held: `LocalKeyLimiter` in one process,
+ * the supervisor's for a worker of a group (`src/workers/key_group.ts`). Chosen when the gateway
+ * is built.
+ */
+export interface KeyLimiter {
   /** Rate limits, then budget, for a request of a key that has limits or a budget. */
-  admit(keyId: string, policy: KeyPolicy, request: KeyRequest): Promise<GroupDecision>;
+  admit(
+    keyId: string,
+    policy: KeyPolicy,
+    request: KeyRequest,
+  ): KeyLimitDecision | Promise<KeyLimitDecision>;
 }
 
-const groups = new WeakMap<Tenancy, KeyGroup>();
+/** This process's windows and budgets (`Tenancy`): decided synchronously. */
+export class LocalKeyLimiter implements KeyLimiter {
+  readonly #tenancy: Tenancy;
+  readonly #now: () => number;
+  readonly #logger: Logger;
 
-/** Hands the per-key steps of `tenancy`'s gateway to `group` (a worker of `serve --workers`). */
-export function useKeyGroup(tenancy: Tenancy, group: KeyGroup): void {
-  groups.set(tenancy, group);
+  /** Over the gateway's tenancy and clock; budget warnings (`warn_at`) go to `logger`. */
+  constructor(tenancy: Tenancy, now: () => number, logger: Logger) {
+    this.#tenancy = tenancy;
+    this.#now = now;
+    this.#logger = logger;
+  }
+
+  admit(keyId: string, _policy: KeyPolicy, request: KeyRequest): KeyLimitDecision {
+    const d = this.#tenancy.admit(keyId, this.#now(), request);
+    if (!d.ok) return d;
+    const hold = new LocalHold(this.#tenancy, this.#now, this.#logger, d.hold);
+    return { ok: true, hold, headers: d.headers };
+  }
+}
+
+/** A `Tenancy` hold of this process, settled or cancelled against it. */
+class LocalHold implements KeyLimitHold {
+  constructor(
+    readonly tenancy: Tenancy,
+    readonly now: () => number,
+    readonly logger: Logger,
+    readonly hold: KeyHold,
+  ) {}
+
+  settle(actual: SettledAmount): void {
+    const warning = this.tenancy.settle(this.hold, actual, this.now());
+    if (warning) {
+      this.logger.warn("budget_warning", { api_key_id: warning.keyId, message: warning.message });
+    }
+  }
+
+  cancel(): void {
+    this.tenancy.cancel(this.hold, this.now());
+  }
 }
 
 /**
@@ -100,15 +141,14 @@ export function admitKey(
     outputLimit: upstream.path === "/embeddings" ? 0 : outputLimitOf(body),
     rules,
   };
-  const group = groups.get(ctx.tenancy);
-  if (group !== undefined) {
-    return group.admit(keyId, policy, request).then((d) => {
-      if (d.ok) return new KeyPass(ctx, d.hold, d.headers);
-      return refuse(ctx, d);
-    });
-  }
-  const d = ctx.tenancy.admit(keyId, skeid.now(), request);
-  if (d.ok) return new KeyPass(ctx, d.hold, d.headers);
+  const d = ctx.keyLimiter.admit(keyId, policy, request);
+  if (d instanceof Promise) return d.then((answer) => passOrRefuse(ctx, answer));
+  return passOrRefuse(ctx, d);
+}
+
+/** The pass of an admitted decision, or its refusal thrown. */
+function passOrRefuse(ctx: KeyLimitsContext, d: KeyLimitDecision): KeyPass {
+  if (d.ok) return new KeyPass(d.hold, d.headers);
   return refuse(ctx, d);
 }
 
@@ -128,14 +168,12 @@ function refuse(ctx: KeyLimitsContext, d: Extract<KeyDecision, { ok: false }>): 
 
 /** A request's hold on its customer key's windows and budget; see the module comment. */
 export class KeyPass {
-  readonly #ctx: KeyLimitsContext;
-  #hold: KeyHold | GroupHold | undefined;
+  #hold: KeyLimitHold | undefined;
   /** `x-ratelimit-*` as of admission, this request counted (empty without rpm and tpm). */
   readonly #headers: RateHeaders;
 
   /** A pass over an admitted hold (this gateway's or the group's) and its rate headers. */
-  constructor(ctx: KeyLimitsContext, hold: KeyHold | GroupHold, headers: RateHeaders) {
-    this.#ctx = ctx;
+  constructor(hold: KeyLimitHold, headers: RateHeaders) {
     this.#hold = hold;
     this.#headers = headers;
   }
@@ -158,18 +196,11 @@ export class KeyPass {
     const hold = this.#hold;
     if (hold === undefined || event === undefined) return;
     this.#hold = undefined;
-    const ctx = this.#ctx;
-    const actual = {
+    hold.settle({
       usd: event.cost_total_usd,
       inputTokens: event.input_tokens,
       outputTokens: event.output_tokens,
-    };
-    // The group's hold says its warning where the budget is (the supervisor).
-    if (isGroupHold(hold)) return hold.settle(actual);
-    const warning = ctx.tenancy.settle(hold, actual, ctx.skeid.now());
-    if (warning) {
-      ctx.logger.warn("budget_warning", { api_key_id: warning.keyId, message: warning.message });
-    }
+    });
   }
 
   /** The exchange ended: a hold never settled is given back whole (nothing was billed). */
@@ -177,11 +208,6 @@ export class KeyPass {
     const hold = this.#hold;
     if (hold === undefined) return;
     this.#hold = undefined;
-    if (isGroupHold(hold)) hold.cancel();
-    else this.#ctx.tenancy.cancel(hold, this.#ctx.skeid.now());
+    hold.cancel();
   }
-}
-
-function isGroupHold(hold: KeyHold | GroupHold): hold is GroupHold {
-  return typeof (hold as GroupHold).cancel === "function";
 }

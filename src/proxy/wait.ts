@@ -77,6 +77,10 @@ export interface WaiterQueueOptions {
   timers?: Timers;
   /** Wait times and served tokens for the metrics (none kept when absent). */
   stats?: ShareStats;
+  /** A worker of a group: each key's waiters count against `share.max_queued` here too. */
+  gate?: QueueGate;
+  /** A worker of a group: this queue's waiters are ordered with the group's as one queue. */
+  group?: QueueGroup;
 }
 
 /** What a usage event tells fair share. */
@@ -141,32 +145,24 @@ export class WaiterQueue {
   readonly #timers: Timers;
   readonly #unsubscribe: () => void;
   /** Waiting requests in fair-share order (`null` items: charges of direct admissions). */
-  readonly #fair = new FairShareQueue<Entry | null>();
+  readonly #fair: FairShareQueue<Entry | null>;
   #draining = false;
   #again = false;
   #timer: unknown;
   #timerAt = Infinity;
   #lastPoll = 0;
   #closed = false;
-  #gate: QueueGate | undefined;
-  #group: QueueGroup | undefined;
+  readonly #gate: QueueGate | undefined;
+  readonly #group: QueueGroup | undefined;
 
   /** Subscribes to the core's capacity changes at once; `close()` unsubscribes. */
   constructor(opts: WaiterQueueOptions) {
     this.#opts = opts;
     this.#timers = opts.timers ?? defaultTimers;
+    this.#gate = opts.gate;
+    this.#group = opts.group;
+    this.#fair = new FairShareQueue<Entry | null>(opts.group);
     this.#unsubscribe = opts.subscribe(() => this.wake());
-  }
-
-  /** Counts each key's waiters against `share.max_queued` in `gate` too (a worker of a group). */
-  useQueueGate(gate: QueueGate): void {
-    this.#gate = gate;
-  }
-
-  /** Orders this queue's waiters with a group's (a worker of a group; before anything waits). */
-  useGroup(group: QueueGroup): void {
-    this.#group = group;
-    this.#fair.useGroup(group);
   }
 
   /** How many requests are waiting. */

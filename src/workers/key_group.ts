@@ -14,7 +14,12 @@
 import type { InflightTable } from "../core/inflight_table.ts";
 import { inflightRefusal, type KeyHold, type KeyRequest, type Tenancy } from "../core/tenancy.ts";
 import type { KeyPolicy } from "../core/key_limits.ts";
-import type { GroupDecision, GroupHold, KeyGroup, SettledAmount } from "../proxy/key_limits.ts";
+import type {
+  KeyLimitDecision,
+  KeyLimiter,
+  KeyLimitHold,
+  SettledAmount,
+} from "../proxy/key_limits.ts";
 import type { Logger } from "../log.ts";
 import type { QueueGate } from "../proxy/wait.ts";
 import type { FromWorker, KeyInflight, WireKeyDecision } from "./protocol.ts";
@@ -23,7 +28,7 @@ import type { FromWorker, KeyInflight, WireKeyDecision } from "./protocol.ts";
 export const KEY_TABLE_CAPACITY = 16384;
 
 /** The worker's side: the shared key table here, the windows and budgets in the supervisor. */
-export class RemoteKeyGroup implements KeyGroup {
+export class RemoteKeyGroup implements KeyLimiter {
   readonly #post: (msg: FromWorker) => void;
   readonly #table: InflightTable;
   readonly #nextId: () => number;
@@ -42,7 +47,7 @@ export class RemoteKeyGroup implements KeyGroup {
     this.#asked.delete(id);
   }
 
-  async admit(keyId: string, policy: KeyPolicy, request: KeyRequest): Promise<GroupDecision> {
+  async admit(keyId: string, policy: KeyPolicy, request: KeyRequest): Promise<KeyLimitDecision> {
     const limits = policy.limits;
     const max = limits?.max_inflight ?? null;
     let row = -1;
@@ -70,7 +75,7 @@ export class RemoteKeyGroup implements KeyGroup {
   }
 
   /** A hold on the key table's `row` (-1: none) and the supervisor's hold `id`. */
-  #hold(row: number, id: number): GroupHold {
+  #hold(row: number, id: number): KeyLimitHold {
     let open = true;
     const end = (msg: FromWorker) => {
       if (!open) return;

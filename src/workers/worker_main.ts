@@ -17,7 +17,6 @@ import type { CapacityReading, CapacityReadingInput } from "../core/types.ts";
 import type { ServeHandler } from "../edge/listener.ts";
 import { CachingKeyBroker, type KeyAnswer } from "../keys/broker.ts";
 import { createLogger, type Logger } from "../log.ts";
-import { useKeyGroup } from "../proxy/key_limits.ts";
 import { queueGate, RemoteKeyGroup } from "./key_group.ts";
 import { ShareBoard } from "./share_board.ts";
 import {
@@ -117,8 +116,20 @@ const early: ToWorker[] = [];
 let work: Promise<void> = Promise.resolve();
 
 async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
+  // The group's parts, built before the gateway that uses them (ADR 0025): node and key slots in
+  // shared tables, windows and budgets asked of the supervisor, usage events posted to its
+  // ledger, fair share over the shared board.
   const inflight = new InflightTable(msg.buffer, msg.size, msg.index);
+  const keyTable = new InflightTable(msg.keyBuffer, msg.keySize, msg.index);
   recorder = new PostingRecorder((events) => post({ type: "usage", events }));
+  keyGroup = new RemoteKeyGroup(post, keyTable, () => nextId++);
+  const board = new ShareBoard(
+    msg.shareBuffer,
+    msg.shareSize,
+    msg.index,
+    keyTable,
+    () => inflight.generation(),
+  );
   posted = new PostedConfig(msg.config);
   try {
     running = await startServer({
@@ -130,8 +141,13 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
       explicitAdminKey: msg.explicitAdminKey,
       workerCount: msg.workers,
       inflight,
+      group: {
+        recorder,
+        keyLimiter: keyGroup,
+        queueGate: queueGate(keyTable),
+        shareGroup: board,
+      },
       configFs: posted,
-      remoteRecorder: recorder,
       wrap,
       keyBroker: msg.keyBroker ? remoteKeyBroker(createLogger(msg.gateway.logLevel)) : null,
       upstreamTimeoutMs: msg.gateway.upstreamTimeoutMs,
@@ -150,24 +166,10 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
   } finally {
     applying = false;
   }
-  const keyTable = new InflightTable(msg.keyBuffer, msg.keySize, msg.index);
-  keyGroup = new RemoteKeyGroup(post, keyTable, () => nextId++);
-  useKeyGroup(running.gateway.tenancy, keyGroup);
-  running.gateway.waiters.useQueueGate(queueGate(keyTable));
-  // Fair share orders the group's waiters as one queue; a change another worker publishes (one
-  // of its waiters declined what this worker left it) wakes this worker's waiters.
-  const board = new ShareBoard(
-    msg.shareBuffer,
-    msg.shareSize,
-    msg.index,
-    keyTable,
-    () => inflight.generation(),
-  );
+  // A change another worker publishes (one of its waiters declined what this worker left it)
+  // wakes this worker's waiters.
   const waiters = running.gateway.waiters;
-  waiters.useGroup(board);
   follow(() => board.pokes(), (seen) => board.poked(seen), () => waiters.wake());
-  // The key budgets are the supervisor's: its /skeid/metrics series are the group's gauges.
-  running.gateway.metrics.keyBudgets = () => [];
   const skeid = running.gateway.skeid;
   // A release in any worker bumps the table's generation: wake this worker's waiters.
   follow(

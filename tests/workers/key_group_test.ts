@@ -5,7 +5,7 @@ import { Tenancy } from "../../src/core/tenancy.ts";
 import { InflightTable } from "../../src/core/inflight_table.ts";
 import { KeyGroupOwner, RemoteKeyGroup } from "../../src/workers/key_group.ts";
 import type { FromWorker } from "../../src/workers/protocol.ts";
-import type { GroupDecision } from "../../src/proxy/key_limits.ts";
+import type { KeyLimitDecision } from "../../src/proxy/key_limits.ts";
 import { memoryLogger } from "../../src/log.ts";
 
 const ALICE = "k_" + "a".repeat(40);
@@ -42,7 +42,7 @@ function group(policy: Record<string, unknown>) {
 }
 
 /** What a decision says: admitted, the limit that refused, or the budget's code. */
-function why(d: GroupDecision): string {
+function why(d: KeyLimitDecision): string {
   return d.ok ? "admitted" : d.status === 429 ? d.limit : d.code;
 }
 

@@ -26,11 +26,7 @@ function pair() {
       () => generation,
     )
   );
-  const queues = boards.map((b) => {
-    const q = new FairShareQueue<string>();
-    q.useGroup(b);
-    return q;
-  });
+  const queues = boards.map((b) => new FairShareQueue<string>(b));
   const supervisor = new ShareBoard(buffer, SIZE, -1, keys, () => generation);
   return {
     queues,
