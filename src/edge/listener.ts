@@ -83,6 +83,12 @@ export interface ClientListener {
   stats(): ListenerStats;
 }
 
+/**
+ * The Deno release whose internal per-connection server the listener is built and tested on
+ * (ADR 0020); `scripts/deno-env` installs and accepts only this one.
+ */
+export const LISTENER_DENO_VERSION = "2.9.6";
+
 /** Deno's per-connection HTTP server (internal API of Deno 2: see ADR 0020). */
 type ServeOnConnection = (
   conn: Deno.Conn,
@@ -146,7 +152,10 @@ class ConnList {
 export function listen(opts: ListenerOptions): ClientListener {
   const serveOn = serveOnConnection();
   if (serveOn === undefined) {
-    throw new Error("this Deno has no per-connection HTTP server (serveHttpOnConnection)");
+    throw new Error(
+      `this Deno (${Deno.version.deno}) has no per-connection HTTP server ` +
+        `(serveHttpOnConnection); Skeid's listener needs Deno ${LISTENER_DENO_VERSION} (ADR 0020)`,
+    );
   }
   const now = opts.now ?? Date.now;
   const limits = opts.limits;

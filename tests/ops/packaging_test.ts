@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_assert.ts";
 import { startServer } from "../../src/cli/serve.ts";
 import { run as health } from "../../src/cli/health.ts";
+import { LISTENER_DENO_VERSION } from "../../src/edge/listener.ts";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -23,6 +24,15 @@ Deno.test("packaging: scripts/skeid and scripts/build take their flags from scri
     assertStringIncludes(text, '"${SKEID_DENO_FLAGS[@]}"', `${script} uses the list`);
     assert(!/--allow-(net|read|write|env|sys)/.test(text), `${script} has no flag of its own`);
   }
+});
+
+Deno.test("packaging: scripts/deno-env accepts only the Deno the listener is built on", async () => {
+  const text = await Deno.readTextFile(`${ROOT}scripts/deno-env`);
+  assertStringIncludes(text, `DENO_VERSION="${LISTENER_DENO_VERSION}"`);
+  // The check matches the exact version, not any 2.x.
+  assertStringIncludes(text, 'grep -q "^deno $DENO_VERSION "');
+  // The tests run on it (scripts/test sources deno-env).
+  assertEquals(Deno.version.deno, LISTENER_DENO_VERSION);
 });
 
 Deno.test("packaging: scripts/build --check compiles the module graph with the exact flags", async () => {
