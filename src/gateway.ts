@@ -1,5 +1,5 @@
 /**
- * The Gateway: one Skeid core with everything a running gateway hangs off it — the config
+ * The Gateway: one routing core (`RoutingCore`) with everything a running gateway hangs off it — the config
  * manager (load, watch, reload), the usage ledger, the metrics, the logger, the customer key id
  * cache, the waiter queue, the upstream HTTP client and the in-flight bookkeeping for a graceful
  * drain. Nothing is module state: N gateways can run in one process (tests do).
@@ -7,14 +7,14 @@
  * @module
  */
 import { errorMessage } from "./error_message.ts";
-import { Skeid } from "./core/skeid.ts";
-import { keyIdForKey } from "./core/keyid.ts";
+import { RoutingCore } from "./core/routing_core.ts";
+import { keyIdForKey } from "./core/customer_key_id.ts";
 import { FunctionTable } from "./core/functions.ts";
 import { Tenancy } from "./core/tenancy.ts";
 import type { Node } from "./core/types.ts";
-import { type ConfigFileSystem, ConfigManager } from "./config/manager.ts";
+import { type ConfigFileSystem, ConfigManager } from "./config/config_manager.ts";
 import type { InflightTable } from "./core/inflight_table.ts";
-import { assertRegistryProbeBlock } from "./config/registry_probe.ts";
+import { assertRegistryProbeBlock } from "./config/registry_probe_block.ts";
 import { UsageLedger } from "./usage/ledger.ts";
 import { buildUsageEvent } from "./usage/event.ts";
 import { normalizeUsageStoreConfig } from "./usage/config.ts";
@@ -32,14 +32,14 @@ import { abortDrainMs } from "./proxy/abort_billing.ts";
 import { ConnectCheck, connectCheckedFetch, proxyConfigured } from "./proxy/connect.ts";
 import { KeyIdCache } from "./proxy/identity.ts";
 import { IdleWatch } from "./proxy/idle_watch.ts";
-import { SecondStamp } from "./proxy/usage.ts";
+import { SecondStamp } from "./proxy/usage_facts.ts";
 import { type QueueGate, type QueueGroup, WaiterQueue } from "./proxy/wait.ts";
-import { type KeyLimiter, LocalKeyLimiter } from "./proxy/key_limits.ts";
+import { type KeyLimiter, LocalKeyLimiter } from "./proxy/key_step.ts";
 import { shareKeyLabel } from "./proxy/share_stats.ts";
 import { LinkedList } from "./proxy/linked_list.ts";
-import { ResponseKeeper } from "./proxy/response_store.ts";
-import { loadResponses } from "./config/responses.ts";
-import { type CapacityProbes, startCapacityProbes } from "./capacity/manager.ts";
+import { ResponseKeeper } from "./responses/response_keeper.ts";
+import { loadResponses } from "./responses/responses_section.ts";
+import { type CapacityProbes, startCapacityProbes } from "./capacity/probe_manager.ts";
 import type { KeyBroker } from "./keys/broker.ts";
 import { createKeyBroker } from "./keys/create.ts";
 import { nodeKey, nodeKeyFromEnv, warmKeys } from "./keys/node_key.ts";
@@ -143,7 +143,7 @@ function connectTimeoutMs(raw: string | undefined): number {
 /** A running gateway's state (the HTTP app is built over it by `buildApp`). */
 export class Gateway implements ProxyContext {
   /** The core: inventory, routing, admission, capacity readings, pricing. */
-  readonly skeid: Skeid;
+  readonly skeid: RoutingCore;
   /** Loads and reloads the config file (all or nothing) and keeps the reload status. */
   readonly config: ConfigManager;
   /** The usage store with its write-behind queue, retries and spill file. */
@@ -214,7 +214,7 @@ export class Gateway implements ProxyContext {
     const level = opts.logLevel ?? parseLogLevel(env("SKEID_LOG_LEVEL"));
     this.logger = opts.logger ?? createLogger(level);
     this.logRequests = opts.logger ? true : level === "debug";
-    this.skeid = new Skeid({
+    this.skeid = new RoutingCore({
       now: opts.now,
       workerCount: opts.workerCount,
       inflight: opts.inflight,

@@ -7,11 +7,11 @@
  *
  * @module
  */
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import { InflightTable } from "../../src/core/inflight_table.ts";
 
-function core(inflight?: InflightTable): Skeid {
-  const skeid = new Skeid({ env: () => undefined, ...(inflight ? { inflight } : {}) });
+function core(inflight?: InflightTable): RoutingCore {
+  const skeid = new RoutingCore({ env: () => undefined, ...(inflight ? { inflight } : {}) });
   skeid.addNode({ id: "gpu", url: "http://gpu:8000/v1", model: "m", max_conns: 1000 });
   return skeid;
 }

@@ -6,7 +6,7 @@
  * @module
  */
 import type { BudgetStatus } from "../core/budget.ts";
-import type { Skeid } from "../core/skeid.ts";
+import type { RoutingCore } from "../core/routing_core.ts";
 import type { Tenancy } from "../core/tenancy.ts";
 import { isFullKeyId } from "../core/policies.ts";
 import { formatCreatedAt } from "../usage/event.ts";
@@ -35,7 +35,7 @@ function amounts<T extends number | null>(a: { usd: T; tokens: T }): { usd: T; t
 }
 
 /** The readable name of a key id (`names:`), if it has one. */
-function nameOf(skeid: Skeid, id: string): string | null {
+function nameOf(skeid: RoutingCore, id: string): string | null {
   for (const [name, keyId] of skeid.policySet.keyNames) if (keyId === id) return name;
   return null;
 }
@@ -46,7 +46,7 @@ function nameOf(skeid: Skeid, id: string): string | null {
  * customer key id (an unlisted one is under the default policy); undefined for anything else.
  */
 export function keyStatus(
-  skeid: Skeid,
+  skeid: RoutingCore,
   tenancy: Tenancy,
   ref: string,
 ): Record<string, unknown> | undefined {
@@ -73,7 +73,7 @@ export function keyStatus(
 
 /** Budgets of the keys listed under `keys:` (by name where one is given), for the gauges. */
 export function listedKeyBudgets(
-  skeid: Skeid,
+  skeid: RoutingCore,
   tenancy: Tenancy,
 ): { key: string; status: BudgetStatus }[] {
   const now = skeid.now();

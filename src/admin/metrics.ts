@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { Skeid } from "../core/skeid.ts";
+import type { RoutingCore } from "../core/routing_core.ts";
 import type { BudgetStatus } from "../core/budget.ts";
 import type { Node } from "../core/types.ts";
 
@@ -47,7 +47,7 @@ export function cappedLabel(value: string): string {
  * Whether the core's config knows a model name (a node's model or an alias), from a set rebuilt
  * only when the inventory or the aliases changed.
  */
-export function knownModels(skeid: Skeid): (model: string) => boolean {
+export function knownModels(skeid: RoutingCore): (model: string) => boolean {
   let names = new Set<string>();
   let seen: [number, ReadonlyMap<string, unknown>, number] | undefined;
   return (model) => {
@@ -195,7 +195,7 @@ export class GatewayMetrics {
   }
 
   /** Prometheus text format 0.0.4: node state from the core, then these counters. */
-  render(skeid: Skeid): string {
+  render(skeid: RoutingCore): string {
     const out: string[] = [];
     const family = (name: string, type: string, help: string) => {
       out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);

@@ -10,7 +10,7 @@
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
-import type { Skeid } from "../core/skeid.ts";
+import type { RoutingCore } from "../core/routing_core.ts";
 import type { ReloadStatus } from "../core/types.ts";
 import type { ReportFilters, UsageReport } from "../usage/types.ts";
 import type { Logger } from "../log.ts";
@@ -28,7 +28,7 @@ import { ownSecretProblem, type OwnSecrets, ownSecretVariables } from "../config
 /** What the admin plane needs from the gateway around it. */
 export interface AdminDeps {
   /** The routing and admission core. */
-  skeid: Skeid;
+  skeid: RoutingCore;
   /** The core's function table (`POST /skeid/call/:function`). */
   functions: FunctionTable;
   /** The admin key in force; `''` = admin API off → every `/skeid/*` route 404. */

@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { Skeid } from "../core/skeid.ts";
+import type { RoutingCore } from "../core/routing_core.ts";
 import type { CapacityReading, CapacitySpec, Node } from "../core/types.ts";
 import { DEFAULT_PROBE_INTERVAL_MS } from "../core/inventory.ts";
 import { concatBytes } from "../bytes.ts";
@@ -111,7 +111,7 @@ export interface ProbeAnswer {
 /** What a probe works with. Everything here belongs to one probe of one node. */
 export interface ProbeContext {
   /** The core to report to. */
-  readonly skeid: Skeid;
+  readonly skeid: RoutingCore;
   /**
    * The node as it was when the probe started (a copy). Its url and capacity block do not
    * change while the probe runs: a change restarts it.

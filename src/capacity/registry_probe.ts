@@ -14,7 +14,7 @@
  * The bearer is the downstream's registry read key (`read_key_env`) when that is configured, and
  * its admin key (`admin_key_env`) only otherwise: with `read_key_env` set the admin key is never
  * sent, not even when the read key variable is empty. The block itself is validated at node add
- * (src/config/registry_probe.ts).
+ * (src/config/registry_probe_block.ts).
  *
  * @module
  */

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { Skeid } from "../core/skeid.ts";
+import type { RoutingCore } from "../core/routing_core.ts";
 import type { Node } from "../core/types.ts";
 import type { Logger } from "../log.ts";
 import { errorMessage } from "../error_message.ts";
@@ -36,7 +36,7 @@ export const realTimers: ProbeTimers = {
 /** What a runner needs. */
 export interface ProbeRunnerOptions {
   /** The core that gets the node's capacity readings. */
-  skeid: Skeid;
+  skeid: RoutingCore;
   /** The node (a copy) as it is when the probe starts. */
   node: Node;
   /** Where the probe's state changes are logged. */

@@ -7,7 +7,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { Skeid } from "../core/skeid.ts";
+import { RoutingCore } from "../core/routing_core.ts";
 import { InflightTable } from "../core/inflight_table.ts";
 import { silentLogger } from "../log.ts";
 import { ConfigLoadError, formatIssue } from "../config/errors.ts";
@@ -118,7 +118,7 @@ function shareWarnings(
   try {
     // The workers of one serve share their inflight counters (ADR 0025): only frontends divide
     // max_conns, so N workers warn exactly as one does.
-    const skeid = new Skeid({
+    const skeid = new RoutingCore({
       env,
       workerCount: workers,
       inflight: workers > 1 ? InflightTable.shared(1, workers) : undefined,

@@ -8,7 +8,8 @@
 import { parseArgs } from "node:util";
 import { stringify } from "yaml";
 import { startFakeModel } from "../fake/model.ts";
-import { DEFAULT_LISTEN, parseListen, startServer } from "./serve.ts";
+import { DEFAULT_LISTEN, parseListen } from "./serve.ts";
+import { startServer } from "../server.ts";
 import { errorMessage } from "../error_message.ts";
 import { addressTaken } from "./address.ts";
 

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { keyIdForKey } from "../core/keyid.ts";
+import { keyIdForKey } from "../core/customer_key_id.ts";
 
 const HELP = `usage: skeid keyid [KEY ...]
 

@@ -17,7 +17,7 @@ import { parse as parseYaml } from "yaml";
 import { type NormalizedUsageStoreConfig, normalizeUsageStoreConfig } from "../usage/config.ts";
 import { createUsageStore } from "../usage/open.ts";
 import { normalizeReportFilters } from "../usage/report.ts";
-import { POSTGRES_SCHEMA, SQLITE_SCHEMA } from "../usage/schema.ts";
+import { POSTGRES_SCHEMA, SQLITE_SCHEMA } from "../usage/ledger_schema.ts";
 import { errorMessage } from "../usage/secret.ts";
 import type { ReportGroup, UsageReport, UsageStore } from "../usage/types.ts";
 import { type CliIo, consoleIo } from "./io.ts";

@@ -6,7 +6,7 @@
  * @module
  */
 import { Budgets, type BudgetStatus, periodStart } from "../core/budget.ts";
-import { keyPolicyOf } from "../core/key_limits.ts";
+import { keyPolicyOf } from "../core/key_policy.ts";
 import { buildPolicySet, type PolicySections } from "../core/policies.ts";
 import { formatCreatedAt } from "../usage/event.ts";
 import type { UsageStore } from "../usage/types.ts";

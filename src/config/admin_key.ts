@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { Config } from "./schema.ts";
+import type { Config } from "./config_schema.ts";
 
 /** Where the admin key in force came from (for logs; never the key itself). */
 export type AdminKeySource =

@@ -15,12 +15,12 @@
  *
  * @module
  */
-import type { Skeid } from "../core/skeid.ts";
+import type { RoutingCore } from "../core/routing_core.ts";
 import type { RoutingSettings } from "../core/types.ts";
 import { canonicalPolicy, emptyPolicySet, type PolicySet } from "../core/policies.ts";
 import { canonicalJson } from "./canonical.ts";
 import type { LoadedConfig } from "./load.ts";
-import { ROUTING_KEYS } from "./schema.ts";
+import { ROUTING_KEYS } from "./config_schema.ts";
 
 /** The sections that replace as a whole. */
 export type WholeSection = "nodes" | "pricing" | "aliases" | "policy";
@@ -55,7 +55,7 @@ export interface ApplyResult {
  * the core refuses the node list, which load.ts has already validated the same way.
  */
 export function applyLoadedConfig(
-  skeid: Skeid,
+  skeid: RoutingCore,
   loaded: LoadedConfig,
   state: ApplyState,
 ): ApplyResult {

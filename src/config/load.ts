@@ -14,12 +14,12 @@ import type { Alias, Node, NodeSpec, PricingRule, RoutingSettings } from "../cor
 import type { PolicySet } from "../core/policies.ts";
 import type { NormalizedUsageStoreConfig, NormalizeOptions } from "../usage/config.ts";
 import { digestOf } from "./canonical.ts";
-import { loadResponses } from "./responses.ts";
-import { RESPONSES_DEFAULTS, type ResponsesSettings } from "../responses/store.ts";
+import { loadResponses } from "../responses/responses_section.ts";
+import { RESPONSES_DEFAULTS, type ResponsesSettings } from "../responses/response_store.ts";
 import { type ConfigIssue, ConfigLoadError, formatPath, type PathSegment } from "./errors.ts";
 import { type AdminKeyResolution, resolveAdminKey } from "./admin_key.ts";
 import type { RegistrySettings } from "./registry.ts";
-import type { ManifestSettings } from "./manifest.ts";
+import type { ManifestSettings } from "./provider_manifest.ts";
 import {
   loadAliases,
   loadManifest,
@@ -42,7 +42,7 @@ import {
   issuesFromZod,
   ROUTING_KEYS,
   TOP_LEVEL_KEYS,
-} from "./schema.ts";
+} from "./config_schema.ts";
 import { errorMessage } from "../error_message.ts";
 import { parseYaml } from "./yaml.ts";
 import { isJsonObject } from "../core/json.ts";

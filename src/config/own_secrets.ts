@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { Config } from "./schema.ts";
+import type { Config } from "./config_schema.ts";
 import { isJsonObject } from "../core/json.ts";
 
 /** Variable name → where Skeid reads it as its own secret (a config path or "the environment"). */

@@ -11,7 +11,7 @@ import type { PolicySet } from "../core/policies.ts";
 import { type ConfigIssue, ConfigLoadError, formatPath, type PathSegment } from "./errors.ts";
 import { configDigest, type Prebuilt } from "./load.ts";
 import { parseYaml } from "./yaml.ts";
-import type { Config } from "./schema.ts";
+import type { Config } from "./config_schema.ts";
 
 /** Texts at least this long (bytes of UTF-16, about 256 KiB) are parsed in the worker. */
 export const WORKER_THRESHOLD = 256 * 1024;

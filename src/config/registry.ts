@@ -7,7 +7,7 @@
  * @module
  */
 import type { PathSegment } from "./errors.ts";
-import type { RegistryConfig } from "./schema.ts";
+import type { RegistryConfig } from "./config_schema.ts";
 
 /** The shortest signing secret accepted: the HMAC-SHA256 output size. */
 export const MIN_SECRET_BYTES = 32;

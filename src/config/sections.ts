@@ -28,10 +28,10 @@ import {
   manifestGrants,
   type ManifestSettings,
   resolveManifest,
-} from "./manifest.ts";
+} from "./provider_manifest.ts";
 import { ownSecretProblem, ownSecretVariables } from "./own_secrets.ts";
-import { validateRegistryProbeBlock } from "./registry_probe.ts";
-import { type Config, registrySchema, ROUTING_KEYS, routingSchema } from "./schema.ts";
+import { validateRegistryProbeBlock } from "./registry_probe_block.ts";
+import { type Config, registrySchema, ROUTING_KEYS, routingSchema } from "./config_schema.ts";
 import { errorMessage } from "../error_message.ts";
 import { isJsonObject } from "../core/json.ts";
 

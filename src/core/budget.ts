@@ -15,7 +15,7 @@
  *
  * @module
  */
-import type { BudgetPeriod, BudgetSettings } from "./key_limits.ts";
+import type { BudgetPeriod, BudgetSettings } from "./key_policy.ts";
 import type { PricingRule } from "./types.ts";
 import { costFor } from "./pricing.ts";
 

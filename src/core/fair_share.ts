@@ -16,7 +16,7 @@
  *
  * @module
  */
-import type { ShareSettings } from "./key_limits.ts";
+import type { ShareSettings } from "./key_policy.ts";
 
 /**
  * What one queue of a group (the workers of a process, ADR 0025) shares with the others, so the

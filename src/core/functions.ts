@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { Skeid } from "./skeid.ts";
+import type { RoutingCore } from "./routing_core.ts";
 import type { CapacityReading, CapacityReadingInput, NodeMetrics, Policy } from "./types.ts";
 import { SUPPORTED_ENGINE_IDS } from "./engines.ts";
 import { normalizeTags } from "./tags.ts";
@@ -157,12 +157,12 @@ class ArgReader {
 
 /** The core's function table. */
 export class FunctionTable {
-  readonly #skeid: Skeid;
+  readonly #skeid: RoutingCore;
   readonly #hooks: FunctionHooks;
   readonly #handlers: Map<string, (a: ArgReader) => unknown>;
 
   /** Binds the table to one core; functions whose hook is absent answer 501. */
-  constructor(skeid: Skeid, hooks: FunctionHooks = {}) {
+  constructor(skeid: RoutingCore, hooks: FunctionHooks = {}) {
     this.#skeid = skeid;
     this.#hooks = hooks;
     this.#handlers = new Map(Object.entries(this.#table()));

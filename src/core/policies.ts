@@ -9,8 +9,8 @@
 import type { Policy } from "./types.ts";
 import { normalizeTags } from "./tags.ts";
 import { ConfigPathError, type PathSegment } from "./config_path.ts";
-import { checkTenancy, tenancyCanonical, type TenancyFields } from "./key_limits.ts";
-import { ANONYMOUS_KEY_ID } from "./keyid.ts";
+import { checkTenancy, tenancyCanonical, type TenancyFields } from "./key_policy.ts";
+import { ANONYMOUS_KEY_ID } from "./customer_key_id.ts";
 import { isJsonObject } from "./json.ts";
 
 /**

@@ -14,7 +14,7 @@
  *
  * @module
  */
-import type { KeyLimits } from "./key_limits.ts";
+import type { KeyLimits } from "./key_policy.ts";
 
 const SLOTS = 60;
 const SECOND_MS = 1000;

@@ -19,7 +19,7 @@ import {
   DEFAULT_RESERVE_TOKENS,
   type KeyLimits,
   type KeyPolicy,
-} from "./key_limits.ts";
+} from "./key_policy.ts";
 import { type RateHeaders, type RateRefusal, type RateTicket, RateWindows } from "./rate_window.ts";
 import type { PricingRule } from "./types.ts";
 

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { BudgetSettings, KeyLimits, ShareSettings } from "./key_limits.ts";
+import type { BudgetSettings, KeyLimits, ShareSettings } from "./key_policy.ts";
 
 /** The token counts a usage event bills; 0 where the upstream reported nothing. */
 export interface TokenCounts {

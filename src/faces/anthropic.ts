@@ -18,9 +18,16 @@ import { anthropicStop } from "./anthropic_stop.ts";
 import { AnthropicStreamTranslator } from "./anthropic_stream.ts";
 import { anthropicErrorBody, readUpstreamError } from "./errors.ts";
 import { extractHermesToolCalls } from "./hermes.ts";
-import { argumentsObject, firstChoice, isJsonObject, messageText, obj, str } from "./json.ts";
+import {
+  argumentsObject,
+  firstChoice,
+  isJsonObject,
+  messageText,
+  obj,
+  str,
+} from "./json_narrow.ts";
 import { reasoningText } from "./reasoning.ts";
-import { anthropicUsage, readChatTokens } from "./usage.ts";
+import { anthropicUsage, readChatTokens } from "./chat_tokens.ts";
 
 /** The routes this face serves. */
 export const ANTHROPIC_ENDPOINTS = ["/v1/messages", "/v1/messages/count_tokens"] as const;

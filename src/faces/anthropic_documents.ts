@@ -10,7 +10,7 @@
  * @module
  */
 import { FaceError, type JsonObject } from "./face.ts";
-import { isJsonObject, str } from "./json.ts";
+import { isJsonObject, str } from "./json_narrow.ts";
 
 /** The text of base64 bytes decoded as UTF-8; FaceError 400 naming `path` when not base64. */
 function decodedText(data: string, path: string): string {

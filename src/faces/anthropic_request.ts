@@ -16,7 +16,7 @@
 import { FaceError, type JsonObject } from "./face.ts";
 import { anthropicImageUrl } from "./images.ts";
 import { documentPart } from "./anthropic_documents.ts";
-import { argumentsText, isJsonObject, num, obj, str } from "./json.ts";
+import { argumentsText, isJsonObject, num, obj, str } from "./json_narrow.ts";
 
 /** Content blocks that carry nothing upstream and are dropped without complaint. */
 const DROPPED_BLOCKS: ReadonlySet<string> = new Set(["thinking", "redacted_thinking"]);

@@ -18,9 +18,9 @@
 import type { AnswerTimings, JsonObject, StreamTranslator } from "./face.ts";
 import { anthropicStop } from "./anthropic_stop.ts";
 import { anthropicErrorBody } from "./errors.ts";
-import { sseFrame } from "./sse.ts";
+import { sseFrame } from "./sse_frame.ts";
 import { StreamAccounting, StreamState, type ToolCallState } from "./stream_state.ts";
-import { anthropicUsage, readChatTokens } from "./usage.ts";
+import { anthropicUsage, readChatTokens } from "./chat_tokens.ts";
 import { chunkReasoning } from "./reasoning.ts";
 
 const PING = sseFrame("ping", { type: "ping" });

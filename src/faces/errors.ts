@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { isJsonObject, str } from "./json.ts";
+import { isJsonObject, str } from "./json_narrow.ts";
 
 /** Anthropic error types by HTTP status (the Messages API's own table). */
 const ANTHROPIC_TYPE_BY_STATUS: Readonly<Record<number, string>> = {

@@ -6,7 +6,7 @@
  * @module
  */
 import type { JsonObject } from "./face.ts";
-import { argumentsObject, parseJsonObject, str } from "./json.ts";
+import { argumentsObject, parseJsonObject, str } from "./json_narrow.ts";
 
 /** One tool call found in text. */
 export interface HermesCall {

@@ -5,7 +5,7 @@
  * @module
  */
 import { FaceError } from "./face.ts";
-import { isJsonObject, str } from "./json.ts";
+import { isJsonObject, str } from "./json_narrow.ts";
 
 /**
  * The media type of base64 image bytes, sniffed from their magic numbers: PNG, JPEG, GIF or

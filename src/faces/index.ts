@@ -7,17 +7,17 @@ import type { Face, FaceName, FaceOptions } from "./face.ts";
 import { AnthropicFace } from "./anthropic.ts";
 import { OllamaFace } from "./ollama.ts";
 import { OpenAIFace } from "./openai.ts";
-import { ResponsesFace } from "./responses.ts";
+import { ResponsesFace } from "../responses/responses_face.ts";
 
 export * from "./face.ts";
 export { AnthropicFace, countTokens } from "./anthropic.ts";
 export { OllamaFace } from "./ollama.ts";
-export { ResponsesFace } from "./responses.ts";
+export { ResponsesFace } from "../responses/responses_face.ts";
 export { modelsBody, OpenAIFace } from "./openai.ts";
 export { OLLAMA_VERSION, psBody, tagsBody, versionBody } from "./ollama_list.ts";
 export { anthropicErrorType, readUpstreamError } from "./errors.ts";
 export { extractHermesToolCalls } from "./hermes.ts";
-export { FACE_MANIFESTS, faceEndpointUrl } from "./manifest.ts";
+export { FACE_MANIFESTS, faceEndpointUrl } from "./face_manifest.ts";
 
 /** A new face of `name`; `options.now` is its clock. */
 export function faceFor(name: FaceName, options: FaceOptions = {}): Face {

@@ -10,7 +10,7 @@ import { FaceError } from "./face.ts";
 import { TranslatingFace } from "./translating_face.ts";
 import { ollamaErrorBody, readUpstreamError } from "./errors.ts";
 import { extractHermesToolCalls } from "./hermes.ts";
-import { firstChoice, isJsonObject, messageText, str } from "./json.ts";
+import { firstChoice, isJsonObject, messageText, str } from "./json_narrow.ts";
 import { closingFields, isoAt, ollamaToolCalls } from "./ollama_answer.ts";
 import { chatToOpenAI, embedToOpenAI, generateToOpenAI } from "./ollama_request.ts";
 import { OllamaStreamTranslator } from "./ollama_stream.ts";

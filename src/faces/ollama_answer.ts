@@ -5,8 +5,8 @@
  * @module
  */
 import type { AnswerTimings, JsonObject } from "./face.ts";
-import { argumentsObject, obj, str } from "./json.ts";
-import { readChatTokens } from "./usage.ts";
+import { argumentsObject, obj, str } from "./json_narrow.ts";
+import { readChatTokens } from "./chat_tokens.ts";
 
 const NS_PER_MS = 1_000_000;
 

@@ -10,7 +10,7 @@
  */
 import type { JsonObject } from "./face.ts";
 import type { ListedModel } from "../core/types.ts";
-import { isJsonObject, parseJsonObject, str } from "./json.ts";
+import { isJsonObject, parseJsonObject, str } from "./json_narrow.ts";
 import { isoAt } from "./ollama_answer.ts";
 
 /** The body of `GET /`, as an Ollama server answers it. */

@@ -13,7 +13,7 @@
  */
 import { FaceError, type JsonObject, streamFlag } from "./face.ts";
 import { ollamaImageUrl } from "./images.ts";
-import { argumentsText, isJsonObject, num, obj, str } from "./json.ts";
+import { argumentsText, isJsonObject, num, obj, str } from "./json_narrow.ts";
 
 function required(field: string): FaceError {
   return new FaceError(400, `${field}: Field required`);

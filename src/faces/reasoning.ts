@@ -7,7 +7,7 @@
  * @module
  */
 import type { JsonObject } from "./face.ts";
-import { isJsonObject, obj, str } from "./json.ts";
+import { isJsonObject, obj, str } from "./json_narrow.ts";
 
 /** The reasoning text of a message or a delta; '' when none. */
 export function reasoningText(message: JsonObject | undefined): string {

@@ -9,7 +9,7 @@
  */
 import type { JsonObject } from "./face.ts";
 import { isJsonObject } from "../core/json.ts";
-import { num, obj, str } from "./json.ts";
+import { num, obj, str } from "./json_narrow.ts";
 import { utf8Length } from "./utf8.ts";
 
 /** A tool call being assembled, in order of first appearance. */

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { responsesAnswer } from "./responses.ts";
+import { responsesAnswer } from "../responses/fake_responses.ts";
 import {
   answerDelayMs,
   type AnswerPlan,
@@ -17,7 +17,7 @@ import {
   numberField,
   planAnswer,
   sseSteps,
-} from "./answer.ts";
+} from "./answer_plan.ts";
 import { embeddingBase64, embeddingInputs, embeddingVector, inputTokens } from "./content.ts";
 import { withFakeOptions } from "./options.ts";
 import { FakeCut, timedStream } from "./stream.ts";

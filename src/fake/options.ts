@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { FakeRequestError } from "./answer.ts";
+import { FakeRequestError } from "./answer_plan.ts";
 import { isJsonObject } from "../core/json.ts";
 
 /** The request header whose JSON object carries `fake_*` fields. */

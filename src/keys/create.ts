@@ -8,7 +8,7 @@
 import type { EnvReader } from "../core/env.ts";
 import type { Logger } from "../log.ts";
 import { CachingKeyBroker } from "./broker.ts";
-import { openBaoSettingsFromEnv } from "./env.ts";
+import { openBaoSettingsFromEnv } from "./openbao_env.ts";
 import { OpenBao, type Schedule } from "./openbao.ts";
 
 /** Settings of {@link createKeyBroker}; times in milliseconds except `renewSecs`. */

@@ -13,7 +13,7 @@ import type { UsageSource } from "../usage/types.ts";
 import type { CallHolder } from "./call.ts";
 import { CHARS_PER_TOKEN, estimateInputTokens } from "./estimate.ts";
 import type { RelayOutcome } from "./relay.ts";
-import type { UsageOutcome } from "./usage.ts";
+import type { UsageOutcome } from "./usage_facts.ts";
 
 /** Default abort drain, ms: long enough for a usage chunk that follows the last token. */
 export const DEFAULT_ABORT_DRAIN_MS = 2000;

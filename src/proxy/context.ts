@@ -4,8 +4,8 @@
  *
  * @module
  */
-import type { Skeid } from "../core/skeid.ts";
-import type { KeyLimiter } from "./key_limits.ts";
+import type { RoutingCore } from "../core/routing_core.ts";
+import type { KeyLimiter } from "./key_step.ts";
 import type { Node } from "../core/types.ts";
 import type { Logger } from "../log.ts";
 import type { UsageRecorder } from "../usage/types.ts";
@@ -16,7 +16,7 @@ import type { IdleWatch } from "./idle_watch.ts";
 import type { KeyIdCache } from "./identity.ts";
 import type { IntakeContext } from "./intake.ts";
 import type { WaiterQueue } from "./wait.ts";
-import type { ResponseKeeper } from "./response_store.ts";
+import type { ResponseKeeper } from "../responses/response_keeper.ts";
 
 /** The counters the proxy feeds (the admin plane's GatewayMetrics satisfies it). */
 export interface ProxyMetrics {
@@ -35,7 +35,7 @@ export interface ProxyMetrics {
 /** Everything a request needs from the gateway that runs it. */
 export interface ProxyContext extends IntakeContext, UpstreamClients {
   /** The core: routing, admission, inflight, pricing and the injected clock. */
-  readonly skeid: Skeid;
+  readonly skeid: RoutingCore;
   /** Where the usage event of every forwarded request goes (the ledger). */
   readonly recorder: UsageRecorder;
   /** The gateway's volatile counters (refusals, failed attempts, durations). */

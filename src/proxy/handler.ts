@@ -36,14 +36,14 @@ import {
   requestIdOf,
   upstreamRequest,
 } from "./intake.ts";
-import { admitKey, type KeyPass } from "./key_limits.ts";
+import { admitKey, type KeyPass } from "./key_step.ts";
 import type { Linked } from "./linked_list.ts";
 import { type RelayOutcome, type RelayRequest, streamResponse } from "./relay.ts";
 import { nodeHeaders, upstreamUrl } from "./upstream.ts";
 import { type Abortable, readWhole, type UpstreamAnswer } from "./upstream_answer.ts";
-import { recordUsage, type UsageOutcome } from "./usage.ts";
+import { recordUsage, type UsageOutcome } from "./usage_facts.ts";
 import { logRequest } from "./request_log.ts";
-import { continueConversation, type KeepTicket } from "./response_store.ts";
+import { continueConversation, type KeepTicket } from "../responses/response_keeper.ts";
 import { type NodeFaces, nodeFaces } from "./native.ts";
 import { RouteWalk } from "./walk.ts";
 import type { ProxyContext } from "./context.ts";

@@ -30,7 +30,7 @@ import type {
   UpstreamRequest,
 } from "../faces/face.ts";
 import { isJsonObject, parseJson } from "../core/json.ts";
-import { type SseFrame, SseParser } from "./sse.ts";
+import { type SseFrame, SseParser } from "./sse_parser.ts";
 import { FrameHold } from "./frame_hold.ts";
 import { relayedResponse } from "./upstream.ts";
 import {

@@ -5,7 +5,7 @@
  * @module
  */
 import { concatBytes } from "../bytes.ts";
-import { CAPACITY_HEADER_NAMES } from "../core/ratelimit.ts";
+import { CAPACITY_HEADER_NAMES } from "../core/rate_limit_headers.ts";
 import type { BodySource, Http1Answer } from "./http1.ts";
 import type { IdleWatch } from "./idle_watch.ts";
 import { iteratedPairs } from "./upstream.ts";

@@ -14,7 +14,7 @@
  * @module
  */
 import { type FairShareGroup, FairShareQueue, type FairShareTicket } from "../core/fair_share.ts";
-import { DEFAULT_SHARE, type ShareSettings } from "../core/key_limits.ts";
+import { DEFAULT_SHARE, type ShareSettings } from "../core/key_policy.ts";
 import type { ShareStats, TierBacklog } from "./share_stats.ts";
 
 /** Something waiting for a slot: it tries to take one when told the state changed. */

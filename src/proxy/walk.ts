@@ -14,13 +14,13 @@ import {
   DEFAULT_SHARE,
   type KeyPolicy,
   type ShareSettings,
-} from "../core/key_limits.ts";
+} from "../core/key_policy.ts";
 import type { PickedNode, RouteState, Selection, Tier } from "../core/types.ts";
 import type { JsonObject } from "../core/json.ts";
 import { requestTokensEstimate } from "./estimate.ts";
 import type { ShareTicket, Waiter, WaiterQueue } from "./wait.ts";
 
-/** What the walk needs from the core (a `Skeid` satisfies it). */
+/** What the walk needs from the core (a `RoutingCore` satisfies it). */
 export interface WalkCore {
   /** Whether any node is eligible for a selection, and whether any would be admitted now. */
   routeState(sel: Selection): RouteState;

@@ -12,7 +12,7 @@
  * @module
  */
 import { Hono } from "hono";
-import type { Skeid } from "../core/skeid.ts";
+import type { RoutingCore } from "../core/routing_core.ts";
 import { bearerToken, secretMatches } from "../admin/auth.ts";
 import { signedSnapshot, type SnapshotSettings } from "./snapshot.ts";
 import { SIGNATURE_HEADER } from "./sign.ts";
@@ -31,7 +31,7 @@ export interface RegistryPublishing extends SnapshotSettings {
 /** What the route needs from the gateway around it; read on every request (reloads apply). */
 export interface RegistryRouteDeps {
   /** The core whose snapshot is published. */
-  skeid: Skeid;
+  skeid: RoutingCore;
   /** The registry settings in force, or undefined while the registry is off. */
   registry(): RegistryPublishing | undefined;
   /** The admin key in force; `''` = none. */

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import type { Skeid } from "../core/skeid.ts";
+import type { RoutingCore } from "../core/routing_core.ts";
 import { encode } from "./encode.ts";
 import { SCHEMA_VERSION, sign } from "./sign.ts";
 
@@ -69,7 +69,7 @@ export interface SnapshotSettings {
 }
 
 /** Builds the snapshot of `skeid` now (its injected clock). */
-export function buildSnapshot(skeid: Skeid, settings: SnapshotSettings): RegistrySnapshot {
+export function buildSnapshot(skeid: RoutingCore, settings: SnapshotSettings): RegistrySnapshot {
   const nodes: SnapshotNode[] = [];
   for (const node of skeid.listNodes()) {
     const failures = skeid.nodeFailures(node.id);
@@ -115,7 +115,7 @@ export interface SignedSnapshot {
  * published unsigned.
  */
 export async function signedSnapshot(
-  skeid: Skeid,
+  skeid: RoutingCore,
   settings: SnapshotSettings & { secret: string },
 ): Promise<SignedSnapshot> {
   if (!settings.secret) {

@@ -16,7 +16,7 @@
  */
 import type { Tenancy } from "../core/tenancy.ts";
 import { periodStart } from "../core/budget.ts";
-import type { BudgetPeriod, BudgetSettings } from "../core/key_limits.ts";
+import type { BudgetPeriod, BudgetSettings } from "../core/key_policy.ts";
 import type { PolicySet } from "../core/policies.ts";
 import type { Policy } from "../core/types.ts";
 import type { Logger } from "../log.ts";

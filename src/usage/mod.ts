@@ -15,5 +15,5 @@ export { type FlushResult, UsageLedger, type UsageLedgerOptions } from "./ledger
 export { type UsageCallbacks } from "./callback.ts";
 export { createUsageStore } from "./open.ts";
 export { normalizeReportFilters, NOT_CONFIGURED } from "./report.ts";
-export { POSTGRES_SCHEMA, SQLITE_SCHEMA } from "./schema.ts";
+export { POSTGRES_SCHEMA, SQLITE_SCHEMA } from "./ledger_schema.ts";
 export type * from "./types.ts";

@@ -8,7 +8,7 @@
  */
 import postgres from "postgres";
 import type { PostgresStoreConfig } from "./config.ts";
-import { addColumnStatements, createTable, USAGE_COLUMNS, USAGE_INDEXES } from "./schema.ts";
+import { addColumnStatements, createTable, USAGE_COLUMNS, USAGE_INDEXES } from "./ledger_schema.ts";
 import { errorMessage } from "./secret.ts";
 import { type ReportDialect, type SqlArg, sqlPeriodTotals, sqlReport } from "./sql_report.ts";
 import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";

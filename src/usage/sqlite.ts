@@ -8,7 +8,7 @@
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import { dirname } from "node:path";
 import type { SqliteStoreConfig } from "./config.ts";
-import { addColumnStatements, createTable, USAGE_COLUMNS, USAGE_INDEXES } from "./schema.ts";
+import { addColumnStatements, createTable, USAGE_COLUMNS, USAGE_INDEXES } from "./ledger_schema.ts";
 import { errorMessage } from "./secret.ts";
 import { type ReportDialect, type SqlArg, sqlPeriodTotals, sqlReport } from "./sql_report.ts";
 import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";

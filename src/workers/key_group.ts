@@ -13,13 +13,13 @@
  */
 import type { InflightTable } from "../core/inflight_table.ts";
 import { inflightRefusal, type KeyHold, type KeyRequest, type Tenancy } from "../core/tenancy.ts";
-import type { KeyPolicy } from "../core/key_limits.ts";
+import type { KeyPolicy } from "../core/key_policy.ts";
 import type {
   KeyLimitDecision,
   KeyLimiter,
   KeyLimitHold,
   SettledAmount,
-} from "../proxy/key_limits.ts";
+} from "../proxy/key_step.ts";
 import type { Logger } from "../log.ts";
 import type { QueueGate } from "../proxy/wait.ts";
 import type { FromWorker, KeyInflight, WireKeyDecision } from "./protocol.ts";

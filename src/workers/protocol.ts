@@ -20,7 +20,7 @@ import type { LogLevel } from "../log.ts";
 import type { KeyAnswer } from "../keys/broker.ts";
 import type { KeyDecision, KeyRequest } from "../core/tenancy.ts";
 import type { RateHeaders } from "../core/rate_window.ts";
-import type { SettledAmount } from "../proxy/key_limits.ts";
+import type { SettledAmount } from "../proxy/key_step.ts";
 
 /** A config the supervisor validated and applied, numbered. */
 export interface ConfigVersion {

@@ -14,11 +14,11 @@ import {
   inflightTableBytes,
   type InflightTableSize,
 } from "../core/inflight_table.ts";
-import { type ConfigFileSystem, denoFileSystem } from "../config/manager.ts";
+import { type ConfigFileSystem, denoFileSystem } from "../config/config_manager.ts";
 import type { CapacityReadingInput } from "../core/types.ts";
 import { errorMessage } from "../error_message.ts";
 import type { LogLevel } from "../log.ts";
-import { buildApp } from "../server.ts";
+import { buildApp } from "../app.ts";
 import { mergeEjections, mergePrometheus, mergeShare, sumNodeMetrics } from "./metrics_merge.ts";
 import type { EjectionSnapshot } from "../core/ejection.ts";
 import type { ShareWire } from "../proxy/share_stats.ts";

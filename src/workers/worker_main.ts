@@ -9,8 +9,8 @@
  */
 /// <reference lib="deno.worker" />
 import { InflightTable } from "../core/inflight_table.ts";
-import type { ConfigFileSystem } from "../config/manager.ts";
-import { type RunningServer, startServer } from "../cli/serve.ts";
+import type { ConfigFileSystem } from "../config/config_manager.ts";
+import { type RunningServer, startServer } from "../server.ts";
 import { errorMessage } from "../error_message.ts";
 import type { UsageEvent, UsageRecorder } from "../usage/types.ts";
 import type { CapacityReading, CapacityReadingInput } from "../core/types.ts";

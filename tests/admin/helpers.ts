@@ -5,7 +5,7 @@
 import { type AdminDeps, adminRoutes } from "../../src/admin/routes.ts";
 import { GatewayMetrics } from "../../src/admin/metrics.ts";
 import { FunctionTable } from "../../src/core/functions.ts";
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import { memoryLogger } from "../../src/log.ts";
 import type { ReloadStatus } from "../../src/core/types.ts";
 import type { ReportFilters, UsageReport } from "../../src/usage/types.ts";
@@ -17,7 +17,7 @@ export const ADMIN_KEY = "adm-test-key-0123456789";
 /** A gateway's admin plane with a mutable admin key and recorded calls. */
 export interface AdminFixture {
   app: Hono;
-  skeid: Skeid;
+  skeid: RoutingCore;
   metrics: GatewayMetrics;
   state: {
     adminKey: string;
@@ -34,7 +34,7 @@ export interface AdminFixture {
 
 /** Builds the admin plane over a real Skeid on a fixed clock. */
 export function adminFixture(adminKey = ADMIN_KEY): AdminFixture {
-  const skeid = new Skeid({ now: () => 1_700_000_000_000, env: () => undefined });
+  const skeid = new RoutingCore({ now: () => 1_700_000_000_000, env: () => undefined });
   const metrics = new GatewayMetrics();
   const state: AdminFixture["state"] = {
     adminKey,

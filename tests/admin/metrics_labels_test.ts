@@ -5,7 +5,7 @@
  */
 import { assert, assertEquals, assertStringIncludes } from "../_assert.ts";
 import { cappedLabel, GatewayMetrics, MAX_LABEL_CHARS } from "../../src/admin/metrics.ts";
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import { startGateway } from "../integration/helpers.ts";
 
 Deno.test("metrics: 1200 unique 10 KB model names leave one _unknown series; /skeid/metrics 200", async () => {
@@ -38,7 +38,7 @@ Deno.test("metrics: 1200 unique 10 KB model names leave one _unknown series; /sk
 });
 
 Deno.test("metrics: a known model keeps its name; label values are cut to MAX_LABEL_CHARS", () => {
-  const skeid = new Skeid({ now: () => 0, env: () => undefined });
+  const skeid = new RoutingCore({ now: () => 0, env: () => undefined });
   skeid.addNode({ id: "gpu-1", url: "http://127.0.0.1:9", model: "m1" });
   const metrics = new GatewayMetrics((m) => m === "m1");
   metrics.refusal("m1", 429, "no_capacity");

@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertMatch } from "../_assert.ts";
 import { DURATION_BUCKETS_S, escapeLabel, GatewayMetrics } from "../../src/admin/metrics.ts";
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import { adminFixture } from "./helpers.ts";
 
 const LINE =
@@ -23,7 +23,7 @@ function parse(text: string): Map<string, number> {
 }
 
 function core(now = 1_700_000_000_000) {
-  return new Skeid({ now: () => now, env: () => undefined });
+  return new RoutingCore({ now: () => now, env: () => undefined });
 }
 
 Deno.test("escapeLabel escapes backslash, double quote and newline", () => {
@@ -67,7 +67,7 @@ Deno.test("render: node gauges and counters from the core, HELP/TYPE for each fa
 });
 
 Deno.test("render: max_conns is this process's share", () => {
-  const skeid = new Skeid({ now: () => 0, env: () => undefined, workerCount: 4 });
+  const skeid = new RoutingCore({ now: () => 0, env: () => undefined, workerCount: 4 });
   skeid.addNode({ id: "gpu-1", url: "http://127.0.0.1:9", model: "m", max_conns: 8 });
   const s = parse(new GatewayMetrics().render(skeid));
   assertEquals(s.get('skeid_node_max_conns{node="gpu-1"}'), 2);

@@ -4,9 +4,9 @@
  *
  * @module
  */
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import { memoryLogger } from "../../src/log.ts";
-import { type CapacityProbeDeps, ProbeManager } from "../../src/capacity/manager.ts";
+import { type CapacityProbeDeps, ProbeManager } from "../../src/capacity/probe_manager.ts";
 import type { ProbeTimers } from "../../src/capacity/runner.ts";
 
 /** Interval timers recorded instead of run: the test fires them with `fire()`. */
@@ -38,7 +38,7 @@ export class ManualTimers implements ProbeTimers {
 
 /** A core, its clock, a probe manager and the manager's log. */
 export interface ProbeFixture {
-  skeid: Skeid;
+  skeid: RoutingCore;
   /** The core's clock, epoch ms; set it to move time. */
   time: { now: number };
   probes: ProbeManager;
@@ -53,7 +53,7 @@ export function probeFixture(
   opts: { workerCount?: number; deps?: Partial<CapacityProbeDeps>; capacityMaxAgeMs?: number } = {},
 ): ProbeFixture {
   const time = { now: 1_700_000_000_000 };
-  const skeid = new Skeid({
+  const skeid = new RoutingCore({
     now: () => time.now,
     workerCount: opts.workerCount,
     capacityMaxAgeMs: opts.capacityMaxAgeMs ?? 60_000,

@@ -5,9 +5,9 @@ import { assert, assertEquals } from "../_assert.ts";
 import { withFakeModel } from "../_helpers/fake.ts";
 import { probeFixture } from "./helpers.ts";
 import { until } from "../_helpers/poll.ts";
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import { silentLogger } from "../../src/log.ts";
-import { startCapacityProbes } from "../../src/capacity/manager.ts";
+import { startCapacityProbes } from "../../src/capacity/probe_manager.ts";
 
 Deno.test("prometheus: used = running + waiting, limit = max_conns, 12 > 8 blocks with inflight 0", async () => {
   await withFakeModel(async (fake) => {
@@ -214,7 +214,7 @@ Deno.test("prometheus: stop (close, node removal) forgets the probe's reading", 
 
 Deno.test("prometheus: on the real timer, polls keep coming every period", async () => {
   await withFakeModel(async (fake) => {
-    const skeid = new Skeid({ env: () => undefined });
+    const skeid = new RoutingCore({ env: () => undefined });
     fake.setMetrics({ running: 1, waiting: 1 });
     skeid.addNode({
       id: "gpu-1",

@@ -1,8 +1,8 @@
 import { assertEquals, assertMatch, assertRejects } from "../_assert.ts";
 import { applyLoadedConfig, initialApplyState } from "../../src/config/apply.ts";
 import { loadConfigText } from "../../src/config/load.ts";
-import { ConfigManager } from "../../src/config/manager.ts";
-import { Skeid } from "../../src/core/skeid.ts";
+import { ConfigManager } from "../../src/config/config_manager.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import type { Node, NodeSpec } from "../../src/core/types.ts";
 import { silentLogger } from "../../src/log.ts";
 import { FakeFs } from "./helpers.ts";
@@ -11,7 +11,7 @@ const env = () => undefined;
 const load = (text: string) => loadConfigText(text, { env });
 
 Deno.test("apply: declared sections replace, state remembers what was declared", () => {
-  const skeid = new Skeid({ env });
+  const skeid = new RoutingCore({ env });
   const r = applyLoadedConfig(
     skeid,
     load(
@@ -36,7 +36,7 @@ Deno.test("apply: declared sections replace, state remembers what was declared",
 });
 
 Deno.test("apply: a section is listed only when its content changes", () => {
-  const skeid = new Skeid({ env });
+  const skeid = new RoutingCore({ env });
   const text = "pricing: {m: {input_per_million: 1}, n: {input_per_million: 2}}\n" +
     "aliases: {x: [{tags: [t]}]}\npolicies: {p: {limits: {rpm: 5}}}\nnames: {a: " +
     "k_" + "a".repeat(40) + "}\nkeys: {a: p}\n";
@@ -67,7 +67,7 @@ Deno.test("apply: a section is listed only when its content changes", () => {
 });
 
 /** A core whose node replacement fails, as if it disagreed with load.ts's validation. */
-class RefusingSkeid extends Skeid {
+class RefusingSkeid extends RoutingCore {
   refuse = false;
   override replaceNodes(specs: NodeSpec[]): Node[] {
     if (this.refuse) throw new Error("replaceNodes refused");

@@ -4,14 +4,14 @@
  *
  * @module
  */
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import type { RoutingSettings } from "../../src/core/types.ts";
 import { memoryLogger } from "../../src/log.ts";
 import {
   type ConfigFileSystem,
   type ConfigHooks,
   ConfigManager,
-} from "../../src/config/manager.ts";
+} from "../../src/config/config_manager.ts";
 
 /** An in-memory config file system; every read is counted. */
 export class FakeFs implements ConfigFileSystem {
@@ -55,7 +55,7 @@ export class Clock {
 export interface Harness {
   fs: FakeFs;
   clock: Clock;
-  skeid: Skeid;
+  skeid: RoutingCore;
   logger: ReturnType<typeof memoryLogger>;
   manager: ConfigManager;
   applied: number;
@@ -80,7 +80,7 @@ export function harness(
   if (text !== undefined) fs.write(path, text, 1000);
   const env = (name: string) => opts.env?.[name];
   const logger = memoryLogger();
-  const skeid = new Skeid({ now: clock.now, env, logger, routing: opts.routing });
+  const skeid = new RoutingCore({ now: clock.now, env, logger, routing: opts.routing });
   const h: Harness = {
     fs,
     clock,

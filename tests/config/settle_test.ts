@@ -1,7 +1,11 @@
 import { assert, assertEquals } from "../_assert.ts";
-import { Skeid } from "../../src/core/skeid.ts";
-import { ConfigManager, DEFAULT_SETTLE_MS, settleMsFromEnv } from "../../src/config/manager.ts";
-import type { Config } from "../../src/config/schema.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
+import {
+  ConfigManager,
+  DEFAULT_SETTLE_MS,
+  settleMsFromEnv,
+} from "../../src/config/config_manager.ts";
+import type { Config } from "../../src/config/config_schema.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { tempDir } from "../_helpers/temp.ts";
 import { harness } from "./helpers.ts";
@@ -69,7 +73,7 @@ Deno.test("settle: a real two-part in-place write 300 ms apart is never served h
   const applied: Config[] = [];
   let wake: (() => void) | undefined;
   const manager = new ConfigManager({
-    skeid: new Skeid({ env: () => undefined }),
+    skeid: new RoutingCore({ env: () => undefined }),
     path,
     env: () => undefined,
     logger: memoryLogger(),

@@ -1,7 +1,7 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { ConfigLoadError, formatIssue } from "../../src/config/errors.ts";
 import { loadConfigText } from "../../src/config/load.ts";
-import { keyPolicyOf } from "../../src/core/key_limits.ts";
+import { keyPolicyOf } from "../../src/core/key_policy.ts";
 
 const env = () => undefined;
 const ALICE = "k_" + "a".repeat(40);

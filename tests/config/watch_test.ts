@@ -1,6 +1,6 @@
 import { assertEquals } from "../_assert.ts";
-import { Skeid } from "../../src/core/skeid.ts";
-import { ConfigManager } from "../../src/config/manager.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
+import { ConfigManager } from "../../src/config/config_manager.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { tempDir } from "../_helpers/temp.ts";
 import { until } from "../_helpers/poll.ts";
@@ -24,7 +24,7 @@ async function setup(reloadIntervalMs: number, watchEvents = true) {
   const { dir, cleanup } = await tempDir("skeid-config-watch-");
   const path = `${dir}/skeid.yaml`;
   await Deno.writeTextFile(path, "routing: {wait_timeout_ms: 10}\n");
-  const skeid = new Skeid({ env: () => undefined });
+  const skeid = new RoutingCore({ env: () => undefined });
   let wake: (() => void) | undefined;
   const manager = new ConfigManager({
     skeid,

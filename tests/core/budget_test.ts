@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../_assert.ts";
-import type { BudgetPeriod, BudgetSettings } from "../../src/core/key_limits.ts";
+import type { BudgetPeriod, BudgetSettings } from "../../src/core/key_policy.ts";
 import {
   type BudgetAmount,
   type BudgetReservation,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { CapacityTable } from "../../src/core/capacity.ts";
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 
 /** A table on a hand-driven clock. */
 function table(maxAgeMs = 5000, start = 1_000_000) {
@@ -255,7 +255,7 @@ Deno.test("nextChangeAt: a backoff longer than the age limit reports the backoff
 
 function gateway(opts: { maxAgeMs?: number; workers?: number } = {}) {
   const clock = { t: 1_700_000_000_000 };
-  const skeid = new Skeid({
+  const skeid = new RoutingCore({
     now: () => clock.t,
     env: () => undefined,
     capacityMaxAgeMs: opts.maxAgeMs ?? 5000,

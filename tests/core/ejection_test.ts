@@ -1,6 +1,6 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { EjectionTable } from "../../src/core/ejection.ts";
-import type { Skeid } from "../../src/core/skeid.ts";
+import type { RoutingCore } from "../../src/core/routing_core.ts";
 import { core, counts, picks, spec } from "./routing_helpers.ts";
 
 function table(opts: { failures?: number; maxShare?: number } = {}) {
@@ -116,7 +116,7 @@ Deno.test("ejection: snapshot and forget", () => {
 // --- In the core's admission ---
 
 /** One admitted request to `id` that failed in transport. */
-function failIn(skeid: Skeid, id: string): void {
+function failIn(skeid: RoutingCore, id: string): void {
   assert(skeid.startRequest(id), `admitted to ${id}`);
   skeid.finishRequest(id, { ok: false, transport: "failure" });
 }

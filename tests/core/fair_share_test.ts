@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../_assert.ts";
-import { DEFAULT_SHARE, type ShareSettings } from "../../src/core/key_limits.ts";
+import { DEFAULT_SHARE, type ShareSettings } from "../../src/core/key_policy.ts";
 import { FairShareQueue, type FairShareTicket } from "../../src/core/fair_share.ts";
 
 const share = (s: Partial<ShareSettings> = {}): ShareSettings => ({ ...DEFAULT_SHARE, ...s });

@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
 import { FunctionError, FunctionTable } from "../../src/core/functions.ts";
 import { SUPPORTED_ENGINE_IDS } from "../../src/core/engines.ts";
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 
 /** A real core on a hand-driven clock, with no environment. */
 function core(start = 1_700_000_000_000) {
   const clock = { t: start };
-  const skeid = new Skeid({ now: () => clock.t, env: () => undefined });
+  const skeid = new RoutingCore({ now: () => clock.t, env: () => undefined });
   return { skeid, clock };
 }
 

@@ -6,7 +6,7 @@ import {
   type PolicySections,
   resolvePolicy,
 } from "../../src/core/policies.ts";
-import { keyIdForKey } from "../../src/core/keyid.ts";
+import { keyIdForKey } from "../../src/core/customer_key_id.ts";
 import { core, spec } from "./routing_helpers.ts";
 
 const ALICE = await keyIdForKey("sk-alice-secret");

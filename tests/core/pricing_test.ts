@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { costFor, PricingTable, validatePricingRule } from "../../src/core/pricing.ts";
-import { readUsage } from "../../src/core/usage.ts";
+import { readUsage } from "../../src/core/usage_reading.ts";
 import type { Usage } from "../../src/core/types.ts";
 
 function usage(p: Partial<Usage>): Usage {

@@ -1,5 +1,5 @@
 import { assert, assertEquals } from "../_assert.ts";
-import type { KeyLimits } from "../../src/core/key_limits.ts";
+import type { KeyLimits } from "../../src/core/key_policy.ts";
 import { formatResetDuration, RateWindows } from "../../src/core/rate_window.ts";
 
 const KEY = "k_" + "a".repeat(40);

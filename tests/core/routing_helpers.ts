@@ -4,13 +4,13 @@
  *
  * @module
  */
-import { Skeid, type SkeidOptions } from "../../src/core/skeid.ts";
+import { RoutingCore, type SkeidOptions } from "../../src/core/routing_core.ts";
 import { type Logger, memoryLogger } from "../../src/log.ts";
 import type { NodeSpec } from "../../src/core/types.ts";
 
 /** A core with its clock and the lines it logged. */
 export interface Fixture {
-  skeid: Skeid;
+  skeid: RoutingCore;
   clock: { t: number };
   logger: Logger & { lines: Record<string, unknown>[] };
 }
@@ -20,7 +20,7 @@ export function core(opts: SkeidOptions & { vars?: Record<string, string> } = {}
   const clock = { t: 1_700_000_000_000 };
   const logger = memoryLogger();
   const vars = opts.vars ?? {};
-  const skeid = new Skeid({
+  const skeid = new RoutingCore({
     now: () => clock.t,
     env: (name) => vars[name],
     logger,
@@ -35,7 +35,11 @@ export function spec(id: string, extra: NodeSpec = {}): NodeSpec {
 }
 
 /** Ids of `n` consecutive picks of a selection (picks do not admit). */
-export function picks(skeid: Skeid, sel: Parameters<Skeid["pickNode"]>[0], n: number): string[] {
+export function picks(
+  skeid: RoutingCore,
+  sel: Parameters<RoutingCore["pickNode"]>[0],
+  n: number,
+): string[] {
   const out: string[] = [];
   for (let i = 0; i < n; i++) out.push(skeid.pickNode(sel)?.id ?? "-");
   return out;

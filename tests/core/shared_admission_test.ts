@@ -1,14 +1,14 @@
 import { assert, assertEquals } from "../_assert.ts";
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import { InflightTable, inflightTableBytes } from "../../src/core/inflight_table.ts";
 
 /** Two cores over one shared table, as two workers of a process see it (ADR 0025). */
-function twoWorkers(frontends = 1): [Skeid, Skeid, InflightTable] {
+function twoWorkers(frontends = 1): [RoutingCore, RoutingCore, InflightTable] {
   const size = { capacity: 16, workers: 2 };
   const buffer = new SharedArrayBuffer(inflightTableBytes(size));
   const tables = [0, 1].map((w) => new InflightTable(buffer, size, w));
   const cores = tables.map((inflight) =>
-    new Skeid({
+    new RoutingCore({
       workerCount: 2,
       inflight,
       env: () => undefined,
@@ -48,7 +48,7 @@ Deno.test("shared admission: frontends still divide, and the warnings name only 
 });
 
 Deno.test("shared admission: a local table keeps the per-worker divisor", () => {
-  const core = new Skeid({ workerCount: 2, env: () => undefined });
+  const core = new RoutingCore({ workerCount: 2, env: () => undefined });
   assertEquals(core.workerMaxConns({ max_conns: 4 }), 2, "4 / 2 workers");
 });
 

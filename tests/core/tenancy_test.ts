@@ -1,6 +1,6 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { buildPolicySet, type PolicySections } from "../../src/core/policies.ts";
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import { type KeyHold, Tenancy } from "../../src/core/tenancy.ts";
 
 const ALICE = "k_" + "a".repeat(40);
@@ -9,8 +9,8 @@ const LOCAL = { input_per_million: 0, output_per_million: 0 };
 const CLOUD = { input_per_million: 1, output_per_million: 2 };
 const NOW = Date.UTC(2026, 11, 10, 12, 0, 0);
 
-function setup(sections: PolicySections): { skeid: Skeid; tenancy: Tenancy } {
-  const skeid = new Skeid();
+function setup(sections: PolicySections): { skeid: RoutingCore; tenancy: Tenancy } {
+  const skeid = new RoutingCore();
   skeid.replacePolicySet(buildPolicySet(sections));
   return { skeid, tenancy: new Tenancy((id) => skeid.keyPolicy(id)) };
 }

@@ -1,4 +1,4 @@
-import { readUsage, usageProblem } from "../../src/core/usage.ts";
+import { readUsage, usageProblem } from "../../src/core/usage_reading.ts";
 import { assertEquals } from "../_assert.ts";
 
 Deno.test("usage counts: only non-negative safe integers count; others read as not reported", () => {

@@ -8,10 +8,10 @@ import { AnthropicFace } from "../../src/faces/anthropic.ts";
 import { FaceError } from "../../src/faces/face.ts";
 import { extractHermesToolCalls } from "../../src/faces/hermes.ts";
 import { anthropicImageUrl, ollamaImageUrl, sniffImageMediaType } from "../../src/faces/images.ts";
-import { FACE_MANIFESTS, faceEndpointUrl } from "../../src/faces/manifest.ts";
+import { FACE_MANIFESTS, faceEndpointUrl } from "../../src/faces/face_manifest.ts";
 import { faceFor, faceNameFor } from "../../src/faces/index.ts";
 import { utf8Length } from "../../src/faces/utf8.ts";
-import { anthropicUsage, readChatTokens } from "../../src/faces/usage.ts";
+import { anthropicUsage, readChatTokens } from "../../src/faces/chat_tokens.ts";
 
 Deno.test("anthropic error types follow the status table; an upstream type wins only if Anthropic's", () => {
   const table: [number, string][] = [

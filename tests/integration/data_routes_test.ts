@@ -5,7 +5,7 @@
  * Ollama's `GET /` probe stay open.
  */
 import { assertEquals, assertStringIncludes } from "../_assert.ts";
-import { keyIdForKey } from "../../src/core/keyid.ts";
+import { keyIdForKey } from "../../src/core/customer_key_id.ts";
 import { startFakeModel } from "../../src/fake/model.ts";
 import { startGateway } from "./helpers.ts";
 

@@ -6,7 +6,7 @@
  */
 import { stringify } from "yaml";
 import { strictEqual } from "node:assert/strict";
-import { type RunningServer, startServer } from "../../src/cli/serve.ts";
+import { type RunningServer, startServer } from "../../src/server.ts";
 import { Supervisor } from "../../src/workers/supervisor.ts";
 import type { Gateway } from "../../src/gateway.ts";
 import { memoryLogger } from "../../src/log.ts";

@@ -6,7 +6,7 @@
  */
 import { assert, assertEquals } from "../_assert.ts";
 import { startFakeModel } from "../../src/fake/model.ts";
-import { keyIdForKey } from "../../src/core/keyid.ts";
+import { keyIdForKey } from "../../src/core/customer_key_id.ts";
 import { freshPgDatabase, pgTestGate } from "../_helpers/pg.ts";
 import { until as poll } from "../_helpers/poll.ts";
 import { chat, post } from "./helpers.ts";

@@ -5,7 +5,7 @@
  */
 import { assert, assertEquals, assertStringIncludes } from "../_assert.ts";
 import { type FakeModelOptions, startFakeModel } from "../../src/fake/model.ts";
-import { keyIdForKey } from "../../src/core/keyid.ts";
+import { keyIdForKey } from "../../src/core/customer_key_id.ts";
 import { assertIdle, chat, post, startGateway, type TestGateway, until } from "./helpers.ts";
 
 const ALICE = await keyIdForKey("sk-alice");

@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertMatch } from "../_assert.ts";
 import { createKeyBroker, type KeyBrokerOptions } from "../../src/keys/create.ts";
-import { openBaoSettingsFromEnv, verifySslFromEnv } from "../../src/keys/env.ts";
+import { openBaoSettingsFromEnv, verifySslFromEnv } from "../../src/keys/openbao_env.ts";
 import { encodedApiPath, keyFromPayload, kvPath, OpenBao } from "../../src/keys/openbao.ts";
 import { type Logger, memoryLogger } from "../../src/log.ts";
 import { until } from "../_helpers/poll.ts";

@@ -4,7 +4,7 @@
  */
 import { fileURLToPath } from "node:url";
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_assert.ts";
-import { startServer } from "../../src/cli/serve.ts";
+import { startServer } from "../../src/server.ts";
 import { run as health } from "../../src/cli/health.ts";
 import { LISTENER_DENO_VERSION } from "../../src/edge/listener.ts";
 

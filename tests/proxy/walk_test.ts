@@ -1,11 +1,11 @@
 import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import type { Tier } from "../../src/core/types.ts";
 import { RouteWalk } from "../../src/proxy/walk.ts";
 import { WaiterQueue } from "../../src/proxy/wait.ts";
 
 function setup(nodes: Record<string, unknown>[]) {
-  const skeid = new Skeid({ env: () => undefined });
+  const skeid = new RoutingCore({ env: () => undefined });
   for (const n of nodes) skeid.addNode({ url: "http://127.0.0.1:1", ...n });
   const queue = new WaiterQueue({
     now: skeid.now,

@@ -4,12 +4,12 @@
  * registry probe, its probes following config reloads.
  */
 import { assertEquals } from "../_assert.ts";
-import { Skeid } from "../../src/core/skeid.ts";
-import { ConfigManager } from "../../src/config/manager.ts";
-import { assertRegistryProbeBlock } from "../../src/config/registry_probe.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
+import { ConfigManager } from "../../src/config/config_manager.ts";
+import { assertRegistryProbeBlock } from "../../src/config/registry_probe_block.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { registrySnapshotRoute } from "../../src/registry/route.ts";
-import { startCapacityProbes } from "../../src/capacity/manager.ts";
+import { startCapacityProbes } from "../../src/capacity/probe_manager.ts";
 import { tempDir } from "../_helpers/temp.ts";
 import { envOf, READ_KEY, SECRET, serve } from "./helpers.ts";
 import { turn } from "../capacity/helpers.ts";
@@ -22,7 +22,7 @@ Deno.test("wiring: config-driven downstream and front; reloads restart the probe
   const logger = memoryLogger();
 
   // Downstream: registry published, one node nearly full.
-  const down = new Skeid({ env: () => undefined });
+  const down = new RoutingCore({ env: () => undefined });
   const downPath = `${tmp.dir}/down.yaml`;
   await Deno.writeTextFile(
     downPath,
@@ -52,7 +52,7 @@ nodes:
   const server = serve((req) => app.fetch(req));
 
   // Front: a node standing for the downstream, probed through its read key.
-  const front = new Skeid({ env: () => undefined, validateNode: assertRegistryProbeBlock });
+  const front = new RoutingCore({ env: () => undefined, validateNode: assertRegistryProbeBlock });
   const frontPath = `${tmp.dir}/front.yaml`;
   const frontYaml = (interval: number) =>
     `nodes:

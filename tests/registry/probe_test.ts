@@ -4,9 +4,9 @@
  * driven with `pollNow` (the interval timer is a stub that never fires).
  */
 import { assert, assertEquals, assertNotIncludes } from "../_assert.ts";
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import { memoryLogger } from "../../src/log.ts";
-import { type CapacityProbes, startCapacityProbes } from "../../src/capacity/manager.ts";
+import { type CapacityProbes, startCapacityProbes } from "../../src/capacity/probe_manager.ts";
 import { registrySnapshotHandler } from "../../src/registry/route.ts";
 import { RegistrySettings } from "../../src/config/registry.ts";
 import { signedSnapshot } from "../../src/registry/snapshot.ts";
@@ -27,14 +27,14 @@ const START = 1_700_000_000_000;
 
 /** A downstream Skeid publishing on a real port. */
 interface Downstream {
-  skeid: Skeid;
+  skeid: RoutingCore;
   clock: Clock;
   server: TestServer;
 }
 
 function downstream(): Downstream {
   const c = clock(START);
-  const skeid = new Skeid({ now: c.now, env: () => undefined });
+  const skeid = new RoutingCore({ now: c.now, env: () => undefined });
   skeid.addNode({
     id: "gpu-1",
     url: "http://gpu-1:8000/v1",
@@ -60,7 +60,7 @@ function downstream(): Downstream {
 
 /** A fronting Skeid with one node standing for a downstream, and its probe manager. */
 interface Front {
-  skeid: Skeid;
+  skeid: RoutingCore;
   clock: Clock;
   probes: CapacityProbes;
   logger: ReturnType<typeof memoryLogger>;
@@ -75,7 +75,7 @@ function front(
   vars: Record<string, string> = { REG_SECRET: SECRET, B_READ: READ_KEY, B_ADMIN: ADMIN_KEY },
 ): Front {
   const c = clock(START);
-  const skeid = new Skeid({ now: c.now, env: () => undefined });
+  const skeid = new RoutingCore({ now: c.now, env: () => undefined });
   skeid.addNode({
     id: "skeid-b",
     url: `${origin}/v1`,

@@ -1,6 +1,6 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { Hono } from "hono";
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import {
   type RegistryPublishing,
   registrySnapshotRoute,
@@ -33,7 +33,7 @@ function settings(readKey?: string, secret = SECRET): RegistrySettings {
 }
 
 function fixture(state: Fixture["state"]): Fixture {
-  const skeid = new Skeid({ now: clock().now, env: () => undefined });
+  const skeid = new RoutingCore({ now: clock().now, env: () => undefined });
   skeid.addNode({ id: "gpu-1", url: "http://gpu-1:8000/v1", model: "m", max_conns: 8 });
   const app = registrySnapshotRoute({
     skeid,
@@ -145,7 +145,7 @@ Deno.test("route: mounted beside other routes, it answers only its own path and 
 });
 
 Deno.test("route: beside the admin plane, the read key opens the snapshot and nothing else", async () => {
-  const skeid = new Skeid({ now: clock().now, env: () => undefined });
+  const skeid = new RoutingCore({ now: clock().now, env: () => undefined });
   skeid.addNode({ id: "gpu-1", url: "http://gpu-1:8000/v1", max_conns: 8 });
   const registry = settings(READ_KEY);
   const admin = adminRoutes({

@@ -1,5 +1,5 @@
 import { assert, assertEquals, assertNotIncludes, assertRejects } from "../_assert.ts";
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import { buildSnapshot, signedSnapshot } from "../../src/registry/snapshot.ts";
 import { verify } from "../../src/registry/sign.ts";
 import { clock, SECRET } from "./helpers.ts";
@@ -8,7 +8,7 @@ const SETTINGS = { instanceId: "skeid-b", ttlS: 10 };
 
 function downstream(workerCount = 1) {
   const c = clock(1_700_000_000_500);
-  const skeid = new Skeid({ now: c.now, workerCount, env: () => undefined });
+  const skeid = new RoutingCore({ now: c.now, workerCount, env: () => undefined });
   return { skeid, clock: c };
 }
 

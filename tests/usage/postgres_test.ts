@@ -16,7 +16,7 @@ import { memoryLogger } from "../../src/log.ts";
 import { normalizeUsageStoreConfig, type PostgresStoreConfig } from "../../src/usage/config.ts";
 import { UsageLedger } from "../../src/usage/ledger.ts";
 import { PostgresStore, sinceTimestamp } from "../../src/usage/postgres.ts";
-import { POSTGRES_SCHEMA } from "../../src/usage/schema.ts";
+import { POSTGRES_SCHEMA } from "../../src/usage/ledger_schema.ts";
 import {
   assertOneEventReport,
   assertUsageSourceApart,

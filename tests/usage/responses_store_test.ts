@@ -8,7 +8,7 @@ import {
   type KeptResponse,
   openResponseStore,
   type ResponseStore,
-} from "../../src/responses/store.ts";
+} from "../../src/responses/response_store.ts";
 import { normalizeUsageStoreConfig } from "../../src/usage/config.ts";
 import { freshPgDatabase, pgTestGate } from "../_helpers/pg.ts";
 import { tempDir } from "../_helpers/temp.ts";

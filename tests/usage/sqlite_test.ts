@@ -2,7 +2,7 @@ import { DatabaseSync } from "node:sqlite";
 import { assert, assertEquals, assertMatch, assertRejects } from "../_assert.ts";
 import { normalizeUsageStoreConfig } from "../../src/usage/config.ts";
 import { UsageLedger } from "../../src/usage/ledger.ts";
-import { SQLITE_SCHEMA } from "../../src/usage/schema.ts";
+import { SQLITE_SCHEMA } from "../../src/usage/ledger_schema.ts";
 import { SqliteStore } from "../../src/usage/sqlite.ts";
 import { memoryLogger } from "../../src/log.ts";
 import {

@@ -1,11 +1,11 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { buildPolicySet } from "../../src/core/policies.ts";
-import { Skeid } from "../../src/core/skeid.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 import { Tenancy } from "../../src/core/tenancy.ts";
 import { InflightTable } from "../../src/core/inflight_table.ts";
 import { KeyGroupOwner, RemoteKeyGroup } from "../../src/workers/key_group.ts";
 import type { FromWorker } from "../../src/workers/protocol.ts";
-import type { KeyLimitDecision } from "../../src/proxy/key_limits.ts";
+import type { KeyLimitDecision } from "../../src/proxy/key_step.ts";
 import { memoryLogger } from "../../src/log.ts";
 
 const ALICE = "k_" + "a".repeat(40);
@@ -14,7 +14,7 @@ const REQ = { inputTokens: 1, outputLimit: 1, rules: [] };
 
 /** An owner and two workers' groups wired by direct calls in place of messages. */
 function group(policy: Record<string, unknown>) {
-  const skeid = new Skeid();
+  const skeid = new RoutingCore();
   skeid.replacePolicySet(buildPolicySet({ policies: { p: policy }, default_policy: "p" }));
   const owner = new KeyGroupOwner(
     new Tenancy((id) => skeid.keyPolicy(id)),

@@ -7,7 +7,7 @@ import { assert, assertEquals, assertStringIncludes } from "../_assert.ts";
 import { tempDir } from "../_helpers/temp.ts";
 import { until } from "../_helpers/poll.ts";
 import { startFakeModel } from "../../src/fake/model.ts";
-import { keyIdForKey } from "../../src/core/keyid.ts";
+import { keyIdForKey } from "../../src/core/customer_key_id.ts";
 import type { Supervisor } from "../../src/workers/supervisor.ts";
 import { group } from "./_group.ts";
 

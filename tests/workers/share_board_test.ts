@@ -7,7 +7,7 @@ import { assert, assertEquals } from "../_assert.ts";
 import { FairShareQueue } from "../../src/core/fair_share.ts";
 import { InflightTable } from "../../src/core/inflight_table.ts";
 import { ShareBoard } from "../../src/workers/share_board.ts";
-import { DEFAULT_SHARE, type ShareSettings } from "../../src/core/key_limits.ts";
+import { DEFAULT_SHARE, type ShareSettings } from "../../src/core/key_policy.ts";
 
 const SIZE = { workers: 2, keys: 64 };
 const share = (over: Partial<ShareSettings> = {}): ShareSettings => ({ ...DEFAULT_SHARE, ...over });

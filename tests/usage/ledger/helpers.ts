@@ -11,7 +11,7 @@ import { assertEquals } from "../../_assert.ts";
 import { DatabaseSync } from "node:sqlite";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import { type RunningServer, startServer } from "../../../src/cli/serve.ts";
+import { type RunningServer, startServer } from "../../../src/server.ts";
 import type { Gateway } from "../../../src/gateway.ts";
 import { memoryLogger } from "../../../src/log.ts";
 import { run as usageCli } from "../../../src/cli/usage.ts";

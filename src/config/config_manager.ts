@@ -16,7 +16,7 @@
  *
  * @module
  */
-import type { Skeid } from "../core/skeid.ts";
+import type { RoutingCore } from "../core/routing_core.ts";
 import type { Node, ReloadStatus } from "../core/types.ts";
 import type { Logger } from "../log.ts";
 import { type NormalizedUsageStoreConfig, normalizeUsageStoreConfig } from "../usage/config.ts";
@@ -35,7 +35,7 @@ import {
 import { ConfigParser } from "./parser.ts";
 import type { RegistrySettings } from "./registry.ts";
 import { type OwnSecrets, ownSecretVariables } from "./own_secrets.ts";
-import type { Config } from "./schema.ts";
+import type { Config } from "./config_schema.ts";
 import { errorMessage } from "../error_message.ts";
 import { ConfigWatcher } from "./watch.ts";
 import { createHash } from "node:crypto";
@@ -102,7 +102,7 @@ export const denoFileSystem: ConfigFileSystem = {
 /** Construction options of a ConfigManager. */
 export interface ConfigManagerOptions {
   /** The core the config is applied to. */
-  skeid: Skeid;
+  skeid: RoutingCore;
   /** The YAML config file; without one the manager applies an empty config. */
   path?: string;
   /** Environment; default `Deno.env.get`. */
@@ -162,7 +162,7 @@ export function settleMsFromEnv(env: (name: string) => string | undefined): numb
 
 /** Loads, applies, watches and reloads one config file for one Skeid. */
 export class ConfigManager {
-  readonly #skeid: Skeid;
+  readonly #skeid: RoutingCore;
   readonly #path?: string;
   readonly #env: (name: string) => string | undefined;
   readonly #logger: Logger;

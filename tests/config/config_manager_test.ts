@@ -2,7 +2,7 @@ import { assert, assertEquals, assertMatch, assertRejects } from "../_assert.ts"
 import { events, harness } from "./helpers.ts";
 import { ConfigLoadError } from "../../src/config/errors.ts";
 import { ConfigFileMissingError } from "../../src/config/load.ts";
-import { retryDelayMs } from "../../src/config/manager.ts";
+import { retryDelayMs } from "../../src/config/config_manager.ts";
 import type { NormalizedUsageStoreConfig } from "../../src/usage/config.ts";
 
 const ALICE = "k_" + "a".repeat(40);
@@ -543,11 +543,11 @@ Deno.test("warnings of an applied config are logged; the reload error never carr
 });
 
 Deno.test("no config file: an empty config, admin key from the explicit key or environment", async () => {
-  const { Skeid } = await import("../../src/core/skeid.ts");
-  const { ConfigManager } = await import("../../src/config/manager.ts");
+  const { RoutingCore } = await import("../../src/core/routing_core.ts");
+  const { ConfigManager } = await import("../../src/config/config_manager.ts");
   const { silentLogger } = await import("../../src/log.ts");
   const env = (n: string) => (n === "SKEID_ADMIN_API_KEY" ? "env-key" : undefined);
-  const skeid = new Skeid({ env });
+  const skeid = new RoutingCore({ env });
   const m = new ConfigManager({ skeid, env, logger: silentLogger });
   assertEquals(await m.load(), {});
   assertEquals(m.adminApiKey(), "env-key");

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { keyIdForKey } from "../../src/core/keyid.ts";
+import { keyIdForKey } from "../../src/core/customer_key_id.ts";
 
 const sha1 = (s: string) => createHash("sha1").update(s).digest("hex");
 const root = new URL("../../", import.meta.url).pathname;

@@ -1,5 +1,5 @@
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
-import { type SseFrame, SseParser } from "../../src/proxy/sse.ts";
+import { type SseFrame, SseParser } from "../../src/proxy/sse_parser.ts";
 
 const enc = new TextEncoder();
 

@@ -4,7 +4,7 @@
  */
 import { assert, assertEquals, assertStringIncludes, assertThrows } from "../_assert.ts";
 import { FaceError, type JsonObject } from "../../src/faces/face.ts";
-import { ResponsesFace } from "../../src/faces/responses.ts";
+import { ResponsesFace } from "../../src/responses/responses_face.ts";
 
 const face = new ResponsesFace();
 

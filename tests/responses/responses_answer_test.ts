@@ -4,9 +4,9 @@
 import { assert, assertEquals, assertMatch } from "../_assert.ts";
 import type { JsonObject } from "../../src/faces/face.ts";
 import { faceFor, faceNameFor } from "../../src/faces/index.ts";
-import { ResponsesFace } from "../../src/faces/responses.ts";
-import { readUsage } from "../../src/core/usage.ts";
-import { FIXED_NOW } from "./helpers.ts";
+import { ResponsesFace } from "../../src/responses/responses_face.ts";
+import { readUsage } from "../../src/core/usage_reading.ts";
+import { FIXED_NOW } from "../faces/helpers.ts";
 
 const face = new ResponsesFace({ now: () => FIXED_NOW });
 

@@ -7,7 +7,7 @@ import { assert, assertEquals, assertThrows } from "../_assert.ts";
 import { NodeSpecError } from "../../src/core/inventory.ts";
 import { probeKindOf, wantsProbe } from "../../src/capacity/for_node.ts";
 import type { ProbeContext } from "../../src/capacity/probe.ts";
-import { startCapacityProbes } from "../../src/capacity/manager.ts";
+import { startCapacityProbes } from "../../src/capacity/probe_manager.ts";
 import { ProbeFactories } from "../../src/capacity/custom.ts";
 import { probeFixture, turn } from "./helpers.ts";
 import { serve } from "../registry/helpers.ts";

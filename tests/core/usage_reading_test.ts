@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { countToolCalls, normalizeMetrics, readUsage } from "../../src/core/usage.ts";
+import { countToolCalls, normalizeMetrics, readUsage } from "../../src/core/usage_reading.ts";
 
 const NONE = {
   input_tokens: null,

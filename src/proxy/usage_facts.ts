@@ -4,13 +4,13 @@
  *
  * @module
  */
-import type { Skeid } from "../core/skeid.ts";
+import type { RoutingCore } from "../core/routing_core.ts";
 import type { Node } from "../core/types.ts";
 import type { UsageEvent, UsageRecorder, UsageSource } from "../usage/types.ts";
 import type { Logger } from "../log.ts";
 import { errorMessage } from "../error_message.ts";
 import { buildUsageEvent, formatCreatedAt } from "../usage/event.ts";
-import { usageProblem } from "../core/usage.ts";
+import { usageProblem } from "../core/usage_reading.ts";
 import { withoutCredentials } from "../url_credentials.ts";
 
 /**
@@ -86,7 +86,7 @@ export interface UsageFacts extends UsageOutcome {
 }
 
 /** Builds the usage event of a forwarded request (token counts read and priced by the core). */
-export function usageEvent(skeid: Skeid, facts: UsageFacts): UsageEvent {
+export function usageEvent(skeid: RoutingCore, facts: UsageFacts): UsageEvent {
   const metrics = skeid.normalizeMetrics({
     model: facts.servedModel,
     response: facts.response,
@@ -153,7 +153,7 @@ export interface UsageRequest {
 /** Where usage events go and what stamps them (a ProxyContext is one). */
 export interface UsageSink {
   /** The core: pricing and the clock. */
-  readonly skeid: Skeid;
+  readonly skeid: RoutingCore;
   /** The ledger. */
   readonly recorder: UsageRecorder;
   /** Where a lost event is said. */

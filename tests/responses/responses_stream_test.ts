@@ -4,7 +4,7 @@
  */
 import { assert, assertEquals } from "../_assert.ts";
 import type { JsonObject } from "../../src/faces/face.ts";
-import { ResponsesFace } from "../../src/faces/responses.ts";
+import { ResponsesFace } from "../../src/responses/responses_face.ts";
 import {
   chunk,
   finishChunk,
@@ -14,7 +14,7 @@ import {
   textChunk,
   toolChunk,
   usageChunk,
-} from "./helpers.ts";
+} from "../faces/helpers.ts";
 
 const face = new ResponsesFace({ now: () => FIXED_NOW });
 

@@ -6,12 +6,18 @@
  *
  * @module
  */
-import type { Face, JsonObject, RelayMode, StreamTranslator, UpstreamRequest } from "./face.ts";
-import { servedBody } from "./face.ts";
-import { openaiErrorBody } from "./errors.ts";
-import { obj, str } from "./json.ts";
-import { sseFrame } from "./sse.ts";
-import { utf8Length } from "./utf8.ts";
+import type {
+  Face,
+  JsonObject,
+  RelayMode,
+  StreamTranslator,
+  UpstreamRequest,
+} from "../faces/face.ts";
+import { servedBody } from "../faces/face.ts";
+import { openaiErrorBody } from "../faces/errors.ts";
+import { obj, str } from "../faces/json_narrow.ts";
+import { sseFrame } from "../faces/sse_frame.ts";
+import { utf8Length } from "../faces/utf8.ts";
 
 /** The Responses face for native nodes: everything passes through. */
 export class NativeResponsesFace implements Face {

@@ -9,10 +9,10 @@
  */
 import type { Alias, Node, Policy } from "../core/types.ts";
 import type { FaceName } from "../faces/face.ts";
-import { FACE_MANIFESTS, FACE_NAMES, faceEndpointUrl } from "../faces/manifest.ts";
+import { FACE_MANIFESTS, FACE_NAMES, faceEndpointUrl } from "../faces/face_manifest.ts";
 import type { PathSegment } from "./errors.ts";
 import { canonicalJson } from "./canonical.ts";
-import type { ManifestConfig } from "./schema.ts";
+import type { ManifestConfig } from "./config_schema.ts";
 import { isJsonObject } from "../core/json.ts";
 
 /** Every capability flag a manifest model may claim (Langertha `model_capabilities`). */

@@ -8,18 +8,14 @@
  * @module
  */
 import { errorMessage } from "../error_message.ts";
-import { markKept } from "../faces/responses_request.ts";
+import { markKept } from "./responses_request.ts";
 import { openaiErrorBody } from "../faces/errors.ts";
 import type { JsonObject } from "../core/json.ts";
 import type { Logger } from "../log.ts";
-import {
-  openResponseStore,
-  type ResponsesSettings,
-  type ResponseStore,
-} from "../responses/store.ts";
+import { openResponseStore, type ResponsesSettings, type ResponseStore } from "./response_store.ts";
 import type { NormalizedUsageStoreConfig } from "../usage/config.ts";
-import { jsonResponse, Refusal } from "./errors.ts";
-import { customerKeyId, type IntakeContext, requestIdOf } from "./intake.ts";
+import { jsonResponse, Refusal } from "../proxy/errors.ts";
+import { customerKeyId, type IntakeContext, requestIdOf } from "../proxy/intake.ts";
 
 /** The route whose requests may be kept. */
 const RESPONSES_ROUTE = "/v1/responses";

@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { Skeid } from "../core/skeid.ts";
+import type { RoutingCore } from "../core/routing_core.ts";
 import type { CapacitySpec, Node } from "../core/types.ts";
 import type { Logger } from "../log.ts";
 import { errorMessage } from "../error_message.ts";
@@ -22,7 +22,7 @@ import { ProbeRunner, type ProbeTimers, realTimers } from "./runner.ts";
 /** What the probes need from the gateway around them. */
 export interface CapacityProbeDeps {
   /** The core whose nodes are probed and which gets the readings. */
-  skeid: Skeid;
+  skeid: RoutingCore;
   /** Where probe starts and stops are logged (URLs without user info or query; no secret). */
   logger: Logger;
   /** Environment (registry secret and bearer variables); default `Deno.env.get`. */

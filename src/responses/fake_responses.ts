@@ -8,8 +8,8 @@
  *
  * @module
  */
-import { type FakeDefaults, numberField } from "./answer.ts";
-import { contentText, generatedText, textPieces, wordCount } from "./content.ts";
+import { type FakeDefaults, numberField } from "../fake/answer_plan.ts";
+import { contentText, generatedText, textPieces, wordCount } from "../fake/content.ts";
 import { isJsonObject } from "../core/json.ts";
 
 /** Input tokens of a Responses `input`: words of a string, or of every item's content. */

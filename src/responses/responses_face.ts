@@ -4,12 +4,18 @@
  *
  * @module
  */
-import type { AnswerTimings, Face, JsonObject, StreamTranslator, UpstreamRequest } from "./face.ts";
-import { FaceError } from "./face.ts";
-import { TranslatingFace } from "./translating_face.ts";
-import { openaiErrorBody, readUpstreamError } from "./errors.ts";
-import { extractHermesToolCalls } from "./hermes.ts";
-import { argumentsText, firstChoice, messageText, obj, str } from "./json.ts";
+import type {
+  AnswerTimings,
+  Face,
+  JsonObject,
+  StreamTranslator,
+  UpstreamRequest,
+} from "../faces/face.ts";
+import { FaceError } from "../faces/face.ts";
+import { TranslatingFace } from "../faces/translating_face.ts";
+import { openaiErrorBody, readUpstreamError } from "../faces/errors.ts";
+import { extractHermesToolCalls } from "../faces/hermes.ts";
+import { argumentsText, firstChoice, messageText, obj, str } from "../faces/json_narrow.ts";
 import { requestContext, toChatBody, validateResponsesBody } from "./responses_request.ts";
 import {
   customTools,

@@ -20,7 +20,7 @@
 import type { KeyDecision, KeyHold, KeyRequest, Tenancy } from "../core/tenancy.ts";
 import type { RateHeaders } from "../core/rate_window.ts";
 import type { PricingRule, Tier } from "../core/types.ts";
-import type { KeyPolicy } from "../core/key_limits.ts";
+import type { KeyPolicy } from "../core/key_policy.ts";
 import type { UpstreamRequest } from "../faces/face.ts";
 import type { Logger } from "../log.ts";
 import type { UsageEvent } from "../usage/types.ts";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { CAPACITY_HEADER_NAMES, readingFromHeaders } from "../../src/core/ratelimit.ts";
+import { CAPACITY_HEADER_NAMES, readingFromHeaders } from "../../src/core/rate_limit_headers.ts";
 import { CapacityTable } from "../../src/core/capacity.ts";
 
 Deno.test("exactly the 15 header names, lowercase, unique, retry-after included", () => {

@@ -5,8 +5,8 @@ import {
   PolicyError,
   type PolicySections,
 } from "../../src/core/policies.ts";
-import { DEFAULT_SHARE, keyPolicyOf } from "../../src/core/key_limits.ts";
-import { Skeid } from "../../src/core/skeid.ts";
+import { DEFAULT_SHARE, keyPolicyOf } from "../../src/core/key_policy.ts";
+import { RoutingCore } from "../../src/core/routing_core.ts";
 
 const ALICE = "k_" + "a".repeat(40);
 const BOB = "k_" + "b".repeat(40);
@@ -32,8 +32,8 @@ const SECTIONS: PolicySections = {
   },
 };
 
-function skeidWith(sections: PolicySections): Skeid {
-  const skeid = new Skeid();
+function skeidWith(sections: PolicySections): RoutingCore {
+  const skeid = new RoutingCore();
   skeid.replacePolicySet(buildPolicySet(sections));
   return skeid;
 }
@@ -71,7 +71,7 @@ Deno.test("keyPolicy: key entries override field by field, null lifts a limit or
 });
 
 Deno.test("keyPolicy: no policies configured → unlimited, default share", () => {
-  const kp = new Skeid().keyPolicy(ALICE);
+  const kp = new RoutingCore().keyPolicy(ALICE);
   assertEquals(kp.limits, null);
   assertEquals(kp.budget, null);
   assert(kp.share === DEFAULT_SHARE, "the shared default share");

@@ -4,8 +4,8 @@
  *
  * @module
  */
-import { RESPONSES_DEFAULTS, type ResponsesSettings } from "../responses/store.ts";
-import type { PathSegment } from "./errors.ts";
+import { RESPONSES_DEFAULTS, type ResponsesSettings } from "./response_store.ts";
+import type { PathSegment } from "../config/errors.ts";
 import { isJsonObject } from "../core/json.ts";
 
 /** One thing wrong with the section, its path from the config's root (`["responses", "ttl_s"]`). */

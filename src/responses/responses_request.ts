@@ -12,9 +12,9 @@
  *
  * @module
  */
-import { FaceError, type JsonObject } from "./face.ts";
-import { argumentsText, isJsonObject, num, obj, str } from "./json.ts";
-import { requireModel } from "./ollama_request.ts";
+import { FaceError, type JsonObject } from "../faces/face.ts";
+import { argumentsText, isJsonObject, num, obj, str } from "../faces/json_narrow.ts";
+import { requireModel } from "../faces/ollama_request.ts";
 
 /** Hosted tools a chat node cannot run: left out of the upstream call, never refused. */
 export const HOSTED_TOOLS: ReadonlySet<string> = new Set([

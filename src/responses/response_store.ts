@@ -9,7 +9,7 @@
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
 import type { NormalizedUsageStoreConfig, PostgresStoreConfig } from "../usage/config.ts";
 import { connectPostgres, MIGRATE_LOCK } from "../usage/postgres.ts";
-import { responsesTableStatements } from "../usage/schema.ts";
+import { responsesTableStatements } from "../usage/ledger_schema.ts";
 import { isJsonObject, type JsonObject, parseJson } from "../core/json.ts";
 
 /** The `responses` config section, normalized. */

@@ -44,12 +44,12 @@ import {
   shortKeyIdWarning,
   underPath,
 } from "./policies.ts";
-import { type KeyPolicy, keyPolicyOf } from "./key_limits.ts";
+import { type KeyPolicy, keyPolicyOf } from "./key_policy.ts";
 import { CapacityTable } from "./capacity.ts";
 import { type EjectionOptions, type EjectionSnapshot, EjectionTable } from "./ejection.ts";
 import { costFor, PricingTable } from "./pricing.ts";
-import { readingFromHeaders } from "./ratelimit.ts";
-import { normalizeMetrics as buildMetrics, readUsage } from "./usage.ts";
+import { readingFromHeaders } from "./rate_limit_headers.ts";
+import { normalizeMetrics as buildMetrics, readUsage } from "./usage_reading.ts";
 import { normalizeEngineId } from "./engines.ts";
 import { normalizeTags } from "./tags.ts";
 import { normalizeAlias } from "./aliases.ts";
@@ -166,7 +166,7 @@ function copyNode(node: Node): Node {
 }
 
 /** The routing and admission core. */
-export class Skeid {
+export class RoutingCore {
   /** Epoch-ms clock. */
   readonly now: () => number;
   /** Workers sharing this config (spreads probe polls; divides max_conns without a shared table). */

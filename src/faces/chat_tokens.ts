@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { readUsage } from "../core/usage.ts";
+import { readUsage } from "../core/usage_reading.ts";
 
 /** Token counts; 0 where the upstream reported nothing. */
 export interface ChatTokens {

@@ -5,9 +5,9 @@
  *
  * @module
  */
-import type { JsonObject } from "./face.ts";
-import { isJsonObject, num, obj, parseJsonObject, str } from "./json.ts";
-import { readUsage } from "../core/usage.ts";
+import type { JsonObject } from "../faces/face.ts";
+import { isJsonObject, num, obj, parseJsonObject, str } from "../faces/json_narrow.ts";
+import { readUsage } from "../core/usage_reading.ts";
 
 /** A new output item or response id: `<prefix>_` and 32 hex digits. */
 export function newId(prefix: string): string {

@@ -13,10 +13,10 @@
  *
  * @module
  */
-import type { AnswerTimings, JsonObject, StreamTranslator } from "./face.ts";
-import { isJsonObject, obj, str } from "./json.ts";
-import { sseFrame } from "./sse.ts";
-import { StreamAccounting, StreamState, type ToolCallState } from "./stream_state.ts";
+import type { AnswerTimings, JsonObject, StreamTranslator } from "../faces/face.ts";
+import { isJsonObject, obj, str } from "../faces/json_narrow.ts";
+import { sseFrame } from "../faces/sse_frame.ts";
+import { StreamAccounting, StreamState, type ToolCallState } from "../faces/stream_state.ts";
 import {
   customTools,
   messageItem,
