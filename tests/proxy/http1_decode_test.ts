@@ -127,7 +127,7 @@ Deno.test("http1 decode: an unknown coding or a corrupt body is refused naming i
     const err = await assertRejects(() =>
       client.send(`${unknown.url}/a`, "POST", [], enc.encode("{}"))
     );
-    assertMatch(err.message, /content-encoding 'zstd', which RoutingCore cannot decode/);
+    assertMatch(err.message, /content-encoding 'zstd', which Skeid cannot decode/);
     const bad = await assertRejects(() =>
       client.send(`${corrupt.url}/a`, "POST", [], enc.encode("{}"))
     );

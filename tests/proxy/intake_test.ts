@@ -61,7 +61,7 @@ Deno.test("intake hops: one more than arrived; the eighth gateway refuses with 5
   assertEquals(nextHop(new Headers({ "x-skeid-hops": "7" })), 8);
   const err = refusalOf(() => nextHop(new Headers({ "x-skeid-hops": "8" })), 508, "loop_detected");
   assertEquals(err.type, "loop_detected");
-  assertMatch(err.message, /passed 8 RoutingCore gateways/);
+  assertMatch(err.message, /passed 8 Skeid gateways/);
 });
 
 Deno.test("intake customer key id: anonymous without a key; derived once, then synchronous", async () => {
