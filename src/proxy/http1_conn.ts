@@ -32,7 +32,7 @@ export class Conn {
   lastUsed = 0;
   /** How long this connection may stay idle and still be reused, ms (set by each response). */
   idleMs = 0;
-  /** Bytes received for the current response (a stale reused connection answers none). */
+  /** Bytes received for the current response (a failure says whether any came). */
   received = 0;
   /** In the idle pool. */
   idle = false;
