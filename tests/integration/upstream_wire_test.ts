@@ -183,3 +183,32 @@ Deno.test("upstream wire: a request a node read and then dropped is not resent; 
     await live.close();
   }
 });
+
+Deno.test("upstream wire: conflicting Content-Length values are a 502 naming why", async () => {
+  const body = enc.encode(ANSWER);
+  const node = upstream(() =>
+    enc.encode(
+      "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 20\r\n" +
+        `content-length: ${body.byteLength}\r\n\r\n${ANSWER}`,
+    )
+  );
+  const t = await startGateway({ nodes: [{ id: "n", url: node.url, model: "m" }] }, {
+    upstreamTimeoutMs: 5000,
+  });
+  try {
+    const r = await post(`${t.base}/v1/chat/completions`, chat("m"));
+    assertEquals(r.status, 502, "never a 200 with a body cut at one of the lengths");
+    if (Deno.env.get("SKEID_TEST_UPSTREAM_CLIENT") !== "fetch") {
+      assertStringIncludes(
+        String((r.json.error as Record<string, unknown>).message),
+        "conflicting content-length values",
+      );
+    }
+    const [event] = await t.sink.waitFor(1);
+    assertEquals(event.status_code, 502);
+    assertIdle(t.gw);
+  } finally {
+    await t.stop();
+    await node.close();
+  }
+});
