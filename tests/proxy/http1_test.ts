@@ -291,23 +291,34 @@ Deno.test("http1: idle connections the server closed are dropped before reuse", 
   }
 });
 
+/**
+ * Answers `ok` to each request on a connection, noting `connection path` in `seen`; a request
+ * `dies` picks is read whole, held a while and left unanswered as the connection closes.
+ */
+async function noteEach(
+  conn: Deno.TcpConn,
+  n: number,
+  seen: string[],
+  dies: (req: string) => boolean = () => false,
+): Promise<void> {
+  const carry = { text: "" };
+  // Bounded by the connection: every round reads a request or returns.
+  for (;;) {
+    const req = await readRequest(conn, carry);
+    if (req === "") return;
+    seen.push(`${n} ${req.split(" ")[1]}`);
+    if (dies(req)) {
+      await new Promise((r) => setTimeout(r, 200));
+      return;
+    }
+    await conn.write(enc.encode("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"));
+  }
+}
+
 Deno.test("http1: a reused connection closed after reading the request: sent once, the call fails", async () => {
   const seen: string[] = [];
-  const s = rawServer(async (conn, n) => {
-    const carry = { text: "" };
-    // Bounded by the connection: every round reads a request or returns.
-    for (;;) {
-      const req = await readRequest(conn, carry);
-      if (req === "") return;
-      seen.push(`${n} ${req.split(" ")[1]}`);
-      if (req.includes("/work")) {
-        // The whole request was read; the engine works on it, then dies without answering.
-        await new Promise((r) => setTimeout(r, 200));
-        return;
-      }
-      await conn.write(enc.encode("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"));
-    }
-  });
+  // The whole request to /work is read; the engine works on it, then dies without answering.
+  const s = rawServer((conn, n) => noteEach(conn, n, seen, (req) => req.includes("/work")));
   const client = new Http1Client();
   try {
     assertEquals(
@@ -342,14 +353,7 @@ Deno.test("http1: a reused connection the server had already reset: the request 
       first.resolve(conn);
       return await reset.promise; // the test closes it
     }
-    const carry = { text: "" };
-    // Bounded by the connection: every round reads a request or returns.
-    for (;;) {
-      const req = await readRequest(conn, carry);
-      if (req === "") return;
-      seen.push(`${n} ${req.split(" ")[1]}`);
-      await conn.write(enc.encode("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"));
-    }
+    await noteEach(conn, n, seen);
   });
   const client = new Http1Client();
   try {
