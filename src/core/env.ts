@@ -28,6 +28,7 @@ export const BUILTIN_ROUTING: Readonly<RoutingSettings> = Object.freeze({
   max_body_bytes: 64 * 1024 * 1024,
   max_attempts: 3,
   budget_refresh_ms: 2000,
+  max_retry_after_ms: 60_000,
 });
 
 /** Built-in `capacity_max_age_ms`. */
@@ -49,8 +50,8 @@ function envNumber(env: EnvReader, name: string): number | undefined {
 
 /**
  * Brings a routing patch into range: waits ≥ 0, poll ≥ 1, frontend_count an integer ≥ 1,
- * max_body_bytes ≥ 0, max_attempts and budget_refresh_ms integers ≥ 1. Non-numbers are dropped (keep the value
- * in force); flags accept the truthy spellings.
+ * max_body_bytes ≥ 0, max_attempts and budget_refresh_ms integers ≥ 1, max_retry_after_ms an
+ * integer ≥ 0. Non-numbers are dropped (keep the value in force); flags accept the truthy spellings.
  */
 export function normalizeRoutingPatch(patch: Partial<RoutingSettings>): Partial<RoutingSettings> {
   const out: Partial<RoutingSettings> = {};
@@ -77,6 +78,8 @@ export function normalizeRoutingPatch(patch: Partial<RoutingSettings>): Partial<
   if (attempts !== undefined) out.max_attempts = Math.max(1, Math.trunc(attempts));
   const refresh = num(p.budget_refresh_ms);
   if (refresh !== undefined) out.budget_refresh_ms = Math.max(1, Math.trunc(refresh));
+  const retryAfter = num(p.max_retry_after_ms);
+  if (retryAfter !== undefined) out.max_retry_after_ms = Math.max(0, Math.trunc(retryAfter));
   return out;
 }
 

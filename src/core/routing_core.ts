@@ -698,7 +698,10 @@ export class RoutingCore {
     headers: Headers | Record<string, string>,
     status?: number,
   ): CapacityReading | undefined {
-    const input = readingFromHeaders(headers, status);
+    const input = readingFromHeaders(headers, status, {
+      now: this.now(),
+      maxMs: this.#routing.max_retry_after_ms,
+    });
     return input ? this.setCapacityReading(id, input) : undefined;
   }
 

@@ -369,4 +369,9 @@ export interface RoutingSettings {
   max_attempts: number;
   /** How often budgets re-read the period's totals from a shared ledger, ms (default 2000). */
   budget_refresh_ms: number;
+  /**
+   * The longest a node's `Retry-After` (on a 429 or 503) backs it off, ms (default 60000; 0: no
+   * answer backs a node off).
+   */
+  max_retry_after_ms: number;
 }

@@ -10,7 +10,8 @@
  * of the connection); cancelling it or aborting closes the connection. Connections go back to a
  * per-origin idle pool when their response was read to the end, and are reused only while the
  * server still keeps them (ADR 0008): within its `Keep-Alive: timeout`, never after it closed
- * them, and a request lost on a reused one is sent again on a new connection.
+ * them. A request is sent again, on a new connection, only when writing it on a reused one failed
+ * (the server had closed it and cannot have read it); never once it may have been read.
  *
  * HTTPS upstreams (clouds) keep using `fetch` (TLS, HTTP/2, proxies).
  *
@@ -56,7 +57,8 @@ const MAX_TARGETS = 256;
  * How long an idle connection is reused when the server did not say how long it keeps one: below
  * the keep-alive timeouts common servers ship with (Go and Node 2–5 s, uvicorn 5 s). A server set
  * shorter (Node at 1 s) says so in `Keep-Alive: timeout=N`, which is honoured; one that closes
- * earlier without saying is seen by the idle read, and a request it still catches is retried.
+ * earlier without saying is seen by the idle read. A close that crosses a request on the wire
+ * fails it (it may have been read): retiring connections early keeps that rare.
  * Reconnecting to a node next door costs far less than a request failed over.
  */
 export const DEFAULT_IDLE_MS = 1500;
@@ -248,8 +250,12 @@ export class Http1Client {
     abort: Http1Abort | undefined,
   ): Promise<Http1Answer> {
     const pieces = requestBytes(target, method, headers, body);
-    // A reused connection the server closed as the request went out answers nothing: the request
-    // is sent once more, on a new connection (another pooled one may be just as stale).
+    // A request the server may have read is never sent twice from here: one that read it and
+    // then closed (a crashed engine, a proxy's timeout) may be generating it. It goes once more,
+    // on a new connection (another pooled one may be just as stale), only when a reused
+    // connection failed while the request was written: the server had already closed it (a
+    // reset) and cannot have read it whole. A connection whose close was seen while idle never
+    // leaves the pool (`watchIdle`); any other failure is the caller's to judge (failover).
     for (let attempt = 0;; attempt++) {
       let c = attempt === 0 ? this.#pooled(target.host) : undefined;
       const reused = c !== undefined;
@@ -261,9 +267,11 @@ export class Http1Client {
       };
       let head: Head;
       let coding: Coding | undefined;
+      let written = false;
       try {
         c.received = 0;
         for (const piece of pieces) await c.write(piece);
+        written = true;
         for (;;) {
           head = parseHead(await c.head());
           // Informational answers (100 Continue, 103 Early Hints) precede the real one.
@@ -276,9 +284,7 @@ export class Http1Client {
         release();
         this.discard(c);
         if (abort?.aborted) throw abortError();
-        // A reused connection that failed before a single response byte (EOF, reset, broken
-        // pipe) was closed by the server while idle: the request never reached it.
-        if (reused && c.received === 0) continue;
+        if (reused && !written) continue;
         throw err;
       }
       c.idleMs = this.#idleLimit(head);

@@ -32,7 +32,7 @@ export class Conn {
   lastUsed = 0;
   /** How long this connection may stay idle and still be reused, ms (set by each response). */
   idleMs = 0;
-  /** Bytes received for the current response (a stale reused connection answers none). */
+  /** Bytes received for the current response (a failure says whether any came). */
   received = 0;
   /** In the idle pool. */
   idle = false;
@@ -123,9 +123,11 @@ export class Conn {
 
   /** Reads the response head (the text up to the blank line), at most MAX_HEAD_BYTES. */
   async head(): Promise<string> {
-    let from = this.r;
+    // Bytes past `r` already scanned for the blank line: counted from `r`, since a fill may move
+    // what is buffered (emptied after an earlier head such as a 103, or compacted to the front).
+    let scanned = 0;
     for (;;) {
-      const end = headEnd(this.buf, from, this.w);
+      const end = headEnd(this.buf, this.r + scanned, this.w);
       if (end !== undefined && end[1] - this.r <= MAX_HEAD_BYTES) {
         const text = latin1Text(this.buf.subarray(this.r, end[0]));
         this.r = end[1];
@@ -134,7 +136,8 @@ export class Conn {
       if (end !== undefined || this.w - this.r > MAX_HEAD_BYTES) {
         throw new BadHead(`is larger than ${MAX_HEAD_BYTES / 1024} KiB`);
       }
-      from = Math.max(this.r, this.w - 2);
+      // The blank line may begin in the last two bytes (LF CR, then LF).
+      scanned = Math.max(0, this.w - this.r - 2);
       if (!(await this.fill())) {
         throw new StaleConnection(
           this.received === 0 ? "closed before answering" : "closed mid-head",

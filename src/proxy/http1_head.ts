@@ -101,7 +101,7 @@ export function parseHead(text: string): Head {
     const name = line.slice(0, colon).trim().toLowerCase();
     const value = line.slice(colon + 1).trim();
     head.headers.push([name, value]);
-    if (name === "content-length") head.length = Number(value);
+    if (name === "content-length") head.length = contentLength(value, head.length);
     else if (name === "transfer-encoding") head.chunked = /chunked/i.test(value);
     else if (name === "connection") {
       const v = value.toLowerCase();
@@ -113,10 +113,30 @@ export function parseHead(text: string): Head {
     }
   }
   if (head.chunked) head.length = -1;
-  if (!Number.isFinite(head.length) || head.length < -1) {
-    throw new BadHead("has a bad content-length");
-  }
   return head;
+}
+
+/** A Content-Length value: one or more decimal digits (RFC 9110 §8.6). */
+const DIGITS = /^[0-9]+$/;
+
+/**
+ * The body length a `Content-Length` line gives, with what earlier lines gave (`-1`: none yet).
+ * RFC 9112 §6.3: a value that is not digits, or lines or list members that disagree, make the
+ * framing unknowable — the answer is refused and its connection closed, as a body of the wrong
+ * length would leave the connection out of step. Identical repeats (`5, 5`) are one length.
+ */
+function contentLength(value: string, before: number): number {
+  let length = before;
+  for (const part of value.split(",")) {
+    const digits = part.trim();
+    const n = Number(digits);
+    if (!DIGITS.test(digits) || !Number.isSafeInteger(n)) {
+      throw new BadHead("has an invalid content-length (decimal digits only)");
+    }
+    if (length !== -1 && n !== length) throw new BadHead("has conflicting content-length values");
+    length = n;
+  }
+  return length;
 }
 
 function stripCr(line: string): string {

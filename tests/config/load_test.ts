@@ -210,7 +210,7 @@ Deno.test("routing values are validated and become the patch", () => {
   const loaded = loadConfigText(
     "routing:\n  wait_timeout_ms: 100\n  wait_poll_ms: '7'\n  trust_key_id_header: yes\n" +
       "  frontend_count: 2\n  require_known_keys: on\n  max_body_bytes: 1024\n  max_attempts: 2\n" +
-      "  wait_typo: 1\n",
+      "  max_retry_after_ms: 5000\n  wait_typo: 1\n",
     { env: env() },
   );
   assertEquals(loaded.routing, {
@@ -221,14 +221,15 @@ Deno.test("routing values are validated and become the patch", () => {
     require_known_keys: true,
     max_body_bytes: 1024,
     max_attempts: 2,
+    max_retry_after_ms: 5000,
   });
   assertMatch(
     formatIssue(loaded.warnings[0]),
-    /^routing\.wait_typo \(line 9\): unknown routing key/,
+    /^routing\.wait_typo \(line 10\): unknown routing key/,
   );
   const errors = loadErrors(
     "routing:\n  frontend_count: 0\n  max_body_bytes: 0\n  max_attempts: 1.5\n" +
-      "  trust_key_id_header: maybe\n  wait_timeout_ms: -1\n",
+      "  trust_key_id_header: maybe\n  wait_timeout_ms: -1\n  max_retry_after_ms: -5\n",
   );
   assertEquals(errors, [
     "routing.frontend_count (line 2): must be >= 1 (got 0)",
@@ -236,6 +237,7 @@ Deno.test("routing values are validated and become the patch", () => {
     "routing.max_attempts (line 4): must be an integer (got 1.5)",
     "routing.trust_key_id_header (line 5): must be true or false (got text)",
     "routing.wait_timeout_ms (line 6): must be >= 0 (got -1)",
+    "routing.max_retry_after_ms (line 7): must be >= 0 (got -5)",
   ]);
 });
 

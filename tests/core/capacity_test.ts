@@ -340,6 +340,29 @@ Deno.test("core: 429 with retry-after 2 → backoff, healthy untouched, still el
   assert.equal(skeid.routeState({ model: "m" }).has_available, true);
 });
 
+Deno.test("core: Retry-After backs off on 429/503 only, capped by routing.max_retry_after_ms", () => {
+  const { skeid, clock } = gateway();
+  skeid.addNode(GPU);
+  const available = () => skeid.routeState({ model: "m" }).has_available;
+  assert.equal(skeid.observeResponseHeaders("gpu-1", { "retry-after": "3600" }, 200), undefined);
+  assert.equal(available(), true, "a 200's Retry-After holds no one back");
+  assert.equal(
+    skeid.observeResponseHeaders("gpu-1", { "retry-after": "3600" }, 503)?.retry_after,
+    clock.t + 60_000,
+    "an hour asked, the default cap given",
+  );
+  clock.t += 60_000;
+  assert.equal(available(), true);
+  skeid.setRouting({ max_retry_after_ms: 2500 });
+  const date = new Date(clock.t + 3_600_000).toUTCString(); // an IMF-fixdate an hour ahead
+  assert.equal(
+    skeid.observeResponseHeaders("gpu-1", { "retry-after": date }, 429)?.retry_after,
+    clock.t + 2500,
+  );
+  clock.t += 2500;
+  assert.equal(available(), true);
+});
+
 Deno.test("core: node metrics show the reading only while it is current", () => {
   const { skeid, clock } = gateway({ maxAgeMs: 100 });
   skeid.addNode(GPU);

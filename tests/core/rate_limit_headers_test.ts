@@ -172,13 +172,63 @@ Deno.test("429 without a usable Retry-After → 1 s backoff (missing, HTTP-date,
   assert.equal(readingFromHeaders({ "retry-after": "0" }, 429)?.retry_after_ms, 1000);
 });
 
-Deno.test("Retry-After without 429 still backs off; an HTTP-date then says nothing", () => {
+Deno.test("a 503's Retry-After backs off too; an HTTP-date without a clock says nothing", () => {
   assert.equal(readingFromHeaders({ "retry-after": "3" }, 503)?.retry_after_ms, 3000);
   assert.equal(
     readingFromHeaders({ "Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT" }, 503),
     undefined,
   );
   assert.equal(readingFromHeaders({ "retry-after": "0" }, 200), undefined);
+});
+
+Deno.test("Retry-After backs off on a 429 or 503 only, never on a 200 or another status", () => {
+  for (const status of [200, 201, 301, 400, 404, 500, 502, 504]) {
+    assert.equal(readingFromHeaders({ "retry-after": "30" }, status), undefined, `${status}`);
+  }
+  assert.equal(readingFromHeaders({ "retry-after": "30" }), undefined, "no status");
+  // The quota headers of a 200 still count; only the backoff is not taken.
+  const quota = readingFromHeaders({ "retry-after": "30", "x-ratelimit-remaining": "4" }, 200);
+  assert.equal(quota?.retry_after_ms, undefined);
+  assert.equal(quota?.used, 1);
+});
+
+Deno.test("Retry-After is capped by bounds.maxMs (default 60 s); 0 turns backoff off", () => {
+  const now = Date.UTC(2026, 0, 1);
+  assert.equal(readingFromHeaders({ "retry-after": "86400" }, 429)?.retry_after_ms, 60_000);
+  assert.equal(
+    readingFromHeaders({ "retry-after": "99999999999999999999" }, 503)?.retry_after_ms,
+    60_000,
+  );
+  const bounds = { now, maxMs: 5000 };
+  assert.equal(readingFromHeaders({ "retry-after": "30" }, 429, bounds)?.retry_after_ms, 5000);
+  assert.equal(readingFromHeaders({ "retry-after": "2" }, 503, bounds)?.retry_after_ms, 2000);
+  assert.equal(readingFromHeaders({}, 429, bounds)?.retry_after_ms, 1000);
+  assert.equal(readingFromHeaders({ "retry-after": "30" }, 429, { now, maxMs: 0 }), undefined);
+});
+
+Deno.test("Retry-After as an HTTP-date: each of its three forms, read against the clock", () => {
+  const now = Date.UTC(1994, 10, 6, 8, 49, 27); // 10 s before 08:49:37 GMT
+  const bounds = { now, maxMs: 60_000 };
+  for (
+    const date of [
+      "Sun, 06 Nov 1994 08:49:37 GMT",
+      "Sunday, 06-Nov-94 08:49:37 GMT",
+      "Sun Nov  6 08:49:37 1994",
+    ]
+  ) {
+    assert.equal(readingFromHeaders({ "retry-after": date }, 429, bounds)?.retry_after_ms, 10_000);
+    assert.equal(readingFromHeaders({ "retry-after": date }, 503, bounds)?.retry_after_ms, 10_000);
+  }
+  // Past: a 429 takes its default; far ahead: the cap.
+  const past = { "retry-after": "Sun, 06 Nov 1994 08:00:00 GMT" };
+  assert.equal(readingFromHeaders(past, 429, bounds)?.retry_after_ms, 1000);
+  assert.equal(readingFromHeaders(past, 503, bounds), undefined);
+  const far = { "retry-after": "Sun, 06 Nov 2094 08:00:00 GMT" };
+  assert.equal(readingFromHeaders(far, 503, bounds)?.retry_after_ms, 60_000);
+  // Not a date Skeid reads (no GMT, a bare number-like text): a 429's default.
+  for (const odd of ["Sun, 06 Nov 1994 09:49:37 +0100", "1.2.3", "soon"]) {
+    assert.equal(readingFromHeaders({ "retry-after": odd }, 429, bounds)?.retry_after_ms, 1000);
+  }
 });
 
 Deno.test("a 429 backoff refuses until it ends, then allows (table with a clock)", () => {

@@ -328,3 +328,35 @@ Deno.test("identity: x-api-key, trust_key_id_header off and on, require_known_ke
     await fake.close();
   }
 });
+
+Deno.test("routing: a 200's Retry-After holds no one back; a 503's is capped by max_retry_after_ms", async () => {
+  const fake = startFakeModel();
+  const t = await startGateway({
+    nodes: [{ id: "a", url: fake.url, model: "m" }],
+    routing: { max_retry_after_ms: 300, wait_timeout_ms: 2000 },
+  });
+  try {
+    const hinted = await post(
+      `${t.base}/v1/chat/completions`,
+      chat("m", { fake_headers: { "retry-after": "3600" } }),
+    );
+    strictEqual(hinted.status, 200);
+    const started = Date.now();
+    strictEqual((await post(`${t.base}/v1/chat/completions`, chat("m"))).status, 200);
+    ok(Date.now() - started < 1500, "the next request did not wait for a backoff");
+
+    const busy = await post(
+      `${t.base}/v1/chat/completions`,
+      chat("m", { fake_status: 503, fake_retry_after: 3600 }),
+    );
+    strictEqual(busy.status, 503);
+    // The node is backed off for 300 ms, not an hour: a request now waits that long, then goes.
+    const after = await post(`${t.base}/v1/chat/completions`, chat("m"));
+    strictEqual(after.status, 200);
+    strictEqual(after.headers.get("x-skeid-node"), "a");
+    assertIdle(t.gw);
+  } finally {
+    await t.stop();
+    await fake.close();
+  }
+});

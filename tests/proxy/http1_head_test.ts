@@ -99,3 +99,41 @@ Deno.test("http1 head: obs-fold (a header line continued on the next) is refused
     await s.close();
   }
 });
+
+Deno.test("http1 head: Content-Length is digits, one value; anything else is refused, never pooled", async () => {
+  const bad: [string, RegExp][] = [
+    ["content-length: \r\n", /invalid content-length/],
+    ["content-length: 1e3\r\n", /invalid content-length/],
+    ["content-length: 0x10\r\n", /invalid content-length/],
+    ["content-length: +5\r\n", /invalid content-length/],
+    ["content-length: -1\r\n", /invalid content-length/],
+    ["content-length: 5 5\r\n", /invalid content-length/],
+    ["content-length: 99999999999999999999\r\n", /invalid content-length/],
+    ["content-length: 5\r\ncontent-length: 2\r\n", /conflicting content-length/],
+    ["content-length: 5, 2\r\n", /conflicting content-length/],
+  ];
+  for (const [lines, why] of bad) {
+    const s = answering(`HTTP/1.1 200 OK\r\n${lines}\r\nhello`);
+    const client = new Http1Client();
+    try {
+      const err = await assertRejects(() => client.send(`${s.url}/a`, "POST", [], enc.encode("x")));
+      assertMatch(err.message, why, JSON.stringify(lines));
+      assertEquals(client.openConnections, 0, `closed, not pooled: ${JSON.stringify(lines)}`);
+    } finally {
+      client.close();
+      await s.close();
+    }
+  }
+  // Identical repeats are one length (RFC 9110 §8.6).
+  for (const lines of ["content-length: 5, 5\r\n", "content-length: 5\r\ncontent-length: 5\r\n"]) {
+    const s = answering(`HTTP/1.1 200 OK\r\n${lines}\r\nhello`);
+    const client = new Http1Client();
+    try {
+      const res = await client.send(`${s.url}/a`, "POST", [], enc.encode("x"));
+      assertEquals(await bodyText(res), "hello", JSON.stringify(lines));
+    } finally {
+      client.close();
+      await s.close();
+    }
+  }
+});

@@ -291,30 +291,84 @@ Deno.test("http1: idle connections the server closed are dropped before reuse", 
   }
 });
 
-Deno.test("http1: a request lost on a reused connection is sent again on a new one", async () => {
-  const bothIn = Promise.withResolvers<void>();
-  let arrived = 0;
-  const s = rawServer(async (conn, n) => {
-    if (n >= 2) return answerEach(conn);
-    const carry = { text: "" };
-    await readRequest(conn, carry);
-    if (++arrived === 2) bothIn.resolve();
-    await bothIn.promise;
+/**
+ * Answers `ok` to each request on a connection, noting `connection path` in `seen`; a request
+ * `dies` picks is read whole, held a while and left unanswered as the connection closes.
+ */
+async function noteEach(
+  conn: Deno.TcpConn,
+  n: number,
+  seen: string[],
+  dies: (req: string) => boolean = () => false,
+): Promise<void> {
+  const carry = { text: "" };
+  // Bounded by the connection: every round reads a request or returns.
+  for (;;) {
+    const req = await readRequest(conn, carry);
+    if (req === "") return;
+    seen.push(`${n} ${req.split(" ")[1]}`);
+    if (dies(req)) {
+      await new Promise((r) => setTimeout(r, 200));
+      return;
+    }
     await conn.write(enc.encode("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"));
-    // The next request on this connection is read, then the connection closes unanswered (the
-    // server's idle close crossing the request on the wire).
-    await readRequest(conn, carry);
+  }
+}
+
+Deno.test("http1: a reused connection closed after reading the request: sent once, the call fails", async () => {
+  const seen: string[] = [];
+  // The whole request to /work is read; the engine works on it, then dies without answering.
+  const s = rawServer((conn, n) => noteEach(conn, n, seen, (req) => req.includes("/work")));
+  const client = new Http1Client();
+  try {
+    assertEquals(
+      await bodyText(await client.send(`${s.url}/a`, "POST", [], enc.encode("x"))),
+      "ok",
+    );
+    assertEquals(client.idleConnections, 1);
+    const err = await assertRejects(() =>
+      client.send(`${s.url}/work`, "POST", [], enc.encode("x"))
+    );
+    assertMatch(String(err), /closed before answering/);
+    assertEquals(seen, ["0 /a", "0 /work"], "the request the server read went out once");
+    assertEquals(s.connections(), 1, "no second connection was opened for it");
+  } finally {
+    client.close();
+    await s.close();
+  }
+});
+
+Deno.test("http1: a reused connection the server had already reset: the request goes on a new one", async () => {
+  const seen: string[] = [];
+  const first = Promise.withResolvers<Deno.TcpConn>();
+  const reset = Promise.withResolvers<void>();
+  const s = rawServer(async (conn, n) => {
+    if (n === 0) {
+      // Reads only the start of the first request and answers it: the rest stays unread, so
+      // closing the connection resets it (RST) instead of ending it.
+      const buf = new Uint8Array(16);
+      await conn.read(buf);
+      seen.push(`0 ${dec.decode(buf).split(" ")[1]}`);
+      await conn.write(enc.encode("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"));
+      first.resolve(conn);
+      return await reset.promise; // the test closes it
+    }
+    await noteEach(conn, n, seen);
   });
   const client = new Http1Client();
   try {
-    const first = await Promise.all(
-      [1, 2].map(() => client.send(`${s.url}/a`, "POST", [], enc.encode("x"))),
-    );
-    assertEquals(await Promise.all(first.map(bodyText)), ["ok", "ok"]);
-    assertEquals(client.idleConnections, 2);
-    const res = await client.send(`${s.url}/b`, "POST", [], enc.encode("x"));
+    const body = enc.encode("x".repeat(1000));
+    assertEquals(await bodyText(await client.send(`${s.url}/a`, "POST", [], body)), "ok");
+    assertEquals(client.idleConnections, 1);
+    const conn = await first.promise;
+    // The reset and the next request in one turn: the client has not seen the close yet, so
+    // the pooled connection is taken and its write is what fails.
+    conn.close();
+    reset.resolve();
+    const res = await client.send(`${s.url}/b`, "POST", [], body);
     assertEquals(await bodyText(res), "ok", "answered on a new connection");
-    assertEquals(s.connections(), 3);
+    assertEquals(seen, ["0 /a", "1 /b"], "the request reached the server once");
+    assertEquals(s.connections(), 2);
   } finally {
     client.close();
     await s.close();
