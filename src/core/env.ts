@@ -28,6 +28,7 @@ export const BUILTIN_ROUTING: Readonly<RoutingSettings> = Object.freeze({
   max_body_bytes: 64 * 1024 * 1024,
   max_attempts: 3,
   budget_refresh_ms: 2000,
+  max_reserve_tokens: 1_000_000,
 });
 
 /** Built-in `capacity_max_age_ms`. */
@@ -49,7 +50,7 @@ function envNumber(env: EnvReader, name: string): number | undefined {
 
 /**
  * Brings a routing patch into range: waits ≥ 0, poll ≥ 1, frontend_count an integer ≥ 1,
- * max_body_bytes ≥ 0, max_attempts and budget_refresh_ms integers ≥ 1. Non-numbers are dropped (keep the value
+ * max_body_bytes ≥ 0, max_attempts, budget_refresh_ms and max_reserve_tokens integers ≥ 1. Non-numbers are dropped (keep the value
  * in force); flags accept the truthy spellings.
  */
 export function normalizeRoutingPatch(patch: Partial<RoutingSettings>): Partial<RoutingSettings> {
@@ -77,6 +78,10 @@ export function normalizeRoutingPatch(patch: Partial<RoutingSettings>): Partial<
   if (attempts !== undefined) out.max_attempts = Math.max(1, Math.trunc(attempts));
   const refresh = num(p.budget_refresh_ms);
   if (refresh !== undefined) out.budget_refresh_ms = Math.max(1, Math.trunc(refresh));
+  const reserve = num(p.max_reserve_tokens);
+  if (reserve !== undefined) {
+    out.max_reserve_tokens = Math.min(Number.MAX_SAFE_INTEGER, Math.max(1, Math.trunc(reserve)));
+  }
   return out;
 }
 

@@ -369,4 +369,10 @@ export interface RoutingSettings {
   max_attempts: number;
   /** How often budgets re-read the period's totals from a shared ledger, ms (default 2000). */
   budget_refresh_ms: number;
+  /**
+   * The most output tokens one request is charged before its usage event — budget reservation,
+   * tpm window, fair share (default 1,000,000, at least 1): a larger `max_tokens × n` is charged
+   * this much.
+   */
+  max_reserve_tokens: number;
 }

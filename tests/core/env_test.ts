@@ -13,6 +13,7 @@ Deno.test("built-in routing settings with nothing in the environment", () => {
     max_body_bytes: 64 * 1024 * 1024,
     max_attempts: 3,
     budget_refresh_ms: 2000,
+    max_reserve_tokens: 1_000_000,
   });
   assert.equal(skeid.capacityMaxAgeMs, 5000);
   assert.deepEqual(skeid.baseRouting, skeid.routing);
