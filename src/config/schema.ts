@@ -53,8 +53,7 @@ export const routingSchema = z.object({
   max_body_bytes: z.preprocess(toNumber, z.number().int().gt(0)).nullish(),
   max_attempts: z.preprocess(toNumber, z.number().int().min(1)).nullish(),
   budget_refresh_ms: z.preprocess(toNumber, z.number().int().min(1)).nullish(),
-  max_reserve_tokens: z.preprocess(toNumber, z.number().int().min(1).max(Number.MAX_SAFE_INTEGER))
-    .nullish(),
+  max_reserve_tokens: z.preprocess(toNumber, z.number().int().min(1)).nullish(),
 });
 
 /** The routing keys the config may set. */
