@@ -256,15 +256,16 @@ Deno.test("output charge: max_tokens 1e18 leaves fair share working for the next
       order.push(name);
     };
     const first = ask("a", { fake_ttft_ms: 300 }).then(done("a0"));
-    await until(() => t.gw.inflight === 1, 3000, "a's first request holds the slot");
+    await until(() => fake.stats.inflight === 1, 3000, "a's first request holds the slot");
     const queued = [ask("a", { max_tokens: 1e18 }).then(done("a-huge"))];
-    await until(() => t.gw.waiters.size === 1, 3000, "the huge request waits");
+    const waiting = (n: number) => async () => await t.group.waiters() === n;
+    await until(waiting(1), 3000, "the huge request waits");
     for (let i = 1; i <= 8; i++) {
       queued.push(ask("a", {}).then(done(`a${i}`)));
-      await until(() => t.gw.waiters.size === 1 + i, 3000, `a${i} waits`);
+      await until(waiting(1 + i), 3000, `a${i} waits`);
     }
     await first;
-    await until(() => t.gw.waiters.size === 8, 3000, "the huge request was dispatched");
+    await until(waiting(8), 3000, "the huge request was dispatched");
     await Promise.all([...queued, ask("b", {}).then(done("b"))]);
     const at = order.indexOf("b");
     assert(at <= order.indexOf("a3"), `b served before a3: ${order.join(" ")}`);
