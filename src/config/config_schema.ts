@@ -54,6 +54,7 @@ export const routingSchema = z.object({
   max_attempts: z.preprocess(toNumber, z.number().int().min(1)).nullish(),
   budget_refresh_ms: z.preprocess(toNumber, z.number().int().min(1)).nullish(),
   max_retry_after_ms: z.preprocess(toNumber, z.number().int().min(0)).nullish(),
+  max_reserve_tokens: z.preprocess(toNumber, z.number().int().min(1)).nullish(),
 });
 
 /** The routing keys the config may set. */

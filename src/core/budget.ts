@@ -3,7 +3,8 @@
  * reserving at admission and settling from the usage event.
  *
  * A request reserves its worst case (input estimate + its own output limit, or the budget's
- * `default_reserve_tokens`, priced at the served model's rule) and is refused when that does not
+ * `default_reserve_tokens`, times its completions `n`, capped by `routing.max_reserve_tokens`,
+ * priced at the served model's rule) and is refused when that does not
  * fit what is left; the usage event then replaces the reservation by the real cost and tokens.
  * Concurrent requests therefore never together reserve more than the cap: the only overspend
  * is what an upstream produced beyond the output limit it was given.
@@ -54,10 +55,37 @@ export function periodWords(period: BudgetPeriod): string {
   return period === "total" ? "in total" : `this ${period}`;
 }
 
+/** What a request asks to generate, as every charge before its usage event reads it. */
+export interface OutputAsk {
+  /**
+   * The request's own output limit per completion: the largest of the limits the node honours
+   * (`max_completion_tokens`, `max_tokens`, `max_output_tokens`, Ollama's `options.num_predict`);
+   * null or absent when it states none.
+   */
+  readonly outputLimit?: number | null;
+  /** Completions the node generates (`n`, or `best_of` when larger); absent: 1. */
+  readonly choices?: number;
+  /** The most output tokens a request is charged before its usage event (`max_reserve_tokens`). */
+  readonly maxOutput?: number;
+}
+
 /**
- * What a request reserves: its input estimate plus its own output limit (`max_tokens`,
- * `max_completion_tokens`, `max_output_tokens`, `num_predict`) or else the budget's
- * `default_reserve_tokens`, priced at the served model's rule.
+ * The output tokens a request is charged for before its usage event: its own limit (or
+ * `defaultTokens` when it states none) times its completions, at most `maxOutput`. The cap keeps
+ * a client-chosen number (`max_tokens: 1e18`) from moving a budget, a window or a fair-share
+ * counter out of the range where a token still counts.
+ */
+export function outputCharge(ask: OutputAsk, defaultTokens: number): number {
+  const limit = ask.outputLimit;
+  const each = limit !== null && limit !== undefined && limit >= 0 ? limit : defaultTokens;
+  const choices = ask.choices !== undefined && ask.choices > 1 ? ask.choices : 1;
+  return Math.min(each * choices, ask.maxOutput ?? Infinity);
+}
+
+/**
+ * What a request reserves: its input estimate plus its output charge (`outputLimit`, see
+ * `outputCharge`) or else the budget's `default_reserve_tokens`, priced at the served model's
+ * rule.
  */
 export function reservationAmount(
   inputTokens: number,

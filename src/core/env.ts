@@ -29,6 +29,7 @@ export const BUILTIN_ROUTING: Readonly<RoutingSettings> = Object.freeze({
   max_attempts: 3,
   budget_refresh_ms: 2000,
   max_retry_after_ms: 60_000,
+  max_reserve_tokens: 1_000_000,
 });
 
 /** Built-in `capacity_max_age_ms`. */
@@ -50,8 +51,9 @@ function envNumber(env: EnvReader, name: string): number | undefined {
 
 /**
  * Brings a routing patch into range: waits ≥ 0, poll ≥ 1, frontend_count an integer ≥ 1,
- * max_body_bytes ≥ 0, max_attempts and budget_refresh_ms integers ≥ 1, max_retry_after_ms an
- * integer ≥ 0. Non-numbers are dropped (keep the value in force); flags accept the truthy spellings.
+ * max_body_bytes ≥ 0, max_attempts, budget_refresh_ms and max_reserve_tokens integers ≥ 1,
+ * max_retry_after_ms an integer ≥ 0. Non-numbers are dropped (keep the value in force); flags
+ * accept the truthy spellings.
  */
 export function normalizeRoutingPatch(patch: Partial<RoutingSettings>): Partial<RoutingSettings> {
   const out: Partial<RoutingSettings> = {};
@@ -80,6 +82,10 @@ export function normalizeRoutingPatch(patch: Partial<RoutingSettings>): Partial<
   if (refresh !== undefined) out.budget_refresh_ms = Math.max(1, Math.trunc(refresh));
   const retryAfter = num(p.max_retry_after_ms);
   if (retryAfter !== undefined) out.max_retry_after_ms = Math.max(0, Math.trunc(retryAfter));
+  const reserve = num(p.max_reserve_tokens);
+  if (reserve !== undefined) {
+    out.max_reserve_tokens = Math.min(Number.MAX_SAFE_INTEGER, Math.max(1, Math.trunc(reserve)));
+  }
   return out;
 }
 

@@ -9,6 +9,13 @@
  * smallest counter among the backlogged keys of its band (idle time banks no credit), never
  * below its own counter (a debt is kept).
  *
+ * A charge is an estimate, corrected with the real count later: a correction downward banks no
+ * credit below where a newcomer would start (the smallest counter of the band's other backlogged
+ * keys), so a request that asked for far more than it used does not put its key ahead of keys
+ * that joined meanwhile. Counters only grow; once a band's time passes `RENORMALISE_AT` every
+ * counter of the band is shifted down by its floor (the order is unchanged), so they stay where
+ * a token still counts in a float64.
+ *
  * Keys sit in one binary heap per band, indexed so a key's position is fixed in O(log keys)
  * when its counter or oldest request changes; requests of one key are a linked list, so a wait
  * that times out or aborts leaves in O(1) (+ O(log keys) when its key's head changes). Nothing
@@ -31,14 +38,22 @@ export interface FairShareGroup {
   nextSeq(): number;
   /** A key's counter in the group; undefined when the group does not know the key. */
   counter(keyId: string): number | undefined;
-  /** Sets a key's counter in the group. */
-  setCounter(keyId: string, value: number): void;
+  /** Sets a key's counter in the group (the key queues in band `priority`). */
+  setCounter(keyId: string, priority: number, value: number): void;
+  /**
+   * Shifts the counters of every key of band `priority` in the group, and the band's time, down
+   * by `offset` (renormalisation; see `RENORMALISE_AT`).
+   */
+  shift(priority: number, offset: number): void;
   /** Counter of the band's last dispatched key in the group. */
   vtime(priority: number): number;
   /** Sets it. */
   setVtime(priority: number, value: number): void;
-  /** Smallest counter of a backlogged key of the band in the other queues; undefined: none. */
-  othersFloor(priority: number): number | undefined;
+  /**
+   * Smallest counter of a backlogged key of the band in the other queues (leaving out `except`,
+   * a key id); undefined: none.
+   */
+  othersFloor(priority: number, except?: string): number | undefined;
   /**
    * True when another queue has a waiter that goes before one of (`priority`, `counter`, `seq`)
    * and could still be admitted (it was not found unadmittable since capacity last changed).
@@ -121,6 +136,12 @@ interface Band<T> {
   /** Counter of the last key dispatched: where a key joining an empty band starts. */
   vtime: number;
 }
+
+/**
+ * A band's time past which its counters are shifted down by the band's floor: far below 2^53,
+ * where adding a token to a float64 counter would no longer change it.
+ */
+export const RENORMALISE_AT = 2 ** 40;
 
 /** The counter order; ties go to the key whose oldest request came first (FIFO). */
 function before<T>(a: KeyState<T>, b: KeyState<T>): boolean {
@@ -301,6 +322,7 @@ export class FairShareQueue<T> {
         taken.charged = key.weight;
         key.open++;
         this.#setCounter(key, key.counter + taken.estimate / key.weight);
+        if (band.vtime > RENORMALISE_AT) this.#renormalise(band);
         admitted.push(taken);
         if (key.queued === 0) this.#removeFromHeap(key);
         else this.#fix(key);
@@ -335,6 +357,7 @@ export class FairShareQueue<T> {
       t.charged = key.weight;
       key.open++;
       this.#setCounter(key, key.counter + t.estimate / key.weight);
+      if (key.counter > RENORMALISE_AT) this.#renormalise(key.band);
       if (key.queued === 0) this.#removeFromHeap(key);
       else this.#fix(key);
       return t;
@@ -344,14 +367,20 @@ export class FairShareQueue<T> {
   /**
    * Corrects a dispatched request's charge with its real token count (input + output of its
    * usage event): the key's counter moves by the difference divided by the weight it was
-   * charged at.
+   * charged at, but not down past the smallest counter of the band's other backlogged keys
+   * (a key already below it stays where it is).
    */
   correct(ticket: FairShareTicket<T>, actualTokens: number): void {
     const t = ticket as Ticket<T>;
     if (t.waiting || t.charged === 0) return;
     this.#run(() => {
       const key = t.key;
-      this.#setCounter(key, key.counter + (Math.max(0, actualTokens) - t.estimate) / t.charged);
+      let counter = key.counter + (Math.max(0, actualTokens) - t.estimate) / t.charged;
+      if (counter < key.counter) {
+        const others = this.#othersFloor(key);
+        if (others !== undefined) counter = Math.max(counter, Math.min(key.counter, others));
+      }
+      this.#setCounter(key, counter);
       t.charged = 0;
       key.open--;
       if (key.index >= 0) this.#fix(key);
@@ -410,9 +439,44 @@ export class FairShareQueue<T> {
     return others === undefined ? own : Math.min(own, others);
   }
 
+  /** The smallest counter of a backlogged key of `key`'s band other than `key` (every queue). */
+  #othersFloor(key: KeyState<T>): number | undefined {
+    const heap = key.band.heap;
+    let floor: number | undefined;
+    if (heap.length > 0 && heap[0] !== key) floor = heap[0].counter;
+    else {
+      // `key` is the top: the smallest other is one of its children.
+      for (let i = 1; i <= 2 && i < heap.length; i++) {
+        if (floor === undefined || heap[i].counter < floor) floor = heap[i].counter;
+      }
+    }
+    const group = this.#group?.othersFloor(key.band.priority, key.keyId);
+    return group === undefined ? floor : floor === undefined ? group : Math.min(floor, group);
+  }
+
+  /**
+   * Shifts every counter of `band` and its time down by the band's floor (in the group: of every
+   * queue): comparisons within a band are all a band's order uses, and they are unchanged.
+   */
+  #renormalise(band: Band<T>): void {
+    const offset = Math.min(this.#floor(band), band.vtime);
+    // A floor held low (a waiter no slot suits, until its wait ends) would make this a pass over
+    // every key per dispatch for little gain: shift only by a large step.
+    if (!(offset >= RENORMALISE_AT / 2)) return;
+    const group = this.#group;
+    group?.shift(band.priority, offset);
+    for (const key of this.#keys.values()) {
+      if (key.band !== band) continue;
+      key.counter = group?.counter(key.keyId) ?? key.counter - offset;
+    }
+    band.vtime = group === undefined ? band.vtime - offset : group.vtime(band.priority);
+    const heap = band.heap;
+    for (let i = (heap.length >> 1) - 1; i >= 0; i--) this.#down(heap, i);
+  }
+
   #setCounter(key: KeyState<T>, value: number): void {
     key.counter = value;
-    this.#group?.setCounter(key.keyId, value);
+    this.#group?.setCounter(key.keyId, key.band.priority, value);
   }
 
   #setVtime(band: Band<T>, value: number): void {

@@ -12,6 +12,8 @@ import {
   type BudgetReservation,
   Budgets,
   type BudgetWarning,
+  type OutputAsk,
+  outputCharge,
   reservationAmount,
 } from "./budget.ts";
 import {
@@ -24,11 +26,9 @@ import { type RateHeaders, type RateRefusal, type RateTicket, RateWindows } from
 import type { PricingRule } from "./types.ts";
 
 /** What the per-key steps need to know about a request. */
-export interface KeyRequest {
+export interface KeyRequest extends OutputAsk {
   /** Input tokens estimated from the body (the `count_tokens` estimator). */
   inputTokens: number;
-  /** The request's own output limit, if any (`max_tokens`, `num_predict`, ...). */
-  outputLimit?: number | null;
   /**
    * The pricing rule(s) of the served model(s) the route plan may reach; the reservation is priced
    * at the most expensive, so falling through to a paid tier never spends unreserved money.
@@ -136,15 +136,16 @@ export class Tenancy {
   admit(keyId: string, now: number, req: KeyRequest): KeyDecision {
     const defaults = this.#keyPolicy(keyId).budget ?? NO_BUDGET;
     const rules = req.rules;
+    const output = outputCharge(req, defaults.default_reserve_tokens);
     // The first rule's amount, then any dearer one (no array or amount object per request).
     let amount: BudgetAmount = reservationAmount(
       req.inputTokens,
-      req.outputLimit,
+      output,
       defaults,
       rules.length > 0 ? rules[0] : ZERO_RULE,
     );
     for (let i = 1; i < rules.length; i++) {
-      const a = reservationAmount(req.inputTokens, req.outputLimit, defaults, rules[i]);
+      const a = reservationAmount(req.inputTokens, output, defaults, rules[i]);
       if (a.usd >= amount.usd) amount = a;
     }
     const rate = this.rates.check(keyId, now, amount.tokens);

@@ -217,7 +217,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     this.#key = pass instanceof Promise ? await pass : pass;
 
     const walk = new RouteWalk(skeid, ctx.waiters, plan.tiers, this.requestedModel);
-    this.#walk = walk.sharing(id, upstream.body);
+    this.#walk = walk.sharing(id, upstream, routing.max_reserve_tokens);
     const maxAttempts = Math.max(1, routing.max_attempts);
     let last: Failure | undefined;
     let keyMissing = 0;

@@ -12,6 +12,7 @@ import { isJsonObject, type JsonObject, parseJson } from "../core/json.ts";
 import { type JsonScan, MAX_JSON_DEPTH, scanJson } from "../json_scan.ts";
 import type { BufferBudget } from "./buffer_budget.ts";
 import { Refusal } from "./errors.ts";
+import { checkOutputFields } from "./estimate.ts";
 import { ANONYMOUS, type KeyIdCache, requestKeyId } from "./identity.ts";
 import { hopsOf, MAX_HOPS } from "./upstream.ts";
 
@@ -214,9 +215,13 @@ export function jsonBody(bytes: Uint8Array, scan: JsonScan = scanJson(bytes)): J
   return parsed;
 }
 
-/** The face's upstream request of the body; a body the face cannot carry is refused in its shape. */
+/**
+ * The face's upstream request of the body; a body the face cannot carry, or whose output limit
+ * or completion count is not a plain integer (`checkOutputFields`), is refused in its shape.
+ */
 export function upstreamRequest(face: Face, endpoint: string, body: JsonObject): UpstreamRequest {
   try {
+    checkOutputFields(body);
     return face.toUpstream(endpoint, body);
   } catch (err) {
     if (err instanceof FaceError) {

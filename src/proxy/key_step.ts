@@ -25,12 +25,14 @@ import type { UpstreamRequest } from "../faces/face.ts";
 import type { Logger } from "../log.ts";
 import type { UsageEvent } from "../usage/types.ts";
 import { Refusal } from "./errors.ts";
-import { estimateInputTokens, outputLimitOf } from "./estimate.ts";
+import { estimateInputTokens, outputAskOf } from "./estimate.ts";
 
 /** What the key step needs of the gateway (a `ProxyContext` satisfies it). */
 export interface KeyLimitsContext {
-  /** Policies (the key's numbers) and pricing (the reservation). */
+  /** Policies (the key's numbers), pricing (the reservation) and the charge cap. */
   readonly skeid: {
+    /** `max_reserve_tokens`: the most output tokens a request is charged. */
+    readonly routing: { readonly max_reserve_tokens: number };
     keyPolicy(apiKeyId: string): KeyPolicy;
     pricingForModel(model: string): PricingRule;
   };
@@ -135,10 +137,12 @@ export function admitKey(
   for (const tier of tiers) {
     rules.push(skeid.pricingForModel(tier.model || upstream.requestedModel));
   }
-  const body = upstream.body;
+  const ask = outputAskOf(upstream, skeid.routing.max_reserve_tokens);
   const request: KeyRequest = {
-    inputTokens: estimateInputTokens(body),
-    outputLimit: upstream.path === "/embeddings" ? 0 : outputLimitOf(body),
+    inputTokens: estimateInputTokens(upstream.body),
+    outputLimit: ask.outputLimit,
+    choices: ask.choices,
+    maxOutput: ask.maxOutput,
     rules,
   };
   const d = ctx.keyLimiter.admit(keyId, policy, request);

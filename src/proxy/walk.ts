@@ -16,8 +16,7 @@ import {
   type ShareSettings,
 } from "../core/key_policy.ts";
 import type { PickedNode, RouteState, Selection, Tier } from "../core/types.ts";
-import type { JsonObject } from "../core/json.ts";
-import { requestTokensEstimate } from "./estimate.ts";
+import { type EstimatedRequest, requestTokensEstimate } from "./estimate.ts";
 import type { ShareTicket, Waiter, WaiterQueue } from "./wait.ts";
 
 /** What the walk needs from the core (a `RoutingCore` satisfies it). */
@@ -105,7 +104,8 @@ export class RouteWalk implements Waiter {
   keyId: string | undefined;
   /** Waiter: the fair share charge of the current admission, corrected by the usage event. */
   shareTicket: ShareTicket | undefined;
-  #body: JsonObject | undefined;
+  #charged: EstimatedRequest | undefined;
+  #maxReserve = 0;
   #policy: KeyPolicy | undefined;
 
   /**
@@ -124,12 +124,14 @@ export class RouteWalk implements Waiter {
   }
 
   /**
-   * Counts the walk's waits to customer key `keyId` (fair share); `body`, the upstream body, is
-   * read only to estimate its tokens when it has to share. Without it every walk is one key.
+   * Counts the walk's waits to customer key `keyId` (fair share); `upstream`, the upstream
+   * request, is read only to estimate its tokens when it has to share, its output charged at most
+   * `maxReserve` tokens (`routing.max_reserve_tokens`). Without it every walk is one key.
    */
-  sharing(keyId: string, body: JsonObject): this {
+  sharing(keyId: string, upstream: EstimatedRequest, maxReserve: number): this {
     this.keyId = keyId;
-    this.#body = body;
+    this.#charged = upstream;
+    this.#maxReserve = maxReserve;
     return this;
   }
 
@@ -140,9 +142,9 @@ export class RouteWalk implements Waiter {
 
   /** Waiter: the tokens charged at dispatch (input estimate + output limit or default). */
   estimateTokens(): number {
-    if (this.#body === undefined) return 1;
+    if (this.#charged === undefined) return 1;
     const reserve = this.#keyPolicy()?.budget?.default_reserve_tokens ?? DEFAULT_RESERVE_TOKENS;
-    return requestTokensEstimate(this.#body, reserve);
+    return requestTokensEstimate(this.#charged, reserve, this.#maxReserve);
   }
 
   /** Waiter: the tier waited for, as metrics name it. */

@@ -3,7 +3,8 @@
  * the group orders its waiters as one queue would. It holds, in one `SharedArrayBuffer`:
  *
  * - every customer key's virtual counter (a key's requests may wait in any worker, and every
- *   worker's dispatch and correction moves the one counter),
+ *   worker's dispatch and correction moves the one counter) and the band it counts in (a band's
+ *   renormalisation shifts the counters of its keys in every worker),
  * - each band's time (the counter of its last dispatched key) and the group's arrival numbers,
  * - each worker's best waiter per band, published after every change of its queue.
  *
@@ -51,9 +52,12 @@ function intWords(size: ShareBoardSize): number {
   return n + (n & 1);
 }
 
-/** Float64 slots: the arrival counter, band times (priority, time), entries (priority, seq), keys. */
+/**
+ * Float64 slots: the arrival counter, band times (priority, time), entries (priority, seq), key
+ * counters, key bands (NaN until the key's counter is first set).
+ */
 function floatSlots(size: ShareBoardSize): number {
-  return 1 + BAND_TIMES * 2 + size.workers * BANDS * 2 + size.keys;
+  return 1 + BAND_TIMES * 2 + size.workers * BANDS * 2 + size.keys * 2;
 }
 
 /** The bytes a board of this size needs. */
@@ -73,6 +77,7 @@ export class ShareBoard implements FairShareGroup {
   readonly #bandAt = 1;
   readonly #entryAt = 1 + BAND_TIMES * 2;
   readonly #keyAt: number;
+  readonly #keyBandAt: number;
   #depth = 0;
 
   /**
@@ -96,11 +101,15 @@ export class ShareBoard implements FairShareGroup {
     this.#ints = new Int32Array(buffer, 0, intWords(size));
     this.#floats = new Float64Array(buffer, intWords(size) * 4, floatSlots(size));
     this.#keyAt = this.#entryAt + size.workers * BANDS * 2;
+    this.#keyBandAt = this.#keyAt + size.keys;
   }
 
-  /** A board's buffer for `size`. */
+  /** A board's buffer for `size`: no key counted in any band yet. */
   static buffer(size: ShareBoardSize): SharedArrayBuffer {
-    return new SharedArrayBuffer(shareBoardBytes(size));
+    const buffer = new SharedArrayBuffer(shareBoardBytes(size));
+    const keyBandAt = floatSlots(size) - size.keys;
+    new Float64Array(buffer, intWords(size) * 4, floatSlots(size)).fill(NaN, keyBandAt);
+    return buffer;
   }
 
   locked<R>(fn: () => R): R {
@@ -122,9 +131,21 @@ export class ShareBoard implements FairShareGroup {
     return i < 0 ? undefined : this.#floats[this.#keyAt + i];
   }
 
-  setCounter(keyId: string, value: number): void {
+  setCounter(keyId: string, priority: number, value: number): void {
     const i = this.#keyIndex(keyId);
-    if (i >= 0) this.#floats[this.#keyAt + i] = value;
+    if (i < 0) return;
+    this.#floats[this.#keyAt + i] = value;
+    this.#floats[this.#keyBandAt + i] = priority;
+  }
+
+  shift(priority: number, offset: number): void {
+    const floats = this.#floats;
+    // Once per 2^40 of a band's virtual time: one pass over the key table is fine.
+    for (let i = 0; i < this.#size.keys; i++) {
+      if (floats[this.#keyBandAt + i] === priority) floats[this.#keyAt + i] -= offset;
+    }
+    const b = this.#band(priority, false);
+    if (b >= 0) floats[this.#bandAt + b * 2 + 1] -= offset;
   }
 
   vtime(priority: number): number {
@@ -137,11 +158,13 @@ export class ShareBoard implements FairShareGroup {
     if (i >= 0) this.#floats[this.#bandAt + i * 2 + 1] = value;
   }
 
-  othersFloor(priority: number): number | undefined {
+  othersFloor(priority: number, except?: string): number | undefined {
     let floor: number | undefined;
+    const skip = except === undefined ? -1 : this.#keyIndex(except);
     this.#someOther((e) => {
-      if (this.#floats[this.#entryAt + e * 2] === priority) {
-        const c = this.#floats[this.#keyAt + this.#ints[this.#entryInt(e) + 1]];
+      const key = this.#ints[this.#entryInt(e) + 1];
+      if (this.#floats[this.#entryAt + e * 2] === priority && key !== skip) {
+        const c = this.#floats[this.#keyAt + key];
         if (floor === undefined || c < floor) floor = c;
       }
       return false;

@@ -613,3 +613,20 @@ Deno.test("a price of 1e400 (quoted or not) is refused naming its path", () => {
   assertMatch(errors[0], /^pricing\.m\.input_per_million \(line 3\): .*must be a number >= 0/);
   assertMatch(errors[1], /^pricing\.n\.output_per_million \(line 5\): .*must be a number >= 0/);
 });
+
+Deno.test("routing.max_reserve_tokens: a whole number of tokens, at least 1", () => {
+  const loaded = loadConfigText("routing:\n  max_reserve_tokens: 8192\n", { env: env() });
+  assertEquals(loaded.routing, { max_reserve_tokens: 8192 });
+  assertEquals(
+    loadErrors(
+      "routing:\n  max_reserve_tokens: 0\n",
+    ).concat(loadErrors("routing:\n  max_reserve_tokens: 1.5\n")).concat(
+      loadErrors("routing:\n  max_reserve_tokens: 1e18\n"),
+    ),
+    [
+      "routing.max_reserve_tokens (line 2): must be >= 1 (got 0)",
+      "routing.max_reserve_tokens (line 2): must be an integer (got 1.5)",
+      "routing.max_reserve_tokens (line 2): must be <= 9007199254740991 (got 1000000000000000000)",
+    ],
+  );
+});

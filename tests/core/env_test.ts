@@ -14,6 +14,7 @@ Deno.test("built-in routing settings with nothing in the environment", () => {
     max_attempts: 3,
     budget_refresh_ms: 2000,
     max_retry_after_ms: 60_000,
+    max_reserve_tokens: 1_000_000,
   });
   assert.equal(skeid.capacityMaxAgeMs, 5000);
   assert.deepEqual(skeid.baseRouting, skeid.routing);

@@ -1,6 +1,6 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { DEFAULT_SHARE, type ShareSettings } from "../../src/core/key_policy.ts";
-import { FairShareQueue, type FairShareTicket } from "../../src/core/fair_share.ts";
+import { FairShareQueue, type FairShareTicket, RENORMALISE_AT } from "../../src/core/fair_share.ts";
 
 const share = (s: Partial<ShareSettings> = {}): ShareSettings => ({ ...DEFAULT_SHARE, ...s });
 
@@ -67,11 +67,44 @@ Deno.test("corrections with the real count move the counter", () => {
   q.enqueue("B", share(), "b0", 1000);
   let slots = 2;
   const [a0] = q.drain(() => slots-- > 0);
+  q.correct(a0, 10); // A's first answer was short: its counter drops to 10
   q.enqueue("A", share(), "a1", 1000);
   q.enqueue("B", share(), "b1", 1000);
-  q.correct(a0, 10); // A's first answer was short: its counter drops to 10
   q.enqueue("A", share(), "a2", 1000);
   assertEquals(q.drain(() => true).map((t) => t.item), ["a1", "b1", "a2"]);
+});
+
+Deno.test("a request that asked far more than it used banks no credit over keys that joined since", () => {
+  const q = new FairShareQueue<string>();
+  q.enqueue("A", share(), "huge", 1_000_000);
+  const [huge] = q.drain(() => true); // A's counter: 1e6
+  for (let i = 1; i <= 4; i++) q.enqueue("A", share(), `a${i}`, 10);
+  q.enqueue("B", share(), "b", 10); // B starts at A's 1e6
+  q.correct(huge, 10); // without the floor: A at 10, ahead of B by ~1e6 tokens
+  assertEquals(q.drain(() => true).map((t) => t.item), ["a1", "b", "a2", "a3", "a4"]);
+});
+
+Deno.test("counters past RENORMALISE_AT are shifted down: the order holds, a token still counts", () => {
+  const q = new FairShareQueue<string>();
+  // Weight 1e-6: each 1,000-token charge adds 1e9 to a counter; 3,000 of them pass 2^41.
+  const light = share({ weight: 1e-6 });
+  for (let i = 0; i < 3000; i++) {
+    q.enqueue("A", light, `a${i}`, 1000);
+    q.enqueue("B", light, `b${i}`, 1000);
+    let slots = 2;
+    q.drain(() => slots-- > 0);
+  }
+  assertEquals(q.size, 0, "nothing left waiting");
+  q.enqueue("A", light, "a", 1000);
+  q.enqueue("B", light, "b", 1);
+  let slots = 2;
+  assertEquals(q.drain(() => slots-- > 0).map((t) => t.item), ["a", "b"]);
+  q.enqueue("B", light, "b+", 1); // B first: A, joining after, cannot lift it
+  q.enqueue("A", light, "a+", 1);
+  const [k1, k2] = q.backlogged();
+  assert(k1.counter < RENORMALISE_AT * 2 && k2.counter < RENORMALISE_AT * 2, `${k1.counter}`);
+  assertEquals(k1.keyId, "B", "B was charged 1 token, A 1,000: B is served first");
+  assert(k2.counter - k1.counter > 9e8, "the difference of 999 tokens at weight 1e-6 still counts");
 });
 
 Deno.test("charge: a request served without waiting counts only while others wait", () => {

@@ -207,14 +207,17 @@ Deno.test("anthropic SDK: errors are the SDK's typed errors with the right statu
       ok(err.requestID !== undefined || err.headers?.get("x-request-id"), "a request id");
       return true;
     });
-    // 400: a body the face refuses (max_tokens must be a number).
+    // 400: a body the gateway refuses (max_tokens must be a non-negative integer).
     const bad = { ...params, max_tokens: "lots" as unknown as number };
     await rejects(client(e).messages.create(bad), (err: unknown) => {
       ok(err instanceof Anthropic.BadRequestError, `BadRequestError: ${err}`);
       strictEqual(err.status, 400);
       deepStrictEqual(err.error, {
         type: "error",
-        error: { type: "invalid_request_error", message: "max_tokens: must be a number" },
+        error: {
+          type: "invalid_request_error",
+          message: 'max_tokens: must be a non-negative integer, got "lots"',
+        },
       });
       return true;
     });

@@ -1,6 +1,5 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { shareKeyLabel, ShareStats } from "../../src/proxy/share_stats.ts";
-import { requestTokensEstimate } from "../../src/proxy/estimate.ts";
 
 const names: Record<string, string> = { k_a: "alice" };
 const label = (id: string) => shareKeyLabel(id, names[id]);
@@ -35,13 +34,4 @@ Deno.test("share stats: named keys by name, others under one _other label", () =
   assert(prom.includes('skeid_share_wait_seconds_bucket{tier="m",key="alice",le="0.25"} 1'), prom);
   assert(prom.includes('skeid_share_wait_seconds_count{tier="m",key="_other"} 2'), prom);
   assert(prom.includes('skeid_share_served_tokens_total{key="alice",kind="output"} 8'), prom);
-});
-
-Deno.test("estimate: message text about 4 characters a token, plus the output limit", () => {
-  const chat = { messages: [{ role: "user", content: "x".repeat(40) }], max_tokens: 100 };
-  assertEquals(requestTokensEstimate(chat, 4096), 10 + 100);
-  const parts = { messages: [{ role: "user", content: [{ type: "text", text: "y".repeat(8) }] }] };
-  assertEquals(requestTokensEstimate(parts, 50), 2 + 50, "no limit: the default");
-  assertEquals(requestTokensEstimate({ prompt: "abcd", max_completion_tokens: 3 }, 9), 1 + 3);
-  assertEquals(requestTokensEstimate({ input: ["abcdefgh"] }, 4096), 2, "embeddings: input only");
 });

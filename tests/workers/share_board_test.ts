@@ -4,7 +4,7 @@
  * buffer.
  */
 import { assert, assertEquals } from "../_assert.ts";
-import { FairShareQueue } from "../../src/core/fair_share.ts";
+import { FairShareQueue, RENORMALISE_AT } from "../../src/core/fair_share.ts";
 import { InflightTable } from "../../src/core/inflight_table.ts";
 import { ShareBoard } from "../../src/workers/share_board.ts";
 import { DEFAULT_SHARE, type ShareSettings } from "../../src/core/key_policy.ts";
@@ -154,4 +154,34 @@ Deno.test("share board: a lock left by a dead worker is cleared", () => {
     b1.locked(() => inside = true);
   });
   assert(inside, "worker 1 took the lock");
+});
+
+Deno.test("share board: a band past RENORMALISE_AT is shifted down in every worker", () => {
+  const { queues: [q0, q1], boards: [b0, b1] } = pair();
+  const light = share({ weight: 1e-6 }); // 1,000 tokens: 1e9 on the counter
+  const slots = { free: 0 };
+  for (let i = 0; i < 3000; i++) {
+    q0.enqueue("A", light, `a${i}`, 1000);
+    q1.enqueue("B", light, `b${i}`, 1000);
+    slots.free = 1;
+    round(q0, slots);
+    round(q1, slots);
+    slots.free = 1;
+    round(q1, slots);
+    round(q0, slots);
+  }
+  const a = b1.counter("A")!;
+  const b = b0.counter("B")!;
+  assert(a < 2 * RENORMALISE_AT && b < 2 * RENORMALISE_AT, `A ${a}, B ${b}`);
+  assert(Math.abs(a - b) <= 1e9, `the keys kept their distance: A ${a}, B ${b}`);
+  // One more of each: B asks 1 token, A 1,000; B's next request goes first in either worker.
+  q1.enqueue("B", light, "b", 1);
+  q0.enqueue("A", light, "a", 1000);
+  slots.free = 2;
+  assertEquals([...round(q0, slots), ...round(q1, slots), ...round(q0, slots)], ["b", "a"]);
+  q1.enqueue("B", light, "b+", 1);
+  q0.enqueue("A", light, "a+", 1);
+  slots.free = 1;
+  assertEquals(round(q0, slots), [], "worker 0 leaves the slot to B");
+  assertEquals(round(q1, slots), ["b+"]);
 });
