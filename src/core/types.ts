@@ -374,6 +374,7 @@ export interface RoutingSettings {
    * answer backs a node off).
    */
   max_retry_after_ms: number;
+  /**
    * The most output tokens one request is charged before its usage event — budget reservation,
    * tpm window, fair share (default 1,000,000, at least 1): a larger `max_tokens × n` is charged
    * this much.
