@@ -78,8 +78,12 @@ export interface ClientListener {
   readonly addr: Deno.NetAddr;
   /** Resolves when the listener stopped and every connection ended. */
   readonly finished: Promise<void>;
-  /** Stops accepting; idle connections close now, busy ones once their requests are answered. */
-  shutdown(): Promise<void>;
+  /**
+   * Stops accepting and closes every connection gracefully: an idle one at once, a busy one once
+   * the answers of its requests in flight were sent (whatever their kind). A connection still
+   * open `deadlineMs` after the call (a client that never reads its answer) is cut.
+   */
+  shutdown(deadlineMs?: number): Promise<void>;
   stats(): ListenerStats;
 }
 
@@ -90,7 +94,14 @@ type ServeOnConnection = (
   handler: ServeHandler,
   onError: (err: unknown) => Response | Promise<Response>,
   onListen: () => void,
-) => { finished: Promise<void> };
+) => PerConnectionServer;
+
+/** What Deno's per-connection server answers: its end, and its graceful close. */
+interface PerConnectionServer {
+  finished: Promise<void>;
+  /** Stops taking requests; closes once the responses in flight were written. */
+  shutdown(): Promise<void>;
+}
 
 /** Deno's internal `serveHttpOnConnection`, or undefined on a runtime without it. */
 export function serveOnConnection(): ServeOnConnection | undefined {
@@ -107,6 +118,8 @@ class ClientConn {
   inflight = 0;
   /** Whether it has answered a request (idle timeout) or not yet (header timeout). */
   served = false;
+  /** Deno's HTTP server on it, once started. */
+  server?: PerConnectionServer;
   /** Epoch ms it was accepted or last became idle. */
   since: number;
   prev?: ClientConn;
@@ -179,8 +192,9 @@ export function listen(opts: ListenerOptions): ClientListener {
   const close = (c: ClientConn): void => {
     fresh.remove(c);
     idle.remove(c);
-    // Only ever called on a connection with nothing in flight: aborting its server closes the
-    // socket (an abort while a response streams would cut it).
+    // Called on a connection with nothing in flight, or past the drain's deadline: aborting its
+    // server closes the socket at once (an answer not yet written is lost; a drain closes busy
+    // connections gracefully instead, `shutdown`).
     // Deno's per-connection server throws BadResource from its abort listener when the client
     // already closed the socket (the resource is gone). A listener's error is reported as an
     // uncaught error, which would end the process: it is taken here, during this one dispatch,
@@ -196,6 +210,13 @@ export function listen(opts: ListenerOptions): ClientListener {
     } finally {
       globalThis.removeEventListener("error", taken);
     }
+  };
+
+  /** Deno's graceful close of a connection: its answers in flight are written first. */
+  const closeGracefully = (c: ClientConn): void => {
+    c.server?.shutdown().catch((err) =>
+      note("connection_close_failed", { error: errorMessage(err) })
+    );
   };
 
   const oldestIdle = (): ClientConn | undefined => {
@@ -239,16 +260,14 @@ export function listen(opts: ListenerOptions): ClientListener {
     };
     const done = (): void => {
       c.served = true;
-      if (--c.inflight !== 0 || c.closer.signal.aborted) return;
-      if (stopping) {
-        // Draining: a connection closes once its last request was answered.
-        close(c);
-        return;
-      }
+      // Draining: the graceful close `shutdown` asked for closes it once its answers were
+      // written. `completed` of a whole (non-streamed) body settles when the body is handed to
+      // Deno, before it is written: an abort here would lose the answer.
+      if (--c.inflight !== 0 || c.closer.signal.aborted || stopping) return;
       c.since = now();
       idle.push(c);
     };
-    let server: { finished: Promise<void> };
+    let server: PerConnectionServer;
     try {
       server = serveOn(conn, c.closer.signal, handler, opts.onError, () => {});
     } catch (err) {
@@ -262,6 +281,9 @@ export function listen(opts: ListenerOptions): ClientListener {
       }
       return;
     }
+    c.server = server;
+    // Accepted during a drain's last step (the listener closes right after): closed as any other.
+    if (stopping) closeGracefully(c);
     const ended = (): void => {
       open.delete(c);
       fresh.remove(c);
@@ -337,7 +359,7 @@ export function listen(opts: ListenerOptions): ClientListener {
   return {
     addr: listener.addr as Deno.NetAddr,
     finished,
-    shutdown(): Promise<void> {
+    shutdown(deadlineMs?: number): Promise<void> {
       if (!stopping) {
         stopping = true;
         try {
@@ -345,8 +367,16 @@ export function listen(opts: ListenerOptions): ClientListener {
         } catch {
           // already closed
         }
-        // Busy connections close when their last request is answered (`done`).
-        for (const c of open) if (c.inflight === 0) close(c);
+        for (const c of open) {
+          if (c.inflight === 0) close(c);
+          else closeGracefully(c);
+        }
+        if (deadlineMs !== undefined) {
+          const cut = setTimeout(() => {
+            for (const c of open) close(c);
+          }, Math.max(0, deadlineMs));
+          finished.then(() => clearTimeout(cut));
+        }
       }
       return finished;
     },

@@ -215,3 +215,101 @@ Deno.test("ops: SIGTERM of `skeid serve` drains in-flight requests and loses no 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+/** Reads a raw connection until the peer closes it (bounded by `ms`): the bytes, and whether it closed. */
+async function readToClose(
+  conn: Deno.Conn,
+  ms: number,
+): Promise<{ text: string; closed: boolean }> {
+  const dec = new TextDecoder();
+  const buf = new Uint8Array(16 * 1024);
+  let text = "";
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const n = await Promise.race([
+      conn.read(buf).catch(() => null),
+      new Promise<"timeout">((r) => timer = setTimeout(() => r("timeout"), deadline - Date.now())),
+    ]);
+    clearTimeout(timer);
+    if (n === "timeout") break;
+    if (n === null) return { text, closed: true };
+    text += dec.decode(buf.subarray(0, n));
+  }
+  return { text, closed: false };
+}
+
+Deno.test("ops: SIGTERM while a non-streamed request is in flight: its full answer and event, then the connection closes", async () => {
+  const fake = startFakeModel({ ttftMs: 800 });
+  const dir = await Deno.makeTempDir({ prefix: "skeid-term-" });
+  const db = `${dir}/usage.sqlite`;
+  await Deno.writeTextFile(
+    `${dir}/skeid.yaml`,
+    stringify({
+      nodes: [{ id: "n1", url: fake.url, model: "m" }],
+      usage_store: { backend: "sqlite", path: db, flush_interval_ms: 60_000 },
+    }),
+  );
+  // With SKEID_TEST_WORKERS=2 (scripts/test-workers) through a supervisor and two workers.
+  const workers = Deno.env.get("SKEID_TEST_WORKERS") ?? "1";
+  const launcher = fileURLToPath(new URL("../../scripts/skeid", import.meta.url));
+  const child = new Deno.Command(launcher, {
+    args: [
+      "serve",
+      ...["--config", `${dir}/skeid.yaml`, "--listen", "127.0.0.1:0", "--workers", workers],
+    ],
+    stdout: "piped",
+    stderr: "piped",
+    env: { SKEID_SHUTDOWN_GRACE_MS: "5000", SKEID_LOG_LEVEL: "warn" },
+  }).spawn();
+  const stdout = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  const stderrText = new Response(child.stderr).text();
+  let conn: Deno.Conn | undefined;
+  try {
+    const m = await readUntil(stdout, /listening on http:\/\/127\.0\.0\.1:(\d+)/, 30_000);
+    conn = await Deno.connect({ hostname: "127.0.0.1", port: Number(m[1]) });
+    const body = JSON.stringify(chat("m"));
+    await conn.write(
+      new TextEncoder().encode(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n" +
+          `content-length: ${body.length}\r\n\r\n${body}`,
+      ),
+    );
+    // In flight: the node has it (and answers after its time to first token).
+    await until(() => fake.stats.inflight === 1, 10_000, "the request at the node");
+    child.kill("SIGTERM");
+    const { text, closed } = await readToClose(conn, 15_000);
+    ok(text.startsWith("HTTP/1.1 200"), `a full answer, got: ${JSON.stringify(text)}`);
+    const answer = JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4));
+    strictEqual(answer.object, "chat.completion");
+    ok(closed, "then the connection closes");
+    const status = await child.status;
+    strictEqual(status.code, 0, await stderrText);
+    const sql = new DatabaseSync(db);
+    try {
+      const row = sql.prepare("SELECT COUNT(*) AS n, SUM(ok) AS ok FROM usage_events").get() as {
+        n: number;
+        ok: number;
+      };
+      deepStrictEqual({ n: Number(row.n), ok: Number(row.ok) }, { n: 1, ok: 1 }, "its event");
+    } finally {
+      sql.close();
+    }
+  } finally {
+    try {
+      conn?.close();
+    } catch {
+      // closed by the server
+    }
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // already exited
+    }
+    await child.status;
+    await stdout.cancel().catch(() => {});
+    await stderrText.catch(() => {});
+    await fake.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
