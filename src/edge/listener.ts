@@ -120,6 +120,8 @@ class ClientConn {
   served = false;
   /** Deno's HTTP server on it, once started. */
   server?: PerConnectionServer;
+  /** An answer on it said `connection: close`: it closes once its requests were answered. */
+  closeAfter = false;
   /** Epoch ms it was accepted or last became idle. */
   since: number;
   prev?: ClientConn;
@@ -154,6 +156,9 @@ class ConnList {
     this.size--;
   }
 }
+
+/** How long a connection whose answer said `connection: close` stays open after it, ms. */
+const CLOSE_LINGER_MS = 100;
 
 /** Starts accepting client connections on `hostname:port`. */
 export function listen(opts: ListenerOptions): ClientListener {
@@ -256,14 +261,31 @@ export function listen(opts: ListenerOptions): ClientListener {
       }
       // `completed` settles once the response (stream included) was sent or the client left.
       info.completed.then(done, done);
-      return opts.handler(req, info);
+      const answer = opts.handler(req, info);
+      return answer instanceof Promise ? answer.then(closing) : closing(answer);
+    };
+    /**
+     * An answer that says `connection: close` (a refusal that leaves the body unread: a 408 for
+     * a stalled body) closes its connection: Deno keeps a connection open while its request body
+     * is unread, even past a graceful close.
+     */
+    const closing = (res: Response): Response => {
+      if (res.headers.get("connection") === "close") c.closeAfter = true;
+      return res;
     };
     const done = (): void => {
       c.served = true;
       // Draining: the graceful close `shutdown` asked for closes it once its answers were
       // written. `completed` of a whole (non-streamed) body settles when the body is handed to
       // Deno, before it is written: an abort here would lose the answer.
-      if (--c.inflight !== 0 || c.closer.signal.aborted || stopping) return;
+      if (--c.inflight !== 0 || c.closer.signal.aborted) return;
+      if (c.closeAfter) {
+        // `completed` of a whole body settles before it is written: the answer (a small
+        // refusal, in the socket's buffer at once) gets a moment to leave first.
+        setTimeout(() => close(c), CLOSE_LINGER_MS);
+        return;
+      }
+      if (stopping) return;
       c.since = now();
       idle.push(c);
     };
@@ -406,6 +428,23 @@ export const DEFAULT_IDLE_TIMEOUT_MS = 75_000;
 export const DEFAULT_MAX_CONNECTIONS = 10_000;
 
 /**
+ * Default body timeout, ms: the longest a client body may send nothing between reads (nginx's
+ * `client_body_timeout` is 60 s as well).
+ */
+export const DEFAULT_BODY_TIMEOUT_MS = 60_000;
+
+/** A positive number of ms from the environment variable `name`, else `dflt`; throws naming it. */
+function envMs(env: (name: string) => string | undefined, name: string, dflt: number): number {
+  const raw = env(name);
+  if (raw === undefined || raw.trim() === "") return dflt;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) {
+    throw new Error(`${name} must be a positive number, got '${raw}'`);
+  }
+  return Math.floor(n);
+}
+
+/**
  * The connection limits from the environment (`SKEID_HEADER_TIMEOUT_MS`,
  * `SKEID_IDLE_TIMEOUT_MS`, `SKEID_MAX_CONNECTIONS`), the cap kept below the file-descriptor
  * limit: a quarter of it (at least 64) stays for upstream connections, the ledger and config.
@@ -414,22 +453,22 @@ export function connectionLimits(
   env: (name: string) => string | undefined,
   fdLimit: number | undefined,
 ): ConnectionLimits {
-  const num = (name: string, dflt: number): number => {
-    const raw = env(name);
-    if (raw === undefined || raw.trim() === "") return dflt;
-    const n = Number(raw);
-    if (!Number.isFinite(n) || n <= 0) {
-      throw new Error(`${name} must be a positive number, got '${raw}'`);
-    }
-    return Math.floor(n);
-  };
   const room = fdLimit === undefined
     ? DEFAULT_MAX_CONNECTIONS
     : Math.max(1, fdLimit - Math.max(64, Math.floor(fdLimit / 4)));
-  const asked = num("SKEID_MAX_CONNECTIONS", Math.min(DEFAULT_MAX_CONNECTIONS, room));
+  const asked = envMs(env, "SKEID_MAX_CONNECTIONS", Math.min(DEFAULT_MAX_CONNECTIONS, room));
   return {
-    headerTimeoutMs: num("SKEID_HEADER_TIMEOUT_MS", DEFAULT_HEADER_TIMEOUT_MS),
-    idleTimeoutMs: num("SKEID_IDLE_TIMEOUT_MS", DEFAULT_IDLE_TIMEOUT_MS),
+    headerTimeoutMs: envMs(env, "SKEID_HEADER_TIMEOUT_MS", DEFAULT_HEADER_TIMEOUT_MS),
+    idleTimeoutMs: envMs(env, "SKEID_IDLE_TIMEOUT_MS", DEFAULT_IDLE_TIMEOUT_MS),
     maxConnections: Math.min(asked, room),
   };
+}
+
+/**
+ * The body timeout (`SKEID_BODY_TIMEOUT_MS`), ms: a client body that sends nothing for this long
+ * between reads is refused with 408. The fourth client connection limit; the intake holds it
+ * (the listener hands the body over unread).
+ */
+export function bodyTimeoutMs(env: (name: string) => string | undefined): number {
+  return envMs(env, "SKEID_BODY_TIMEOUT_MS", DEFAULT_BODY_TIMEOUT_MS);
 }

@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
 import { startFakeModel } from "../../src/fake/model.ts";
 import { assertIdle, chat, post, startGateway, until } from "./helpers.ts";
+import { closeConn, readToClose } from "../_helpers/raw_conn.ts";
 
 const keyId = (key: string) => "k_" + createHash("sha1").update(key).digest("hex");
 
@@ -216,29 +217,6 @@ Deno.test("ops: SIGTERM of `skeid serve` drains in-flight requests and loses no 
   }
 });
 
-/** Reads a raw connection until the peer closes it (bounded by `ms`): the bytes, and whether it closed. */
-async function readToClose(
-  conn: Deno.Conn,
-  ms: number,
-): Promise<{ text: string; closed: boolean }> {
-  const dec = new TextDecoder();
-  const buf = new Uint8Array(16 * 1024);
-  let text = "";
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const n = await Promise.race([
-      conn.read(buf).catch(() => null),
-      new Promise<"timeout">((r) => timer = setTimeout(() => r("timeout"), deadline - Date.now())),
-    ]);
-    clearTimeout(timer);
-    if (n === "timeout") break;
-    if (n === null) return { text, closed: true };
-    text += dec.decode(buf.subarray(0, n));
-  }
-  return { text, closed: false };
-}
-
 Deno.test("ops: SIGTERM while a non-streamed request is in flight: its full answer and event, then the connection closes", async () => {
   const fake = startFakeModel({ ttftMs: 800 });
   const dir = await Deno.makeTempDir({ prefix: "skeid-term-" });
@@ -296,11 +274,7 @@ Deno.test("ops: SIGTERM while a non-streamed request is in flight: its full answ
       sql.close();
     }
   } finally {
-    try {
-      conn?.close();
-    } catch {
-      // closed by the server
-    }
+    closeConn(conn);
     try {
       child.kill("SIGKILL");
     } catch {
