@@ -223,6 +223,16 @@ class BodyRead implements Watched {
   }
 }
 
+/**
+ * Stops reading a refused body without cancelling it: a cancel makes Deno drop the body while the
+ * client still sends it, and the connection is reset before the client read its refusal. Left
+ * unread, the refusal is answered early and the client reads it (a 408's connection is closed by
+ * the listener).
+ */
+function leaveUnread(reader: ReadableStreamDefaultReader<Uint8Array>): void {
+  reader.releaseLock();
+}
+
 /** A body that does not match its `Content-Length` (400 `bad_body`). */
 function contentLengthMismatch(longer: boolean): Refusal {
   return new Refusal(
@@ -266,7 +276,7 @@ async function readDeclared(
     }
     if (total !== n) throw contentLengthMismatch(false);
   } catch (err) {
-    await reader.cancel().catch(() => {});
+    leaveUnread(reader);
     budget?.release(out.byteLength);
     throw err;
   }
@@ -348,7 +358,7 @@ async function readLimited(
       parts.push(value);
     }
   } catch (err) {
-    await reader.cancel().catch(() => {});
+    leaveUnread(reader);
     budget?.release(total);
     throw err;
   }
