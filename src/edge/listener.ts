@@ -275,16 +275,15 @@ export function listen(opts: ListenerOptions): ClientListener {
     };
     const done = (): void => {
       c.served = true;
-      // Draining: the graceful close `shutdown` asked for closes it once its answers were
-      // written. `completed` of a whole (non-streamed) body settles when the body is handed to
-      // Deno, before it is written: an abort here would lose the answer.
       if (--c.inflight !== 0 || c.closer.signal.aborted) return;
+      // `completed` of a whole (non-streamed) body settles when the body is handed to Deno,
+      // before it is written: an abort now would lose the answer.
       if (c.closeAfter) {
-        // `completed` of a whole body settles before it is written: the answer (a small
-        // refusal, in the socket's buffer at once) gets a moment to leave first.
+        // The answer (a small refusal, in the socket's buffer at once) gets a moment to leave.
         setTimeout(() => close(c), CLOSE_LINGER_MS);
         return;
       }
+      // Draining: the graceful close `shutdown` asked for closes it once its answers are written.
       if (stopping) return;
       c.since = now();
       idle.push(c);
@@ -433,8 +432,12 @@ export const DEFAULT_MAX_CONNECTIONS = 10_000;
  */
 export const DEFAULT_BODY_TIMEOUT_MS = 60_000;
 
-/** A positive number of ms from the environment variable `name`, else `dflt`; throws naming it. */
-function envMs(env: (name: string) => string | undefined, name: string, dflt: number): number {
+/** A positive number from the environment variable `name` (floored), else `dflt`; throws naming it. */
+function envPositive(
+  env: (name: string) => string | undefined,
+  name: string,
+  dflt: number,
+): number {
   const raw = env(name);
   if (raw === undefined || raw.trim() === "") return dflt;
   const n = Number(raw);
@@ -456,10 +459,10 @@ export function connectionLimits(
   const room = fdLimit === undefined
     ? DEFAULT_MAX_CONNECTIONS
     : Math.max(1, fdLimit - Math.max(64, Math.floor(fdLimit / 4)));
-  const asked = envMs(env, "SKEID_MAX_CONNECTIONS", Math.min(DEFAULT_MAX_CONNECTIONS, room));
+  const asked = envPositive(env, "SKEID_MAX_CONNECTIONS", Math.min(DEFAULT_MAX_CONNECTIONS, room));
   return {
-    headerTimeoutMs: envMs(env, "SKEID_HEADER_TIMEOUT_MS", DEFAULT_HEADER_TIMEOUT_MS),
-    idleTimeoutMs: envMs(env, "SKEID_IDLE_TIMEOUT_MS", DEFAULT_IDLE_TIMEOUT_MS),
+    headerTimeoutMs: envPositive(env, "SKEID_HEADER_TIMEOUT_MS", DEFAULT_HEADER_TIMEOUT_MS),
+    idleTimeoutMs: envPositive(env, "SKEID_IDLE_TIMEOUT_MS", DEFAULT_IDLE_TIMEOUT_MS),
     maxConnections: Math.min(asked, room),
   };
 }
@@ -470,5 +473,5 @@ export function connectionLimits(
  * (the listener hands the body over unread).
  */
 export function bodyTimeoutMs(env: (name: string) => string | undefined): number {
-  return envMs(env, "SKEID_BODY_TIMEOUT_MS", DEFAULT_BODY_TIMEOUT_MS);
+  return envPositive(env, "SKEID_BODY_TIMEOUT_MS", DEFAULT_BODY_TIMEOUT_MS);
 }
