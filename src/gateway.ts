@@ -32,6 +32,7 @@ import { abortDrainMs } from "./proxy/abort_billing.ts";
 import { ConnectCheck, connectCheckedFetch, proxyConfigured } from "./proxy/connect.ts";
 import { KeyIdCache } from "./proxy/identity.ts";
 import { IdleWatch } from "./proxy/idle_watch.ts";
+import { bodyTimeoutMs } from "./edge/listener.ts";
 import { SecondStamp } from "./proxy/usage_facts.ts";
 import { type QueueGate, type QueueGroup, WaiterQueue } from "./proxy/wait.ts";
 import { type KeyLimiter, LocalKeyLimiter } from "./proxy/key_step.ts";
@@ -186,6 +187,8 @@ export class Gateway implements ProxyContext {
   readonly buffered: BufferBudget;
   /** The one deadline watch over upstream header waits, body inactivity and stream keepalives. */
   readonly idle: IdleWatch;
+  /** The client bodies being read, under the body timeout (`SKEID_BODY_TIMEOUT_MS`, ADR 0020). */
+  readonly bodyWatch: IdleWatch;
   /** The environment as the gateway sees it (injected in tests); upstream keys are read from it. */
   readonly env: (name: string) => string | undefined;
   readonly upstreamTimeoutMs: number;
@@ -211,6 +214,8 @@ export class Gateway implements ProxyContext {
     const env = opts.env ?? ((name: string) => Deno.env.get(name));
     this.env = env;
     const group = opts.group;
+    // First: a bad value is refused before anything is opened.
+    this.bodyWatch = new IdleWatch(bodyTimeoutMs(env));
     const level = opts.logLevel ?? parseLogLevel(env("SKEID_LOG_LEVEL"));
     this.logger = opts.logger ?? createLogger(level);
     this.logRequests = opts.logger ? true : level === "debug";
@@ -457,6 +462,7 @@ export class Gateway implements ProxyContext {
     for (const ex of this.#exchanges) ex.forceClose();
     await this.config.close();
     this.idle.close();
+    this.bodyWatch.close();
     await this.responses.close().catch(() => {});
     try {
       await this.ledger.close();

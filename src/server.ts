@@ -47,6 +47,9 @@ export interface StartServerOptions extends GatewayOptions {
   wrap?: (handler: ServeHandler) => ServeHandler;
 }
 
+/** How long past the grace the last answers (an ended stream's final frames) may take to go out. */
+const DRAIN_LINGER_MS = 1000;
+
 /** Opens a gateway and serves it (used by `serve`, `demo` and the integration tests). */
 export async function startServer(opts: StartServerOptions): Promise<RunningServer> {
   const gateway = await Gateway.open(opts);
@@ -81,8 +84,10 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
   const stop = (graceMs = 10_000): Promise<void> => {
     stopping ??= (async () => {
       // Stop accepting and let in-flight requests finish; past the grace, stop their upstreams
-      // so the streams end (their usage events are still written).
-      const shutdown = server.shutdown();
+      // so the streams end (their usage events are still written). Each connection closes once
+      // its answers were written; one still open a moment after the grace (a client that does
+      // not read) is cut.
+      const shutdown = server.shutdown(graceMs + DRAIN_LINGER_MS);
       await gateway.drain(graceMs);
       await shutdown;
       await gateway.close();

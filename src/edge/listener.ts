@@ -78,8 +78,12 @@ export interface ClientListener {
   readonly addr: Deno.NetAddr;
   /** Resolves when the listener stopped and every connection ended. */
   readonly finished: Promise<void>;
-  /** Stops accepting; idle connections close now, busy ones once their requests are answered. */
-  shutdown(): Promise<void>;
+  /**
+   * Stops accepting and closes every connection gracefully: an idle one at once, a busy one once
+   * the answers of its requests in flight were sent (whatever their kind). A connection still
+   * open `deadlineMs` after the call (a client that never reads its answer) is cut.
+   */
+  shutdown(deadlineMs?: number): Promise<void>;
   stats(): ListenerStats;
 }
 
@@ -96,7 +100,14 @@ type ServeOnConnection = (
   handler: ServeHandler,
   onError: (err: unknown) => Response | Promise<Response>,
   onListen: () => void,
-) => { finished: Promise<void> };
+) => PerConnectionServer;
+
+/** What Deno's per-connection server answers: its end, and its graceful close. */
+interface PerConnectionServer {
+  finished: Promise<void>;
+  /** Stops taking requests; closes once the responses in flight were written. */
+  shutdown(): Promise<void>;
+}
 
 /** Deno's internal `serveHttpOnConnection`, or undefined on a runtime without it. */
 export function serveOnConnection(): ServeOnConnection | undefined {
@@ -113,6 +124,10 @@ class ClientConn {
   inflight = 0;
   /** Whether it has answered a request (idle timeout) or not yet (header timeout). */
   served = false;
+  /** Deno's HTTP server on it, once started. */
+  server?: PerConnectionServer;
+  /** An answer on it said `connection: close`: it closes once its requests were answered. */
+  closeAfter = false;
   /** Epoch ms it was accepted or last became idle. */
   since: number;
   prev?: ClientConn;
@@ -147,6 +162,9 @@ class ConnList {
     this.size--;
   }
 }
+
+/** How long a connection whose answer said `connection: close` stays open after it, ms. */
+const CLOSE_LINGER_MS = 100;
 
 /** Starts accepting client connections on `hostname:port`. */
 export function listen(opts: ListenerOptions): ClientListener {
@@ -188,8 +206,9 @@ export function listen(opts: ListenerOptions): ClientListener {
   const close = (c: ClientConn): void => {
     fresh.remove(c);
     idle.remove(c);
-    // Only ever called on a connection with nothing in flight: aborting its server closes the
-    // socket (an abort while a response streams would cut it).
+    // Called on a connection with nothing in flight, or past the drain's deadline: aborting its
+    // server closes the socket at once (an answer not yet written is lost; a drain closes busy
+    // connections gracefully instead, `shutdown`).
     // Deno's per-connection server throws BadResource from its abort listener when the client
     // already closed the socket (the resource is gone). A listener's error is reported as an
     // uncaught error, which would end the process: it is taken here, during this one dispatch,
@@ -205,6 +224,13 @@ export function listen(opts: ListenerOptions): ClientListener {
     } finally {
       globalThis.removeEventListener("error", taken);
     }
+  };
+
+  /** Deno's graceful close of a connection: its answers in flight are written first. */
+  const closeGracefully = (c: ClientConn): void => {
+    c.server?.shutdown().catch((err) =>
+      note("connection_close_failed", { error: errorMessage(err) })
+    );
   };
 
   const oldestIdle = (): ClientConn | undefined => {
@@ -244,20 +270,34 @@ export function listen(opts: ListenerOptions): ClientListener {
       }
       // `completed` settles once the response (stream included) was sent or the client left.
       info.completed.then(done, done);
-      return opts.handler(req, info);
+      const answer = opts.handler(req, info);
+      return answer instanceof Promise ? answer.then(closing) : closing(answer);
+    };
+    /**
+     * An answer that says `connection: close` (a refusal that leaves the body unread: a 408 for
+     * a stalled body) closes its connection: Deno keeps a connection open while its request body
+     * is unread, even past a graceful close.
+     */
+    const closing = (res: Response): Response => {
+      if (res.headers.get("connection") === "close") c.closeAfter = true;
+      return res;
     };
     const done = (): void => {
       c.served = true;
       if (--c.inflight !== 0 || c.closer.signal.aborted) return;
-      if (stopping) {
-        // Draining: a connection closes once its last request was answered.
-        close(c);
+      // `completed` of a whole (non-streamed) body settles when the body is handed to Deno,
+      // before it is written: an abort now would lose the answer.
+      if (c.closeAfter) {
+        // The answer (a small refusal, in the socket's buffer at once) gets a moment to leave.
+        setTimeout(() => close(c), CLOSE_LINGER_MS);
         return;
       }
+      // Draining: the graceful close `shutdown` asked for closes it once its answers are written.
+      if (stopping) return;
       c.since = now();
       idle.push(c);
     };
-    let server: { finished: Promise<void> };
+    let server: PerConnectionServer;
     try {
       server = serveOn(conn, c.closer.signal, handler, opts.onError, () => {});
     } catch (err) {
@@ -271,6 +311,9 @@ export function listen(opts: ListenerOptions): ClientListener {
       }
       return;
     }
+    c.server = server;
+    // Accepted during a drain's last step (the listener closes right after): closed as any other.
+    if (stopping) closeGracefully(c);
     const ended = (): void => {
       open.delete(c);
       fresh.remove(c);
@@ -346,7 +389,7 @@ export function listen(opts: ListenerOptions): ClientListener {
   return {
     addr: listener.addr as Deno.NetAddr,
     finished,
-    shutdown(): Promise<void> {
+    shutdown(deadlineMs?: number): Promise<void> {
       if (!stopping) {
         stopping = true;
         try {
@@ -354,8 +397,16 @@ export function listen(opts: ListenerOptions): ClientListener {
         } catch {
           // already closed
         }
-        // Busy connections close when their last request is answered (`done`).
-        for (const c of open) if (c.inflight === 0) close(c);
+        for (const c of open) {
+          if (c.inflight === 0) close(c);
+          else closeGracefully(c);
+        }
+        if (deadlineMs !== undefined) {
+          const cut = setTimeout(() => {
+            for (const c of open) close(c);
+          }, Math.max(0, deadlineMs));
+          finished.then(() => clearTimeout(cut));
+        }
       }
       return finished;
     },
@@ -385,6 +436,27 @@ export const DEFAULT_IDLE_TIMEOUT_MS = 75_000;
 export const DEFAULT_MAX_CONNECTIONS = 10_000;
 
 /**
+ * Default body timeout, ms: the longest a client body may send nothing between reads (nginx's
+ * `client_body_timeout` is 60 s as well).
+ */
+export const DEFAULT_BODY_TIMEOUT_MS = 60_000;
+
+/** A positive number from the environment variable `name` (floored), else `dflt`; throws naming it. */
+function envPositive(
+  env: (name: string) => string | undefined,
+  name: string,
+  dflt: number,
+): number {
+  const raw = env(name);
+  if (raw === undefined || raw.trim() === "") return dflt;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) {
+    throw new Error(`${name} must be a positive number, got '${raw}'`);
+  }
+  return Math.floor(n);
+}
+
+/**
  * The connection limits from the environment (`SKEID_HEADER_TIMEOUT_MS`,
  * `SKEID_IDLE_TIMEOUT_MS`, `SKEID_MAX_CONNECTIONS`), the cap kept below the file-descriptor
  * limit: a quarter of it (at least 64) stays for upstream connections, the ledger and config.
@@ -393,22 +465,22 @@ export function connectionLimits(
   env: (name: string) => string | undefined,
   fdLimit: number | undefined,
 ): ConnectionLimits {
-  const num = (name: string, dflt: number): number => {
-    const raw = env(name);
-    if (raw === undefined || raw.trim() === "") return dflt;
-    const n = Number(raw);
-    if (!Number.isFinite(n) || n <= 0) {
-      throw new Error(`${name} must be a positive number, got '${raw}'`);
-    }
-    return Math.floor(n);
-  };
   const room = fdLimit === undefined
     ? DEFAULT_MAX_CONNECTIONS
     : Math.max(1, fdLimit - Math.max(64, Math.floor(fdLimit / 4)));
-  const asked = num("SKEID_MAX_CONNECTIONS", Math.min(DEFAULT_MAX_CONNECTIONS, room));
+  const asked = envPositive(env, "SKEID_MAX_CONNECTIONS", Math.min(DEFAULT_MAX_CONNECTIONS, room));
   return {
-    headerTimeoutMs: num("SKEID_HEADER_TIMEOUT_MS", DEFAULT_HEADER_TIMEOUT_MS),
-    idleTimeoutMs: num("SKEID_IDLE_TIMEOUT_MS", DEFAULT_IDLE_TIMEOUT_MS),
+    headerTimeoutMs: envPositive(env, "SKEID_HEADER_TIMEOUT_MS", DEFAULT_HEADER_TIMEOUT_MS),
+    idleTimeoutMs: envPositive(env, "SKEID_IDLE_TIMEOUT_MS", DEFAULT_IDLE_TIMEOUT_MS),
     maxConnections: Math.min(asked, room),
   };
+}
+
+/**
+ * The body timeout (`SKEID_BODY_TIMEOUT_MS`), ms: a client body that sends nothing for this long
+ * between reads is refused with 408. The fourth client connection limit; the intake holds it
+ * (the listener hands the body over unread).
+ */
+export function bodyTimeoutMs(env: (name: string) => string | undefined): number {
+  return envPositive(env, "SKEID_BODY_TIMEOUT_MS", DEFAULT_BODY_TIMEOUT_MS);
 }

@@ -34,10 +34,10 @@ export function errorResponse(
 /**
  * Every status a request can be refused with before it is forwarded (no usage event is written
  * for any of them, ADR 0016): 400 bad body, 401 unknown key, 403 not permitted, 404 route the face
- * does not proxy, 413 body too large, 429 no capacity, 503 no eligible node (or no upstream key),
- * 508 loop detected.
+ * does not proxy, 408 body stalled past the body timeout, 413 body too large, 429 no capacity, 503
+ * no eligible node (or no upstream key), 508 loop detected.
  */
-export type RefusalStatus = 400 | 401 | 403 | 404 | 413 | 429 | 503 | 508;
+export type RefusalStatus = 400 | 401 | 403 | 404 | 408 | 413 | 429 | 503 | 508;
 
 /** Refusal reasons an OpenAI-shaped error also names as `error.code`, for clients to branch on. */
 const CODED_REASONS: ReadonlySet<string> = new Set(["key_queue_full"]);

@@ -195,7 +195,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     let id = customerKeyId(ctx, this.req.headers);
     if (id instanceof Promise) id = await id;
     this.apiKeyId = id;
-    const raw = await readBody(this.req, routing.max_body_bytes, ctx.buffered);
+    const raw = await readBody(this.req, routing.max_body_bytes, ctx);
     this.#held = raw.byteLength;
     const scan = scanJson(raw);
     this.#rawBody = forwardableBody(raw, scan);

@@ -1,6 +1,7 @@
 /**
  * The idle watch: one deadline timer over every upstream wait in flight (response headers, a
- * whole non-streamed body, a stream's silence) and the keepalives of translated streams.
+ * whole non-streamed body, a stream's silence) and the keepalives of translated streams; a
+ * second one, with the body timeout, over the client bodies being read.
  *
  * @module
  */
@@ -59,6 +60,11 @@ export class IdleWatch {
       period = Math.min(period, Math.max(1, Math.floor(keepalive / 2)));
     }
     this.#period = period;
+  }
+
+  /** How long a watched wait may stay silent, ms. */
+  get timeoutMs(): number {
+    return this.#timeoutMs;
   }
 
   /** The watch's clock, epoch ms. */

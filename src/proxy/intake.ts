@@ -11,13 +11,22 @@ import { type Face, FaceError, type UpstreamRequest } from "../faces/face.ts";
 import { isJsonObject, type JsonObject, parseJson } from "../core/json.ts";
 import { type JsonScan, MAX_JSON_DEPTH, scanJson } from "../json_scan.ts";
 import type { BufferBudget } from "./buffer_budget.ts";
+import type { IdleWatch, Watched } from "./idle_watch.ts";
 import { Refusal } from "./errors.ts";
 import { checkOutputFields } from "./estimate.ts";
 import { ANONYMOUS, type KeyIdCache, requestKeyId } from "./identity.ts";
 import { hopsOf, MAX_HOPS } from "./upstream.ts";
 
+/** What a body read is held to, besides the body limit (a `ProxyContext` has both). */
+export interface BodyIntake {
+  /** The cap on request-body bytes buffered at once (`SKEID_MAX_BUFFERED_BYTES`); none when absent. */
+  readonly buffered?: BufferBudget;
+  /** The body timeout between reads of a client body (`SKEID_BODY_TIMEOUT_MS`); none when absent. */
+  readonly bodyWatch?: IdleWatch;
+}
+
 /** What the intake needs of the gateway (a `ProxyContext` satisfies it). */
-export interface IntakeContext {
+export interface IntakeContext extends BodyIntake {
   /** The routing settings and the known customer key ids. */
   readonly skeid: {
     readonly routing: Readonly<RoutingSettings>;
@@ -25,8 +34,6 @@ export interface IntakeContext {
   };
   /** Customer key → customer key id. */
   readonly keyIds: KeyIdCache;
-  /** The cap on request-body bytes buffered at once (`SKEID_MAX_BUFFERED_BYTES`); none when absent. */
-  readonly buffered?: BufferBudget;
 }
 
 /** Longest `x-request-id` a client may give (a longer one is replaced). */
@@ -88,42 +95,42 @@ function knownKey(ctx: IntakeContext, id: string | undefined, required: boolean)
 }
 
 /**
- * The request body's bytes, at most `limit`: a declared `Content-Length` over it is refused at
- * once (413), a chunked body as soon as it passes it. With a `budget` the bytes are reserved in it
- * before they are read (a declared length whole, a chunked body as it arrives) and refused (503,
- * `Retry-After`) past it; the caller gives back `byteLength` of the answer once it lets the body
- * go. A large declared body is read into one buffer of its size (no second copy).
+ * The request body's bytes, at most `limit`: a declared `Content-Length` over it (or over the
+ * whole buffered-bytes cap) is refused at once (413), a chunked body as soon as it passes it.
+ * Bytes count against the cap as they arrive, never before (a declared length reserves nothing
+ * up front): past it the body is refused (503, `Retry-After`); the caller gives back
+ * `byteLength` of the answer once it lets the body go. A body that sends nothing for the body
+ * timeout is refused (408). A large declared body ends in one buffer of its size (no second copy).
  */
 export async function readBody(
   req: Request,
   limit: number,
-  budget?: BufferBudget,
+  intake: BodyIntake = {},
 ): Promise<Uint8Array<ArrayBuffer>> {
   const declared = req.headers.get("content-length");
   const n = declared === null ? NaN : Number(declared);
   if (Number.isFinite(n) && n > limit) throw bodyTooLarge(limit);
+  const budget = intake.buffered;
+  // A body the whole cap cannot hold is refused before a byte is read.
+  if (budget !== undefined && Number.isFinite(n) && n > budget.limit) throw overCap(budget);
   if (req.body === null) return new Uint8Array(0);
-  if (!Number.isSafeInteger(n) || n < 0) return await readLimited(req.body, limit, budget);
-  reserve(budget, n);
+  const read = new BodyRead(intake.bodyWatch);
   try {
-    return n <= WHOLE_READ_BYTES ? await readWhole(req, n) : await readDeclared(req.body, n);
-  } catch (err) {
-    budget?.release(n);
-    throw err;
+    if (!Number.isSafeInteger(n) || n < 0) return await readLimited(req.body, limit, budget, read);
+    if (n > WHOLE_READ_BYTES) return await readDeclared(req.body, n, budget, read);
+    const out = await read.whole(req);
+    if (out.byteLength !== n) throw contentLengthMismatch(out.byteLength > n);
+    // Counted once it arrived: a small body stalled half-way holds nothing in the cap.
+    reserve(budget, out.byteLength);
+    return out;
+  } finally {
+    read.end();
   }
 }
 
-/** Reserves `n` bytes in `budget`, or refuses: 413 when `n` alone passes it, else 503. */
+/** Reserves `n` bytes in `budget`, or refuses (503 `buffered_bytes_full`). */
 function reserve(budget: BufferBudget | undefined, n: number): void {
   if (budget === undefined || budget.reserve(n)) return;
-  if (n > budget.limit) {
-    throw new Refusal(
-      413,
-      "invalid_request_error",
-      `Request body too large (SKEID_MAX_BUFFERED_BYTES is ${budget.limit} bytes)`,
-      "body_too_large",
-    );
-  }
   throw new Refusal(
     503,
     "overloaded_error",
@@ -134,22 +141,97 @@ function reserve(budget: BufferBudget | undefined, n: number): void {
   );
 }
 
+/** A declared body larger than the whole buffered-bytes cap (413). */
+function overCap(budget: BufferBudget): Refusal {
+  return new Refusal(
+    413,
+    "invalid_request_error",
+    `Request body too large (SKEID_MAX_BUFFERED_BYTES is ${budget.limit} bytes)`,
+    "body_too_large",
+  );
+}
+
 /** Seconds a client refused for the buffered-bytes cap is told to wait. */
 const BUSY_RETRY_AFTER_S = 1;
 
 /**
  * Declared bodies up to this size are read with `Request.bytes()`: the runtime hands over a body
  * that came with the head in one step, where a stream reader costs a `ReadableStream`, a reader
- * and two reads (about 5 µs of CPU a request). Larger ones keep the one-buffer read (`bytes()`
- * would hold the chunks and their copy at once).
+ * and two reads (about 5 µs of CPU a request). Larger ones are read chunk by chunk, counted as
+ * they arrive.
  */
 const WHOLE_READ_BYTES = 64 * 1024;
 
-/** Reads a small body of a declared `n` bytes at once; the same checks as `readDeclared`. */
-async function readWhole(req: Request, n: number): Promise<Uint8Array<ArrayBuffer>> {
-  const out = await req.bytes();
-  if (out.byteLength !== n) throw contentLengthMismatch(out.byteLength > n);
-  return out;
+/**
+ * One client body being read, under the gateway's body timeout: a read that brings nothing for
+ * that long fails with a 408. One sweep timer for every body (the watch), not a timer per read.
+ */
+class BodyRead implements Watched {
+  lastActivity = 0;
+  linkPrev?: Watched;
+  linkNext?: Watched;
+  linkList?: object;
+  /** Rejects with the 408 once the watch found the body silent too long (none without a watch). */
+  readonly #stalled: Promise<never> | undefined;
+  #stall: ((err: Refusal) => void) | undefined;
+
+  constructor(readonly watch: IdleWatch | undefined) {
+    if (watch === undefined) return;
+    this.lastActivity = watch.now();
+    this.#stalled = new Promise<never>((_, reject) => this.#stall = reject);
+    // Nothing awaits it once the body is read: its rejection is no error then.
+    this.#stalled.catch(() => {});
+    watch.add(this);
+  }
+
+  /** The watch found no byte for its timeout. */
+  idleTimeout(): void {
+    this.#stall?.(
+      new Refusal(
+        408,
+        "invalid_request_error",
+        `Request body timed out: no bytes for ${this.watch?.timeoutMs} ms (SKEID_BODY_TIMEOUT_MS)`,
+        "body_timeout",
+        undefined,
+        // The rest of the body is not read: the connection cannot carry another request.
+        { connection: "close" },
+      ),
+    );
+  }
+
+  /** The next chunk (or the end); fails with the 408 when the body stalls. */
+  async next(reader: ReadableStreamDefaultReader<Uint8Array>) {
+    const chunk = this.#stalled === undefined
+      ? await reader.read()
+      : await Promise.race([reader.read(), this.#stalled]);
+    if (this.watch !== undefined) this.lastActivity = this.watch.now();
+    return chunk;
+  }
+
+  /** A small body at once (`Request.bytes()`); fails with the 408 when it stalls. */
+  whole(req: Request): Promise<Uint8Array<ArrayBuffer>> {
+    if (this.#stalled === undefined) return req.bytes();
+    const bytes = req.bytes();
+    // Left behind by a timeout: it fails once the connection closes.
+    bytes.catch(() => {});
+    return Promise.race([bytes, this.#stalled]);
+  }
+
+  /** The read ended (read whole or refused): no longer watched. */
+  end(): void {
+    this.watch?.delete(this);
+    this.#stall = undefined;
+  }
+}
+
+/**
+ * Stops reading a refused body without cancelling it: a cancel makes Deno drop the body while the
+ * client still sends it, and the connection is reset before the client read its refusal. Left
+ * unread, the refusal is answered early and the client reads it (a 408's connection is closed by
+ * the listener).
+ */
+function leaveUnread(reader: ReadableStreamDefaultReader<Uint8Array>): void {
+  reader.releaseLock();
 }
 
 /** A body that does not match its `Content-Length` (400 `bad_body`). */
@@ -162,25 +244,43 @@ function contentLengthMismatch(longer: boolean): Refusal {
   );
 }
 
-/** Reads a body of a declared `n` bytes into one buffer of that size. */
+/**
+ * Reads a body of a declared `n` bytes into one buffer that grows as the bytes arrive (doubling,
+ * up to `n`): what the buffer holds is reserved in `budget` before it grows, so a body holds in
+ * the cap about what it sent, never its declared length up front, and ends in one buffer of
+ * exactly `n` bytes. All of it is given back when the read fails.
+ */
 async function readDeclared(
   body: ReadableStream<Uint8Array>,
   n: number,
+  budget: BufferBudget | undefined,
+  read: BodyRead,
 ): Promise<Uint8Array<ArrayBuffer>> {
-  const out = new Uint8Array(n);
   const reader = body.getReader();
+  let out = new Uint8Array(0);
   let total = 0;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    if (total + value.byteLength > n) {
-      await reader.cancel().catch(() => {});
-      throw contentLengthMismatch(true);
+  try {
+    for (;;) {
+      const { value, done } = await read.next(reader);
+      if (done) break;
+      const need = total + value.byteLength;
+      if (need > n) throw contentLengthMismatch(true);
+      if (need > out.byteLength) {
+        const size = Math.min(n, Math.max(need, out.byteLength * 2));
+        reserve(budget, size - out.byteLength);
+        const grown = new Uint8Array(size);
+        grown.set(out.subarray(0, total));
+        out = grown;
+      }
+      out.set(value, total);
+      total = need;
     }
-    out.set(value, total);
-    total += value.byteLength;
+    if (total !== n) throw contentLengthMismatch(false);
+  } catch (err) {
+    leaveUnread(reader);
+    budget?.release(out.byteLength);
+    throw err;
   }
-  if (total !== n) throw contentLengthMismatch(false);
   return out;
 }
 
@@ -248,13 +348,14 @@ async function readLimited(
   body: ReadableStream<Uint8Array>,
   limit: number,
   budget: BufferBudget | undefined,
+  read: BodyRead,
 ): Promise<Uint8Array<ArrayBuffer>> {
   const reader = body.getReader();
   const parts: Uint8Array[] = [];
   let total = 0;
   try {
     for (;;) {
-      const { value, done } = await reader.read();
+      const { value, done } = await read.next(reader);
       if (done) break;
       if (total + value.byteLength > limit) throw bodyTooLarge(limit);
       reserve(budget, value.byteLength);
@@ -262,7 +363,7 @@ async function readLimited(
       parts.push(value);
     }
   } catch (err) {
-    await reader.cancel().catch(() => {});
+    leaveUnread(reader);
     budget?.release(total);
     throw err;
   }

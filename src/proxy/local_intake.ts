@@ -41,7 +41,7 @@ export async function localKeyId(
 
 /**
  * The key id and JSON body of a local route's request, or the refusal to answer (401, 413, 400,
- * 503). `answer` runs while the body's bytes are held in the buffered-bytes cap.
+ * 408, 503). `answer` runs while the body's bytes are held in the buffered-bytes cap.
  */
 export async function withLocalBody(
   ctx: LocalIntakeContext,
@@ -52,7 +52,7 @@ export async function withLocalBody(
   let held = 0;
   try {
     const id = await customerKeyId(ctx, req.headers);
-    const raw = await readBody(req, ctx.skeid.routing.max_body_bytes, ctx.buffered);
+    const raw = await readBody(req, ctx.skeid.routing.max_body_bytes, ctx);
     held = raw.byteLength;
     return await answer({ id, body: jsonBody(raw) });
   } catch (err) {

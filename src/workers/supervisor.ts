@@ -116,6 +116,11 @@ export class Supervisor {
   readonly #opts: SupervisorOptions;
   #app: ReturnType<typeof buildApp> | undefined;
   #nextId = 1;
+  /**
+   * Every worker listens (the start finished): until then `/health` answers 503, so nothing
+   * that waits for it sends traffic the kernel would hand to the first worker alone.
+   */
+  #ready = false;
 
   private constructor(
     opts: SupervisorOptions,
@@ -181,6 +186,7 @@ export class Supervisor {
     gateway.skeid.onCapacityChange(() => supervisor.#queueReadings());
     supervisor.#queueReadings();
     gateway.config.watch();
+    supervisor.#ready = true;
     return supervisor;
   }
 
@@ -444,6 +450,7 @@ export class Supervisor {
   async #answer(request: WireRequest): Promise<WireResponse> {
     const app = this.#app ??= buildApp(this.gateway);
     const path = request.path.split("?")[0];
+    if (path === "/health" && !this.#ready) return STARTING;
     const grouped = path === "/skeid/workers" || path === "/skeid/metrics" ||
       path === "/skeid/metrics/nodes";
     // The group routes are checked by the supervisor's own admin plane first (key, 401/404).
@@ -546,6 +553,13 @@ export class Supervisor {
     }, 0);
   }
 }
+
+/** `/health` while workers are still starting (the first one listens, another does not yet). */
+const STARTING: WireResponse = {
+  status: 503,
+  headers: [["content-type", "application/json"], ["retry-after", "1"]],
+  body: JSON.stringify({ status: "starting", proxy: "skeid" }),
+};
 
 /** A JSON answer as plain data. */
 function jsonWire(body: unknown): WireResponse {

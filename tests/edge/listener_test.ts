@@ -1,6 +1,8 @@
-import { assert, assertEquals } from "../_assert.ts";
+import { assert, assertEquals, assertThrows } from "../_assert.ts";
 import { until } from "../_helpers/poll.ts";
+import { closeConn, readToClose } from "../_helpers/raw_conn.ts";
 import {
+  bodyTimeoutMs,
   type ClientListener,
   type ConnectionLimits,
   connectionLimits,
@@ -23,34 +25,6 @@ async function connect(l: ClientListener): Promise<Deno.Conn> {
   return await Deno.connect({ hostname: "127.0.0.1", port: l.addr.port });
 }
 
-/** Reads until the peer closes; the bytes read. Bounded by `ms`. */
-async function readToEnd(conn: Deno.Conn, ms = 5000): Promise<{ text: string; closed: boolean }> {
-  const dec = new TextDecoder();
-  let text = "";
-  const deadline = Date.now() + ms;
-  const buf = new Uint8Array(4096);
-  while (Date.now() < deadline) {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const n = await Promise.race([
-      conn.read(buf).catch(() => null),
-      new Promise<"timeout">((r) => timer = setTimeout(() => r("timeout"), deadline - Date.now())),
-    ]);
-    clearTimeout(timer);
-    if (n === "timeout") return { text, closed: false };
-    if (n === null) return { text, closed: true };
-    text += dec.decode(buf.subarray(0, n));
-  }
-  return { text, closed: false };
-}
-
-function close(conn: Deno.Conn): void {
-  try {
-    conn.close();
-  } catch {
-    // closed by the server
-  }
-}
-
 const GET = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
 
 Deno.test("listener: a connection that sends nothing is closed after the header timeout", async () => {
@@ -58,12 +32,12 @@ Deno.test("listener: a connection that sends nothing is closed after the header 
   const conn = await connect(l);
   try {
     const t0 = Date.now();
-    const r = await readToEnd(conn);
+    const r = await readToClose(conn);
     assert(r.closed, "the server closed the silent connection");
     assert(Date.now() - t0 >= 140, "not before the header timeout");
     assertEquals(l.stats().headerTimeouts, 1);
   } finally {
-    close(conn);
+    closeConn(conn);
     await l.shutdown();
   }
 });
@@ -74,11 +48,11 @@ Deno.test("listener: a slowloris head (never completed) is closed after the head
   try {
     await conn.write(encoder.encode("GET / HTTP/1.1\r\nHost: x\r\n"));
     await conn.write(encoder.encode("X-Slow: 1\r\n"));
-    const r = await readToEnd(conn);
+    const r = await readToClose(conn);
     assert(r.closed, "closed");
     assertEquals(r.text, "", "no answer to a head that never completed");
   } finally {
-    close(conn);
+    closeConn(conn);
     await l.shutdown();
   }
 });
@@ -88,12 +62,12 @@ Deno.test("listener: a keep-alive connection idle after a request is closed afte
   const conn = await connect(l);
   try {
     await conn.write(encoder.encode(GET));
-    const r = await readToEnd(conn);
+    const r = await readToClose(conn);
     assert(r.text.startsWith("HTTP/1.1 200"), `answered first: ${r.text.slice(0, 40)}`);
     assert(r.closed, "then closed when idle");
     assertEquals(l.stats().idleTimeouts, 1);
   } finally {
-    close(conn);
+    closeConn(conn);
     await l.shutdown();
   }
 });
@@ -133,14 +107,14 @@ Deno.test("listener: at the cap the oldest idle connection makes room for a new 
   await until(() => l.stats().open === 3, "three connections open");
   const fresh = await connect(l);
   try {
-    const oldest = await readToEnd(idle[0]);
+    const oldest = await readToClose(idle[0]);
     assert(oldest.closed, "the oldest idle connection was closed");
     await fresh.write(encoder.encode("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
-    const r = await readToEnd(fresh);
+    const r = await readToClose(fresh);
     assert(r.text.startsWith("HTTP/1.1 200"), `the new connection is served: ${r.text}`);
     assertEquals(l.stats().evicted, 1);
   } finally {
-    for (const c of [...idle, fresh]) close(c);
+    for (const c of [...idle, fresh]) closeConn(c);
     await l.shutdown();
   }
 });
@@ -165,19 +139,19 @@ Deno.test("listener: at the cap with every connection busy a new one is refused,
     for (const c of busy) await c.write(encoder.encode(GET));
     await until(() => held === 2, "two requests in flight");
     const refused = await connect(l);
-    const r = await readToEnd(refused);
+    const r = await readToClose(refused);
     assert(r.closed, "refused at the cap");
     assertEquals(l.stats().refused, 1);
-    close(refused);
+    closeConn(refused);
     release.resolve();
-    for (const c of busy) close(c);
+    for (const c of busy) closeConn(c);
     await until(() => l.stats().open === 0, "busy connections ended");
     const res = await fetch(`http://127.0.0.1:${l.addr.port}/`);
     assertEquals(res.status, 200, "serves again at once");
     await res.body?.cancel();
   } finally {
     release.resolve();
-    for (const c of busy) close(c);
+    for (const c of busy) closeConn(c);
     await l.shutdown();
   }
 });
@@ -201,4 +175,14 @@ Deno.test("listener: connectionLimits keeps the cap below the file-descriptor li
     message = (err as Error).message;
   }
   assertEquals(message, "SKEID_IDLE_TIMEOUT_MS must be a positive number, got 'soon'");
+});
+
+Deno.test("listener: SKEID_BODY_TIMEOUT_MS is a positive number of ms, 60 s by default", () => {
+  assertEquals(bodyTimeoutMs(() => undefined), 60_000);
+  assertEquals(bodyTimeoutMs((n) => n === "SKEID_BODY_TIMEOUT_MS" ? "250" : undefined), 250);
+  assertThrows(
+    () => bodyTimeoutMs(() => "0"),
+    Error,
+    "SKEID_BODY_TIMEOUT_MS must be a positive number, got '0'",
+  );
 });

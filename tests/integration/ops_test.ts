@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
 import { startFakeModel } from "../../src/fake/model.ts";
 import { assertIdle, chat, post, startGateway, until } from "./helpers.ts";
+import { closeConn, readToClose } from "../_helpers/raw_conn.ts";
 
 const keyId = (key: string) => "k_" + createHash("sha1").update(key).digest("hex");
 
@@ -142,66 +143,60 @@ async function readUntil(
   throw new Error(`no line matching ${re} in time; got: ${buf}`);
 }
 
-Deno.test("ops: SIGTERM of `skeid serve` drains in-flight requests and loses no write-behind event", async () => {
-  const fake = startFakeModel();
+/** A running `skeid serve` child of `withServeChild`. */
+interface ServeChild {
+  base: string;
+  port: number;
+  child: Deno.ChildProcess;
+  /** Its stderr, once it exited. */
+  stderr: Promise<string>;
+  /** The usage events stored: how many, how many ok. */
+  events(): { n: number; ok: number };
+}
+
+/**
+ * Runs `fn` against `skeid serve` as a child over one node at `nodeUrl` (and `args`), its usage
+ * events written behind to SQLite with a long interval: every event is still queued when SIGTERM
+ * arrives. The child is killed and its directory removed afterwards.
+ */
+async function withServeChild(
+  nodeUrl: string,
+  args: string[],
+  fn: (s: ServeChild) => Promise<void>,
+): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "skeid-term-" });
   const db = `${dir}/usage.sqlite`;
   await Deno.writeTextFile(
     `${dir}/skeid.yaml`,
     stringify({
-      nodes: [{ id: "n1", url: fake.url, model: "m" }],
-      // Write-behind with a long interval: every event is still queued when SIGTERM arrives.
+      nodes: [{ id: "n1", url: nodeUrl, model: "m" }],
       usage_store: { backend: "sqlite", path: db, flush_interval_ms: 60_000 },
     }),
   );
   const launcher = fileURLToPath(new URL("../../scripts/skeid", import.meta.url));
   const child = new Deno.Command(launcher, {
-    args: ["serve", "--config", `${dir}/skeid.yaml`, "--listen", "127.0.0.1:0"],
+    args: ["serve", "--config", `${dir}/skeid.yaml`, "--listen", "127.0.0.1:0", ...args],
     stdout: "piped",
     stderr: "piped",
     env: { SKEID_SHUTDOWN_GRACE_MS: "5000", SKEID_LOG_LEVEL: "warn" },
   }).spawn();
   const stdout = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  const stderrText = new Response(child.stderr).text();
-  try {
-    const m = await readUntil(stdout, /listening on (http:\/\/[^\s]+)/, 30_000);
-    const base = m[1];
-    const done: Promise<unknown>[] = [];
-    for (let i = 0; i < 20; i++) {
-      const r = await post(`${base}/v1/chat/completions`, chat("m"));
-      strictEqual(r.status, 200);
-    }
-    // One slow stream still running when the signal arrives: it must finish, not be cut.
-    const slow = fetch(`${base}/v1/chat/completions`, {
-      method: "POST",
-      body: JSON.stringify(chat("m", { stream: true, fake_tokens: 10, fake_itl_ms: 50 })),
-    });
-    done.push(slow);
-    const res = await slow;
-    const reader = res.body!.getReader();
-    const first = await reader.read();
-    ok(!first.done);
-    child.kill("SIGTERM");
-    let rest = "";
-    const dec = new TextDecoder();
-    for (;;) {
-      const { value, done: end } = await reader.read();
-      if (end) break;
-      rest += dec.decode(value);
-    }
-    ok(rest.includes("data: [DONE]"), "the in-flight stream finished");
-    const status = await child.status;
-    strictEqual(status.code, 0, await stderrText);
+  const stderr = new Response(child.stderr).text();
+  const events = () => {
     const sql = new DatabaseSync(db);
     try {
       const row = sql.prepare("SELECT COUNT(*) AS n, SUM(ok) AS ok FROM usage_events").get() as {
         n: number;
         ok: number;
       };
-      deepStrictEqual({ n: Number(row.n), ok: Number(row.ok) }, { n: 21, ok: 21 });
+      return { n: Number(row.n), ok: Number(row.ok) };
     } finally {
       sql.close();
     }
+  };
+  try {
+    const m = await readUntil(stdout, /listening on (http:\/\/127\.0\.0\.1:(\d+))/, 30_000);
+    await fn({ base: m[1], port: Number(m[2]), child, stderr, events });
   } finally {
     try {
       child.kill("SIGKILL");
@@ -210,8 +205,74 @@ Deno.test("ops: SIGTERM of `skeid serve` drains in-flight requests and loses no 
     }
     await child.status;
     await stdout.cancel().catch(() => {});
-    await stderrText.catch(() => {});
-    await fake.close();
+    await stderr.catch(() => {});
     await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test("ops: SIGTERM of `skeid serve` drains in-flight requests and loses no write-behind event", async () => {
+  const fake = startFakeModel();
+  try {
+    await withServeChild(fake.url, [], async ({ base, child, stderr, events }) => {
+      for (let i = 0; i < 20; i++) {
+        const r = await post(`${base}/v1/chat/completions`, chat("m"));
+        strictEqual(r.status, 200);
+      }
+      // One slow stream still running when the signal arrives: it must finish, not be cut.
+      const res = await fetch(`${base}/v1/chat/completions`, {
+        method: "POST",
+        body: JSON.stringify(chat("m", { stream: true, fake_tokens: 10, fake_itl_ms: 50 })),
+      });
+      const reader = res.body!.getReader();
+      const first = await reader.read();
+      ok(!first.done);
+      child.kill("SIGTERM");
+      let rest = "";
+      const dec = new TextDecoder();
+      for (;;) {
+        const { value, done: end } = await reader.read();
+        if (end) break;
+        rest += dec.decode(value);
+      }
+      ok(rest.includes("data: [DONE]"), "the in-flight stream finished");
+      const status = await child.status;
+      strictEqual(status.code, 0, await stderr);
+      deepStrictEqual(events(), { n: 21, ok: 21 });
+    });
+  } finally {
+    await fake.close();
+  }
+});
+
+Deno.test("ops: SIGTERM while a non-streamed request is in flight: its full answer and event, then the connection closes", async () => {
+  const fake = startFakeModel({ ttftMs: 800 });
+  // With SKEID_TEST_WORKERS=2 (scripts/test-workers) through a supervisor and two workers.
+  const workers = Deno.env.get("SKEID_TEST_WORKERS") ?? "1";
+  let conn: Deno.Conn | undefined;
+  try {
+    await withServeChild(fake.url, ["--workers", workers], async (s) => {
+      conn = await Deno.connect({ hostname: "127.0.0.1", port: s.port });
+      const body = JSON.stringify(chat("m"));
+      await conn.write(
+        new TextEncoder().encode(
+          "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n" +
+            `content-length: ${body.length}\r\n\r\n${body}`,
+        ),
+      );
+      // In flight: the node has it (and answers after its time to first token).
+      await until(() => fake.stats.inflight === 1, 10_000, "the request at the node");
+      s.child.kill("SIGTERM");
+      const { text, closed } = await readToClose(conn, 15_000);
+      ok(text.startsWith("HTTP/1.1 200"), `a full answer, got: ${JSON.stringify(text)}`);
+      const answer = JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4));
+      strictEqual(answer.object, "chat.completion");
+      ok(closed, "then the connection closes");
+      const status = await s.child.status;
+      strictEqual(status.code, 0, await s.stderr);
+      deepStrictEqual(s.events(), { n: 1, ok: 1 }, "its event");
+    });
+  } finally {
+    closeConn(conn);
+    await fake.close();
   }
 });

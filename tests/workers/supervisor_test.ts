@@ -241,3 +241,38 @@ Deno.test("workers: node keys come from the supervisor's one key broker, asked o
     await tmp.cleanup();
   }
 });
+
+Deno.test("workers: /health answers 200 only once every worker listens", async () => {
+  const tmp = await tempDir();
+  const fake = startFakeModel({ record: 0 });
+  // A free port known before the start, so /health can be asked while the workers come up.
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (probe.addr as Deno.NetAddr).port;
+  probe.close();
+  let ready = false;
+  const starting = group(config(fake.url, `${tmp.dir}/events.jsonl`), tmp.dir, { port });
+  // Settles in the same turn as the start's end: before any answer given after it arrives here.
+  starting.then(() => ready = true, () => ready = true);
+  const early: number[] = [];
+  try {
+    while (!ready) {
+      const status = await fetch(`http://127.0.0.1:${port}/health`, {
+        headers: { connection: "close" },
+      }).then(async (r) => {
+        await r.body?.cancel();
+        return r.status;
+      }, () => 0); // not listening yet
+      if (!ready && status !== 0) early.push(status);
+      if (!ready && status === 0) await new Promise((r) => setTimeout(r, 5));
+    }
+    const g = await starting;
+    assert(early.every((s) => s === 503), `answers before every worker listened: ${early}`);
+    const res = await fetch(`${g.base}/health`);
+    assertEquals(res.status, 200);
+    assertEquals((await res.json()).status, "ok");
+  } finally {
+    await (await starting).sup.stop(2000);
+    await fake.close();
+    await tmp.cleanup();
+  }
+});
