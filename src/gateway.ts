@@ -42,6 +42,7 @@ import { type CapacityProbes, startCapacityProbes } from "./capacity/manager.ts"
 import type { KeyBroker } from "./keys/broker.ts";
 import { createKeyBroker } from "./keys/create.ts";
 import { nodeKey, nodeKeyFromEnv, warmKeys } from "./keys/node_key.ts";
+import { fenceMessage, NODE_KEY, readVariable } from "./config/own_secrets.ts";
 
 /** Construction options of a Gateway. */
 export interface GatewayOptions {
@@ -298,6 +299,7 @@ export class Gateway implements ProxyContext {
         await ledger.configure(normalized);
         return { usage_store: normalized };
       },
+      fence: (spec, at) => fenceMessage(spec, at, config.ownSecretVariables()),
       beforeCall: async () => {
         await config.maybeReload();
       },
@@ -362,7 +364,9 @@ export class Gateway implements ProxyContext {
    * from the in-memory environment.
    */
   nodeKey(node: Node): string | null | undefined | Promise<string | null | undefined> {
-    return nodeKey(node, this.keyBroker, this.env);
+    // Through the fence: a node that named an own secret by any path still never sends it.
+    const own = this.config.ownSecretVariables();
+    return nodeKey(node, this.keyBroker, (name) => readVariable(this.env, own, name, NODE_KEY));
   }
 
   /** Resolves with a reason when the gateway cannot go on (an expired OpenBao token). */

@@ -35,6 +35,9 @@ import {
 import { ConfigParser } from "./parser.ts";
 import type { RegistrySettings } from "./registry.ts";
 import { type OwnSecrets, ownSecretVariables } from "./own_secrets.ts";
+
+/** The own secrets before any config is in force: the fixed variables. */
+const NO_CONFIG_SECRETS = ownSecretVariables(undefined);
 import type { Config } from "./schema.ts";
 import { errorMessage } from "../error_message.ts";
 import { ConfigWatcher } from "./watch.ts";
@@ -386,7 +389,7 @@ export class ConfigManager {
 
   /** The variables Skeid reads as its own secrets under the config in force (see own_secrets). */
   ownSecretVariables(): OwnSecrets {
-    return ownSecretVariables(this.#loaded?.config);
+    return this.#loaded?.ownSecrets ?? NO_CONFIG_SECRETS;
   }
 
   /** The registry settings in force, or undefined when the registry is off. */
