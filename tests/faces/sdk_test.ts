@@ -146,6 +146,51 @@ Deno.test("anthropic SDK: non-stream answer parses, model is the requested one",
   deepStrictEqual(msg.usage, { input_tokens: 5, output_tokens: 2 });
 });
 
+Deno.test("anthropic SDK: output_config.format reaches the node as response_format; the JSON comes back", async () => {
+  const face = faceFor("anthropic", { now: () => FIXED_NOW });
+  const seen: UpstreamRequest[] = [];
+  const schema = {
+    type: "object" as const,
+    properties: { city: { type: "string" as const }, temp: { type: "number" as const } },
+    required: ["city", "temp"],
+    additionalProperties: false,
+  };
+  const client = new Anthropic({
+    apiKey: "test-key",
+    baseURL: "http://127.0.0.1:9",
+    maxRetries: 0,
+    fetch: faceFetch("anthropic", seen, (req) =>
+      Response.json(face.fromUpstream(
+        "/v1/messages",
+        {
+          id: "chatcmpl-s",
+          choices: [{
+            index: 0,
+            message: { role: "assistant", content: '{"city":"Oslo","temp":4}' },
+            finish_reason: "stop",
+          }],
+          usage: { prompt_tokens: 9, completion_tokens: 8 },
+        },
+        req.requestedModel,
+        req.context,
+      ))),
+  });
+  const msg = await client.messages.create({
+    model: "house-model",
+    max_tokens: 50,
+    messages: [{ role: "user", content: "Weather in Oslo as JSON" }],
+    output_config: { format: { type: "json_schema", schema } },
+  });
+  deepStrictEqual(seen[0].body.response_format, {
+    type: "json_schema",
+    json_schema: { name: "output", schema, strict: true },
+  });
+  const block = msg.content[0];
+  strictEqual(block.type, "text");
+  deepStrictEqual(JSON.parse(block.type === "text" ? block.text : ""), { city: "Oslo", temp: 4 });
+  strictEqual(msg.stop_reason, "end_turn");
+});
+
 Deno.test("ollama client: streamed chat with a tool call, then the done line", async () => {
   const seen: UpstreamRequest[] = [];
   const ollama = new Ollama({
