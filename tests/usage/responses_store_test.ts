@@ -65,15 +65,8 @@ async function storeRules(store: ResponseStore, clock: { ms: number }): Promise<
 }
 
 /** Opens the store on `usage` (raw `usage_store`), runs the rules with a settable clock, closes. */
-async function rulesOn(usage: Record<string, unknown>): Promise<void> {
-  const clock = { ms: 1_800_000_000_000 };
-  const cfg = normalizeUsageStoreConfig(usage, { env: () => undefined });
-  const store = await openResponseStore(cfg, SETTINGS, () => clock.ms);
-  try {
-    await storeRules(store, clock);
-  } finally {
-    await store.close();
-  }
+function rulesOn(usage: Record<string, unknown>): Promise<void> {
+  return runOn(usage, SETTINGS, storeRules);
 }
 
 Deno.test("response store (sqlite): owner only, max_per_key drops the oldest, ttl_s expires", async () => {
