@@ -111,28 +111,30 @@ Deno.test("anthropic SDK: a stream that fails mid-way rejects with the API error
   });
 });
 
-Deno.test("anthropic SDK: non-stream answer parses, model is the requested one", async () => {
+/** An Anthropic SDK client whose every call the face answers with the chat `answer`. */
+function anthropicAnswering(seen: UpstreamRequest[], answer: JsonObject): Anthropic {
   const face = faceFor("anthropic", { now: () => FIXED_NOW });
-  const client = new Anthropic({
+  return new Anthropic({
     apiKey: "test-key",
     baseURL: "http://127.0.0.1:9",
     maxRetries: 0,
-    fetch: faceFetch("anthropic", [], (req) =>
-      Response.json(face.fromUpstream(
-        "/v1/messages",
-        {
-          id: "chatcmpl-9",
-          model: "served-model",
-          choices: [{
-            index: 0,
-            message: { role: "assistant", content: "Hello there" },
-            finish_reason: "stop",
-          }],
-          usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 },
-        },
-        req.requestedModel,
-        req.context,
-      ))),
+    fetch: faceFetch("anthropic", seen, (req) =>
+      Response.json(
+        face.fromUpstream("/v1/messages", answer, req.requestedModel, req.context),
+      )),
+  });
+}
+
+Deno.test("anthropic SDK: non-stream answer parses, model is the requested one", async () => {
+  const client = anthropicAnswering([], {
+    id: "chatcmpl-9",
+    model: "served-model",
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: "Hello there" },
+      finish_reason: "stop",
+    }],
+    usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 },
   });
   const msg = await client.messages.create({
     model: "house-model",
@@ -147,7 +149,6 @@ Deno.test("anthropic SDK: non-stream answer parses, model is the requested one",
 });
 
 Deno.test("anthropic SDK: output_config.format reaches the node as response_format; the JSON comes back", async () => {
-  const face = faceFor("anthropic", { now: () => FIXED_NOW });
   const seen: UpstreamRequest[] = [];
   const schema = {
     type: "object" as const,
@@ -155,25 +156,14 @@ Deno.test("anthropic SDK: output_config.format reaches the node as response_form
     required: ["city", "temp"],
     additionalProperties: false,
   };
-  const client = new Anthropic({
-    apiKey: "test-key",
-    baseURL: "http://127.0.0.1:9",
-    maxRetries: 0,
-    fetch: faceFetch("anthropic", seen, (req) =>
-      Response.json(face.fromUpstream(
-        "/v1/messages",
-        {
-          id: "chatcmpl-s",
-          choices: [{
-            index: 0,
-            message: { role: "assistant", content: '{"city":"Oslo","temp":4}' },
-            finish_reason: "stop",
-          }],
-          usage: { prompt_tokens: 9, completion_tokens: 8 },
-        },
-        req.requestedModel,
-        req.context,
-      ))),
+  const client = anthropicAnswering(seen, {
+    id: "chatcmpl-s",
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: '{"city":"Oslo","temp":4}' },
+      finish_reason: "stop",
+    }],
+    usage: { prompt_tokens: 9, completion_tokens: 8 },
   });
   const msg = await client.messages.create({
     model: "house-model",
