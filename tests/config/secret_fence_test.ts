@@ -13,6 +13,7 @@ import { REGISTRY_PROBE_KEYS } from "../../src/config/registry_probe.ts";
 import { adminRoutes } from "../../src/admin/routes.ts";
 import { Gateway } from "../../src/gateway.ts";
 import { memoryLogger } from "../../src/log.ts";
+import { freshPgDatabase, pgTestGate } from "../_helpers/pg.ts";
 
 const SECRET = "s".repeat(40);
 const vars: Record<string, string> = {
@@ -240,4 +241,48 @@ Deno.test("a node holding an own secret's variable never sends it upstream", asy
     await gw.close();
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test({
+  name: "a usage store configured through usage.configure fences its password variable at once",
+  ignore: (await pgTestGate()).ignore,
+  async fn() {
+    const db = await freshPgDatabase();
+    const dir = await Deno.makeTempDir();
+    const configPath = `${dir}/skeid.json`;
+    await Deno.writeTextFile(configPath, JSON.stringify({ admin_api_key_env: "MY_ADMIN" }));
+    const live: Record<string, string> = { ...vars, LIVE_PW: "unused-by-trust-auth" };
+    const gw = await Gateway.open({
+      configPath,
+      env: (n) => live[n],
+      logger: memoryLogger(),
+      keyBroker: null,
+    });
+    const app = adminRoutes(gw.adminDeps());
+    const post = async (path: string, body: unknown) => {
+      const res = await app.request(path, {
+        method: "POST",
+        headers: { authorization: `Bearer ${vars.MY_ADMIN}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, text: await res.text() };
+    };
+    try {
+      const configured = await post("/skeid/call/usage.configure", {
+        usage_store: { backend: "postgresql", dsn: db.dsn, password_env: "LIVE_PW" },
+      });
+      assertEquals(configured.status, 200, configured.text);
+      const spec = { id: "leak", url: "http://127.0.0.1:9/v1", api_key_env: "LIVE_PW" };
+      const added = await post("/skeid/nodes", spec);
+      assertEquals(added.status, 400, added.text);
+      assertMatch(added.text, /variable LIVE_PW is one of Skeid's own secrets/);
+      const called = await post("/skeid/call/nodes.add", { node: spec });
+      assertEquals(called.status, 400, called.text);
+      assertEquals(gw.skeid.getNode("leak"), undefined);
+    } finally {
+      await gw.close();
+      await db.drop();
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 });
