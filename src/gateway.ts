@@ -44,6 +44,13 @@ import { type CapacityProbes, startCapacityProbes } from "./capacity/probe_manag
 import type { KeyBroker } from "./keys/broker.ts";
 import { createKeyBroker } from "./keys/create.ts";
 import { nodeKey, nodeKeyFromEnv, warmKeys } from "./keys/node_key.ts";
+import {
+  fenceMessage,
+  NODE_KEY,
+  type OwnSecrets,
+  ownSecretVariables,
+  readVariable,
+} from "./config/own_secrets.ts";
 
 /** Construction options of a Gateway. */
 export interface GatewayOptions {
@@ -333,6 +340,7 @@ export class Gateway implements ProxyContext {
         await ledger.configure(normalized);
         return { usage_store: normalized };
       },
+      fence: (spec, at) => fenceMessage(spec, at, this.ownSecrets()),
       beforeCall: async () => {
         await config.maybeReload();
       },
@@ -375,7 +383,7 @@ export class Gateway implements ProxyContext {
       metrics: this.metrics,
       tenancy: this.tenancy,
       probes: () => this.probes.status(),
-      ownSecretVariables: () => config.ownSecretVariables(),
+      ownSecretVariables: () => this.ownSecrets(),
       logger: this.logger,
       startedAt: this.#startedAt,
     };
@@ -397,7 +405,21 @@ export class Gateway implements ProxyContext {
    * from the in-memory environment.
    */
   nodeKey(node: Node): string | null | undefined | Promise<string | null | undefined> {
-    return nodeKey(node, this.keyBroker, this.env);
+    // Through the fence: a node that named an own secret by any path still never sends it.
+    const own = this.ownSecrets();
+    return nodeKey(node, this.keyBroker, (name) => readVariable(this.env, own, name, NODE_KEY));
+  }
+
+  /**
+   * The variables read as Skeid's own secrets now: the config's, and the password variable of
+   * the usage store in force, which `usage.configure` may have replaced since the config loaded.
+   */
+  ownSecrets(): OwnSecrets {
+    const own = this.config.ownSecretVariables();
+    const store = this.ledger.config;
+    const live = store && "password_env" in store ? store.password_env : undefined;
+    if (live === undefined || live === "" || own.has(live)) return own;
+    return ownSecretVariables({ usage_store: { password_env: live } }, "", own);
   }
 
   /** Resolves with a reason when the gateway cannot go on (an expired OpenBao token). */

@@ -23,7 +23,7 @@ import { keyStatus } from "./keys.ts";
 import { bearerToken, secretMatches } from "./auth.ts";
 import { errorMessage } from "../error_message.ts";
 import { isJsonObject } from "../core/json.ts";
-import { ownSecretProblem, type OwnSecrets, ownSecretVariables } from "../config/own_secrets.ts";
+import { fenceMessage, type OwnSecrets, ownSecretVariables } from "../config/own_secrets.ts";
 
 /** What the admin plane needs from the gateway around it. */
 export interface AdminDeps {
@@ -125,8 +125,8 @@ export function adminRoutes(deps: AdminDeps): Hono {
     }
     if (!isJsonObject(spec)) return openaiError(400, "body must be a JSON object (a node spec)");
     const own = deps.ownSecretVariables?.() ?? ownSecretVariables(undefined);
-    const secret = ownSecretProblem(spec.api_key_env, own);
-    if (secret !== undefined) return openaiError(400, `api_key_env: ${secret}`);
+    const secret = fenceMessage(spec, "nodes[]", own);
+    if (secret !== undefined) return openaiError(400, secret);
     try {
       const node = skeid.addNode(spec);
       logger.info("admin_node_added", { node_id: node.id });

@@ -40,6 +40,9 @@ import { errorMessage } from "../error_message.ts";
 import { ConfigWatcher } from "./watch.ts";
 import { createHash } from "node:crypto";
 
+/** The own secrets before any config is in force: the fixed variables. */
+const NO_CONFIG_SECRETS = ownSecretVariables(undefined);
+
 /** Hex SHA-256 of a file's text, as `sha256sum` prints it (also what tells versions apart). */
 function sha256(text: string): string {
   return createHash("sha256").update(text).digest("hex");
@@ -386,7 +389,7 @@ export class ConfigManager {
 
   /** The variables Skeid reads as its own secrets under the config in force (see own_secrets). */
   ownSecretVariables(): OwnSecrets {
-    return ownSecretVariables(this.#loaded?.config);
+    return this.#loaded?.ownSecrets ?? NO_CONFIG_SECRETS;
   }
 
   /** The registry settings in force, or undefined when the registry is off. */

@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { fenceIssues, type OwnSecrets, ownSecretVariables } from "./own_secrets.ts";
 import type { Alias, Node, NodeSpec, PricingRule, RoutingSettings } from "../core/types.ts";
 import type { PolicySet } from "../core/policies.ts";
 import type { NormalizedUsageStoreConfig, NormalizeOptions } from "../usage/config.ts";
@@ -107,6 +108,8 @@ export interface LoadedConfig {
   usageStore?: UsageStoreSection;
   /** The `responses` section (the Responses face's store), defaults when absent. */
   responses: ResponsesSettings;
+  /** The variables read as Skeid's own secrets under this config (see own_secrets.ts). */
+  ownSecrets: OwnSecrets;
   /** Not errors, but worth saying (skipped entries, duplicate ids, ignored keys). */
   warnings: ConfigIssue[];
 }
@@ -237,6 +240,10 @@ export function buildConfig(value: unknown, opts: LoadOptions, prebuilt?: Prebui
   };
 
   issues.push(...routingWarnings(input));
+  // The secret fence over every field naming a variable, wherever it sits.
+  // Walked here, once: the manager's copy of `keys` is parsed only when something reads it.
+  const ownSecrets = ownSecretVariables(root);
+  issues.push(...fenceIssues(root, "", ownSecrets));
   const nodes = take(loadNodes(input));
   const aliases = take(loadAliases(input));
   const pricing = take(loadPricing(input));
@@ -283,6 +290,7 @@ export function buildConfig(value: unknown, opts: LoadOptions, prebuilt?: Prebui
       manifests: manifest?.manifests ?? new Map(),
       usageStore,
       responses: responses ?? { ...RESPONSES_DEFAULTS },
+      ownSecrets,
     },
     issues,
   };

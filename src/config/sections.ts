@@ -29,7 +29,6 @@ import {
   type ManifestSettings,
   resolveManifest,
 } from "./provider_manifest.ts";
-import { ownSecretProblem, ownSecretVariables } from "./own_secrets.ts";
 import { validateRegistryProbeBlock } from "./registry_probe_block.ts";
 import { type Config, registrySchema, ROUTING_KEYS, routingSchema } from "./config_schema.ts";
 import { errorMessage } from "../error_message.ts";
@@ -95,7 +94,6 @@ export function loadNodes(input: SectionInput): Section<{ specs: NodeSpec[]; nod
   if (!input.valid("nodes") || cfg.nodes === undefined) return { issues: [] };
   const issues: SectionIssue[] = [];
   const byId = new Map<string, { index: number; spec: NodeSpec; node: Node }>();
-  const ownSecrets = ownSecretVariables(cfg);
   (cfg.nodes ?? []).forEach((entry, i) => {
     const at = ["nodes", i];
     if (!isJsonObject(entry)) {
@@ -120,11 +118,6 @@ export function loadNodes(input: SectionInput): Section<{ specs: NodeSpec[]; nod
     }
     if (!node) {
       issues.push(warning(at, "skipped: a node needs both id and url"));
-      return;
-    }
-    const secret = ownSecretProblem(node.api_key_env, ownSecrets);
-    if (secret !== undefined) {
-      issues.push(error([...at, "api_key_env"], secret));
       return;
     }
     if (node.api_key_env && !node.api_key_ref && !env(node.api_key_env)) {

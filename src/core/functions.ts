@@ -39,6 +39,11 @@ export interface FunctionHooks {
   usageReport?: (filters: Record<string, unknown>) => Promise<unknown>;
   /** `usage.configure`: replaces the usage store; returns the normalized config. */
   usageConfigure?: (cfg: unknown) => Promise<unknown>;
+  /**
+   * The secret fence (see config/own_secrets.ts) over a spec placed at `at` (`nodes[]`,
+   * `usage_store`): why one of its variables may not be named, or undefined.
+   */
+  fence?: (spec: unknown, at: string) => string | undefined;
   /** "Maybe reload" before each dispatch; must not throw. */
   beforeCall?: () => Promise<void>;
 }
@@ -195,6 +200,12 @@ export class FunctionTable {
     }
   }
 
+  /** Throws a 400 when the fence refuses a variable `spec` names. */
+  #fenced(fn: string, spec: unknown, at: string): void {
+    const problem = this.#hooks.fence?.(spec, at);
+    if (problem !== undefined) throw new FunctionError(`${fn}: ${problem}`);
+  }
+
   #hook<K extends keyof FunctionHooks>(fn: string, key: K, what: string): NonNullable<
     FunctionHooks[K]
   > {
@@ -284,6 +295,7 @@ export class FunctionTable {
       "nodes.add": (a) => {
         const spec = a.nestedOrInline("node");
         if (!isJsonObject(spec)) return a.fail("argument 'node' must be an object");
+        this.#fenced(a.fn, spec, "nodes[]");
         return { ok: true, node: skeid.addNode(spec) };
       },
       "nodes.remove": (a) => ({ ok: skeid.removeNode(a.string("id", true)) }),
@@ -387,7 +399,9 @@ export class FunctionTable {
       },
       "usage.configure": async (a) => {
         const configure = this.#hook(a.fn, "usageConfigure", "no usage store to configure");
-        return { usage_store: await configure(a.nestedOrInline("usage_store")) };
+        const spec = a.nestedOrInline("usage_store");
+        this.#fenced(a.fn, spec, "usage_store");
+        return { usage_store: await configure(spec) };
       },
       "engines.list": () => ({ engines: [...SUPPORTED_ENGINE_IDS] }),
     };

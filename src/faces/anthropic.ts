@@ -99,7 +99,9 @@ export class AnthropicFace extends TranslatingFace implements Face {
     _timings?: AnswerTimings,
   ): JsonObject {
     const { choice, message } = firstChoice(answer);
-    let text = messageText(message.content);
+    // A node refusing under structured output puts its reason in `refusal`, not in content.
+    const refusal = str(message.refusal) ?? "";
+    let text = messageText(message.content) || refusal;
     const content: JsonObject[] = [];
     const toolUses: JsonObject[] = [];
     const calls = Array.isArray(message.tool_calls) ? message.tool_calls : [];
@@ -130,7 +132,8 @@ export class AnthropicFace extends TranslatingFace implements Face {
     if (text !== "") content.push({ type: "text", text });
     content.push(...toolUses);
     const matched = str(choice.stop_reason) ?? str(choice.matched_stop);
-    const stop = anthropicStop(str(choice.finish_reason), matched, context, toolUses.length > 0);
+    const finish = refusal !== "" ? "content_filter" : str(choice.finish_reason);
+    const stop = anthropicStop(finish, matched, context, toolUses.length > 0);
     const id = str(answer.id);
     return {
       id: `msg_${id || this.now()}`,

@@ -5,11 +5,12 @@
  * (→ user), system, messages (text, image, document, tool_use, tool_result; `system` messages
  * anywhere in the list stay system messages at their place, as Claude Code sends them), tools,
  * tool_choice (+ disable_parallel_tool_use → parallel_tool_calls:false), thinking and
- * output_config.effort (→ reasoning_effort), stream (usage asked for on every chunk, so
- * `message_start` can carry the exact prompt count where the node reports it). Accepted and
- * not carried (the chat wire has no place for them): top_k, cache_control, thinking blocks of
- * earlier turns, output_config's format (structured output takes the client's synthetic-tool
- * path), service_tier, context_management, container, mcp_servers and the rest.
+ * output_config.effort (→ reasoning_effort), output_config.format (structured output, or the
+ * beta's top-level `output_format` → response_format json_schema), stream (usage asked for on
+ * every chunk, so `message_start` can carry the exact prompt count where the node reports it).
+ * Accepted and not carried (the chat wire has no place for them): top_k, cache_control,
+ * thinking blocks of earlier turns, service_tier, context_management, container, mcp_servers
+ * and the rest.
  *
  * @module
  */
@@ -248,6 +249,8 @@ export function toChatBody(body: JsonObject, newToolId: () => string): JsonObjec
   }
   const effort = reasoningEffort(body);
   if (effort !== undefined) out.reasoning_effort = effort;
+  const format = responseFormat(body);
+  if (format !== undefined) out.response_format = format;
   if (body.stream === true) {
     out.stream = true;
     // continuous_usage_stats (vLLM, SGLang) puts the prompt count on the first chunk, so
@@ -277,4 +280,29 @@ export function reasoningEffort(body: JsonObject): string | undefined {
   if (type !== "enabled") return undefined;
   const budget = num(thinking?.budget_tokens) ?? MEDIUM_BUDGET;
   return budget < MEDIUM_BUDGET ? "low" : budget < HIGH_BUDGET ? "medium" : "high";
+}
+
+/** The schema name OpenAI's `response_format` requires; Anthropic's format has none. */
+const SCHEMA_NAME = "output";
+
+/**
+ * Anthropic's structured output (`output_config.format`, or the beta's top-level
+ * `output_format`: `{type: "json_schema", schema}`) → the node's `response_format`
+ * (`{type: "json_schema", json_schema: {name, schema, strict: true}}`: the answer must match the
+ * schema, as Anthropic promises); undefined when the request asks for no format. Throws a 400
+ * naming the field for any other shape.
+ */
+export function responseFormat(body: JsonObject): JsonObject | undefined {
+  const config = obj(body.output_config);
+  const nested = config?.format !== undefined && config.format !== null;
+  const field = nested ? "output_config.format" : "output_format";
+  const format = nested ? config?.format : body.output_format;
+  if (format === undefined || format === null) return undefined;
+  if (!isJsonObject(format)) throw mustBe(field, "an object");
+  if (format.type !== "json_schema") throw mustBe(`${field}.type`, "'json_schema'");
+  if (!isJsonObject(format.schema)) throw mustBe(`${field}.schema`, "a JSON Schema object");
+  return {
+    type: "json_schema",
+    json_schema: { name: SCHEMA_NAME, schema: format.schema, strict: true },
+  };
 }

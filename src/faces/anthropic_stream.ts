@@ -22,6 +22,7 @@ import { sseFrame } from "./sse_frame.ts";
 import { StreamAccounting, StreamState, type ToolCallState } from "./stream_state.ts";
 import { anthropicUsage, readChatTokens } from "./chat_tokens.ts";
 import { chunkReasoning } from "./reasoning.ts";
+import { isJsonObject } from "./json_narrow.ts";
 
 const PING = sseFrame("ping", { type: "ping" });
 
@@ -36,6 +37,8 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
   #thinkingBlock: number | undefined;
   #started = false;
   #closed = false;
+  /** The node refused under structured output (`delta.refusal`): the stop reason says so. */
+  #refused = false;
 
   /**
    * A translator that has sent nothing yet; `message_start` goes out with the first chunk.
@@ -56,6 +59,11 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
   chunk(chunk: JsonObject): string {
     if (this.#closed) return "";
     const parts = this.state.read(chunk);
+    // A refusal under structured output comes as `delta.refusal`, not content: the client reads
+    // it as the answer's text.
+    const refusal = deltaRefusal(chunk);
+    if (refusal !== "") this.#refused = true;
+    const text = parts.text + refusal;
     let out = this.#start();
     const thinking = chunkReasoning(chunk);
     if (thinking !== "") {
@@ -73,7 +81,7 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
         delta: { type: "thinking_delta", thinking },
       });
     }
-    if (parts.text !== "") {
+    if (text !== "") {
       if (this.#textBlock === undefined) {
         out += this.#closeThinking();
         this.#textBlock = this.#openBlock();
@@ -86,7 +94,7 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
       out += sseFrame("content_block_delta", {
         type: "content_block_delta",
         index: this.#textBlock,
-        delta: { type: "text_delta", text: parts.text },
+        delta: { type: "text_delta", text },
       });
     }
     for (const { call, opened, fragment } of parts.tools) {
@@ -126,7 +134,8 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
       out += sseFrame("content_block_stop", { type: "content_block_stop", index });
     }
     const s = this.state;
-    const stop = anthropicStop(s.finishReason, s.matchedStop, this.context, s.calls.length > 0);
+    const finish = this.#refused ? "content_filter" : s.finishReason;
+    const stop = anthropicStop(finish, s.matchedStop, this.context, s.calls.length > 0);
     const usage = anthropicUsage(readChatTokens(s.usage));
     out += sseFrame("message_delta", { type: "message_delta", delta: stop, usage });
     out += sseFrame("message_stop", { type: "message_stop" });
@@ -184,4 +193,13 @@ export class AnthropicStreamTranslator extends StreamAccounting implements Strea
       },
     });
   }
+}
+
+/** The first choice's `delta.refusal` of a chat chunk; '' when none. */
+function deltaRefusal(chunk: JsonObject): string {
+  const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
+  const first = choices[0];
+  if (!isJsonObject(first) || !isJsonObject(first.delta)) return "";
+  const refusal = first.delta.refusal;
+  return typeof refusal === "string" ? refusal : "";
 }

@@ -15,6 +15,7 @@ import type { Logger } from "../log.ts";
 import { openResponseStore, type ResponsesSettings, type ResponseStore } from "./response_store.ts";
 import type { NormalizedUsageStoreConfig } from "../usage/config.ts";
 import { jsonResponse, Refusal } from "../proxy/errors.ts";
+import { utf8Length } from "../faces/utf8.ts";
 import { customerKeyId, type IntakeContext, requestIdOf } from "../proxy/intake.ts";
 
 /** The route whose requests may be kept. */
@@ -89,7 +90,8 @@ export class KeepTicket {
   /**
    * @param store where the answer is kept
    * @param apiKeyId the customer key id that will own it
-   * @param input the conversation's input items up to this answer
+   * @param input this turn's own input items
+   * @param previousId the response this turn continues, if any
    * @param logger says when a write fails (the client still gets its answer)
    * @param now epoch-ms clock
    */
@@ -97,6 +99,7 @@ export class KeepTicket {
     readonly store: ResponseStore,
     readonly apiKeyId: string,
     readonly input: unknown[],
+    readonly previousId: string | undefined,
     readonly logger: Logger,
     readonly now: () => number,
   ) {}
@@ -111,6 +114,7 @@ export class KeepTicket {
         apiKeyId: this.apiKeyId,
         createdMs: this.now(),
         input: this.input,
+        ...(this.previousId !== undefined ? { previousId: this.previousId } : {}),
         response,
       });
     } catch (err) {
@@ -164,7 +168,7 @@ async function withStore(
   if (store === undefined) return body;
   const apiKeyId = req.apiKeyId;
   const previous = body.previous_response_id;
-  let input = inputItems(body.input);
+  const input = inputItems(body.input);
   let out = body;
   if (previous !== undefined && previous !== null) {
     if (typeof previous !== "string" || previous === "") {
@@ -175,25 +179,66 @@ async function withStore(
         "bad_request",
       );
     }
-    const kept = await store.get(apiKeyId, previous);
-    if (kept === undefined) {
+    const kept = await store.conversation(apiKeyId, previous);
+    if (!kept.found) {
+      const why = kept.missing === previous
+        ? `no response '${previous}' found for this key`
+        : `the conversation's earlier response '${kept.missing}' is no longer kept`;
       throw new Refusal(
         400,
         "invalid_request_error",
-        `previous_response_id: no response '${previous}' found for this key`,
+        `previous_response_id: ${why}`,
         "previous_response_not_found",
         "previous_response_not_found",
       );
     }
-    const output = Array.isArray(kept.response.output) ? kept.response.output : [];
-    input = [...kept.input, ...output, ...input];
-    out = { ...body, input: input as JsonObject[] };
+    out = { ...body, input: [...kept.items, ...input] as JsonObject[] };
     delete out.previous_response_id;
   }
   const keep = body.store !== false;
+  if (keep) await withinLimits(store, apiKeyId, input);
   markKept(out, { store: keep, previous: typeof previous === "string" ? previous : undefined });
-  if (keep) req.responseTicket = new KeepTicket(store, apiKeyId, input, ctx.logger, keeper.now);
+  if (keep) {
+    const link = typeof previous === "string" ? previous : undefined;
+    req.responseTicket = new KeepTicket(store, apiKeyId, input, link, ctx.logger, keeper.now);
+  }
   return out;
+}
+
+/**
+ * Refuses (400, before anything is forwarded) a turn whose own input alone is over a byte cap
+ * of the store: one response's (`max_response_bytes`), or what its key keeps in all
+ * (`max_bytes_per_key`). The output is not known yet; a response that ends up over a cap with
+ * it is not kept (logged), and the client still gets its answer.
+ */
+async function withinLimits(store: ResponseStore, apiKeyId: string, input: unknown[]) {
+  const { max_response_bytes, max_bytes_per_key } = store.settings;
+  const bytes = utf8Length(JSON.stringify(input));
+  const hint = "; send store: false to have it answered and not kept";
+  if (bytes > max_response_bytes) {
+    throw storeLimit(
+      `input: ${bytes} bytes, over the ${max_response_bytes} a kept response may hold ` +
+        `(responses.max_response_bytes)${hint}`,
+    );
+  }
+  const kept = await store.keptBytes(apiKeyId);
+  if (kept + bytes > max_bytes_per_key) {
+    throw storeLimit(
+      `input: ${bytes} bytes with the ${kept} this key keeps already is over the ` +
+        `${max_bytes_per_key} a key may keep (responses.max_bytes_per_key); delete kept ` +
+        `responses (DELETE /v1/responses/{id}) or wait for them to expire${hint}`,
+    );
+  }
+}
+
+function storeLimit(message: string): Refusal {
+  return new Refusal(
+    400,
+    "invalid_request_error",
+    message,
+    "response_store_full",
+    "response_store_full",
+  );
 }
 
 /** `GET` or `DELETE /v1/responses/{id}` for the key that owns it; 404 for anyone else. */

@@ -16,7 +16,7 @@ export interface ResponsesIssue {
   message: string;
 }
 
-const KEYS = ["store", "ttl_s", "max_per_key"];
+const KEYS = ["store", "ttl_s", "max_per_key", "max_response_bytes", "max_bytes_per_key"];
 
 /**
  * The section's settings (the defaults where it says nothing), and every issue in it, shaped as a
@@ -33,7 +33,7 @@ export function loadResponses(
   const done = () => ({ value: settings, issues });
   if (raw === undefined || raw === null) return done();
   if (!isJsonObject(raw)) {
-    issues.push({ segments: at(), message: "must be a mapping (store, ttl_s, max_per_key)" });
+    issues.push({ segments: at(), message: `must be a mapping (${KEYS.join(", ")})` });
     return done();
   }
   for (const key of Object.keys(raw)) {
@@ -46,12 +46,19 @@ export function loadResponses(
       issues.push({ segments: at("store"), message: "must be true or false" });
     } else settings.store = raw.store;
   }
-  for (const key of ["ttl_s", "max_per_key"] as const) {
+  for (const key of ["ttl_s", "max_per_key", "max_response_bytes", "max_bytes_per_key"] as const) {
     const v = raw[key];
     if (v === undefined || v === null) continue;
     if (typeof v !== "number" || !Number.isInteger(v) || v < 1) {
       issues.push({ segments: at(key), message: "must be a whole number of at least 1" });
     } else settings[key] = v;
+  }
+  if (settings.max_response_bytes > settings.max_bytes_per_key) {
+    issues.push({
+      segments: at("max_response_bytes"),
+      message: `must not be over max_bytes_per_key (${settings.max_bytes_per_key}): a key ` +
+        "could never keep such a response",
+    });
   }
   if (settings.store && usageBackend !== "sqlite" && usageBackend !== "postgresql") {
     issues.push({

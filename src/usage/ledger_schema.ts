@@ -116,8 +116,34 @@ export function responsesTableStatements(dialect: "sqlite" | "postgresql"): stri
   return [
     `CREATE TABLE IF NOT EXISTS responses (\n  n ${n},\n  id TEXT NOT NULL UNIQUE,\n` +
     `  api_key_id TEXT NOT NULL,\n  created_ms ${ms} NOT NULL,\n  expires_ms ${ms} NOT NULL,\n` +
+    `  previous_id TEXT NOT NULL DEFAULT '',\n  bytes ${ms} NOT NULL DEFAULT 0,\n` +
     `  input TEXT NOT NULL,\n  response TEXT NOT NULL\n)`,
     "CREATE INDEX IF NOT EXISTS responses_api_key_id_idx ON responses (api_key_id, n)",
     "CREATE INDEX IF NOT EXISTS responses_expires_ms_idx ON responses (expires_ms)",
+  ];
+}
+
+/**
+ * What brings a `responses` table made before responses were linked up to date: the link
+ * (`previous_id`, empty for such a row, whose `input` holds the whole conversation) and the
+ * size (`bytes`, filled from the row's text). `existing`: the table's columns (SQLite, which has
+ * no ADD COLUMN IF NOT EXISTS); PostgreSQL's statements are safe to run again.
+ */
+export function responsesUpgradeStatements(
+  dialect: "sqlite" | "postgresql",
+  existing?: ReadonlySet<string>,
+): string[] {
+  const ms = dialect === "sqlite" ? "INTEGER" : "BIGINT";
+  const columns: [string, string][] = [
+    ["previous_id", "TEXT NOT NULL DEFAULT ''"],
+    ["bytes", `${ms} NOT NULL DEFAULT 0`],
+  ];
+  const add = columns.filter(([name]) => dialect === "postgresql" || !existing?.has(name));
+  if (add.length === 0) return [];
+  const ifNot = dialect === "postgresql" ? "IF NOT EXISTS " : "";
+  const size = dialect === "postgresql" ? "octet_length" : "length";
+  return [
+    ...add.map(([name, type]) => `ALTER TABLE responses ADD COLUMN ${ifNot}${name} ${type}`),
+    `UPDATE responses SET bytes = ${size}(input) + ${size}(response) WHERE bytes = 0`,
   ];
 }

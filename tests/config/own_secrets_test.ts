@@ -1,7 +1,7 @@
 import { assert, assertEquals, assertMatch } from "../_assert.ts";
 import { ConfigLoadError, formatIssue } from "../../src/config/errors.ts";
 import { loadConfigText } from "../../src/config/load.ts";
-import { ownSecretProblem, ownSecretVariables } from "../../src/config/own_secrets.ts";
+import { fenceMessage, ownSecretVariables } from "../../src/config/own_secrets.ts";
 import { adminRoutes } from "../../src/admin/routes.ts";
 import { Gateway } from "../../src/gateway.ts";
 import { memoryLogger } from "../../src/log.ts";
@@ -69,11 +69,12 @@ Deno.test("ownSecretVariables lists the config's secret variables with their pat
     registry: { secret_env: "R", read_key_env: "RK" },
     nodes: [{ id: "x", url: "u", capacity: { probe: "registry", admin_key_env: "P" } }],
   });
-  assertEquals(own.get("A"), "admin.api_key_env");
-  assertEquals(own.get("R"), "registry.secret_env");
-  assertEquals(own.get("RK"), "registry.read_key_env");
-  assertEquals(own.get("P"), "nodes[0].capacity.admin_key_env");
-  assertEquals(ownSecretProblem("SOMETHING_ELSE", own), undefined);
+  const where = (name: string) => own.get(name)?.map((u) => u.where);
+  assertEquals(where("A"), ["admin.api_key_env"]);
+  assertEquals(where("R"), ["registry.secret_env"]);
+  assertEquals(where("RK"), ["registry.read_key_env"]);
+  assertEquals(where("P"), ["nodes[0].capacity.admin_key_env"]);
+  assertEquals(fenceMessage({ api_key_env: "SOMETHING_ELSE" }, "nodes[]", own), undefined);
 });
 
 Deno.test("POST /skeid/nodes refuses an api_key_env naming the registry secret", async () => {

@@ -90,6 +90,40 @@ Deno.test("anthropic SDK: messages.create, usage equals the event, x-api-key ide
   });
 });
 
+Deno.test("anthropic SDK: output_config.format reaches the node as response_format, streamed or not", async () => {
+  await withGateway(async (e) => {
+    const schema = {
+      type: "object" as const,
+      properties: { answer: { type: "string" as const } },
+      required: ["answer"],
+      additionalProperties: false,
+    };
+    const want = { type: "json_schema", json_schema: { name: "output", schema, strict: true } };
+    const msg = await client(e).messages.create({
+      model: CHAT_MODEL,
+      max_tokens: 20,
+      messages: [{ role: "user", content: "Answer as JSON" }],
+      output_config: { format: { type: "json_schema", schema } },
+    });
+    strictEqual(msg.type, "message");
+    deepStrictEqual(
+      (e.fake.requests.at(-1)!.body as Record<string, unknown>).response_format,
+      want,
+    );
+    const stream = client(e).messages.stream({
+      model: CHAT_MODEL,
+      max_tokens: 20,
+      messages: [{ role: "user", content: "Answer as JSON" }],
+      output_config: { format: { type: "json_schema", schema } },
+    });
+    await stream.finalMessage();
+    deepStrictEqual(
+      (e.fake.requests.at(-1)!.body as Record<string, unknown>).response_format,
+      want,
+    );
+  });
+});
+
 Deno.test("anthropic SDK: messages.stream — text events and finalMessage()", async () => {
   await withGateway(async (e) => {
     const stream = client(e).messages.stream({

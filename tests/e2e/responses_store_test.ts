@@ -10,6 +10,7 @@ import { assert, assertEquals } from "../_assert.ts";
 import { CHAT_MODEL, type E2E, fakeWords, withGateway } from "./helpers.ts";
 import { freshPgDatabase, pgTestGate } from "../_helpers/pg.ts";
 import { tempDir } from "../_helpers/temp.ts";
+import { DatabaseSync } from "node:sqlite";
 
 const gate = await pgTestGate();
 const OWNER = "sk-responses-owner";
@@ -173,6 +174,85 @@ Deno.test("responses store (openai SDK, sqlite): max_per_key keeps the newest", 
     assertEquals((await sdk.responses.retrieve(ids[1])).id, ids[1]);
     assertEquals((await sdk.responses.retrieve(ids[2])).id, ids[2]);
   }, { max_per_key: 2 });
+});
+
+Deno.test("responses store (openai SDK, sqlite): 30 chained turns are stored once each, not their histories", async () => {
+  const { dir, cleanup } = await tempDir();
+  const path = `${dir}/usage.sqlite`;
+  try {
+    await withGateway(async (e) => {
+      const sdk = client(e);
+      const turns = 30;
+      const chunk = "x".repeat(20_000);
+      let previous: string | undefined;
+      for (let i = 0; i < turns; i++) {
+        const r = await sdk.responses.create({
+          model: CHAT_MODEL,
+          input: `turn ${i} ${chunk}`,
+          ...(previous !== undefined ? { previous_response_id: previous } : {}),
+        });
+        previous = r.id;
+      }
+      const messages = lastMessages(e) as { role: string; content: string }[];
+      assertEquals(messages.length, 2 * turns - 1, "the node got the whole conversation");
+      assertEquals(messages[0].content, `turn 0 ${chunk}`);
+      const db = new DatabaseSync(path, { readOnly: true });
+      try {
+        const row = db.prepare(
+          "SELECT COUNT(*) AS n, SUM(length(input) + length(response)) AS stored FROM responses",
+        ).get() as { n: number; stored: number };
+        assertEquals(row.n, turns);
+        // Each turn's 20 KB once (~600 KB); a row per history would be ~9.3 MB.
+        assert(row.stored < 2 * turns * chunk.length, `stored ${row.stored} bytes`);
+      } finally {
+        db.close();
+      }
+    }, {
+      usage_store: { backend: "sqlite", sqlite_path: path },
+      responses: { store: true },
+    });
+  } finally {
+    await cleanup();
+  }
+});
+
+Deno.test("responses store (openai SDK, sqlite): a turn over a byte cap is a 400 naming it; store false still answers", async () => {
+  await withSqliteStore(async (e) => {
+    const sdk = client(e);
+    const before = e.fake.requests.length;
+    const tooBig = await rejection(
+      sdk.responses.create({ model: CHAT_MODEL, input: "y".repeat(5000) }),
+    );
+    assert(tooBig instanceof OpenAI.BadRequestError, `a 400, got ${tooBig}`);
+    assertEquals(tooBig.code, "response_store_full");
+    assert(tooBig.message.includes("responses.max_response_bytes"), tooBig.message);
+    assertEquals(e.fake.requests.length, before, "nothing was forwarded");
+    const unkept = await sdk.responses.create({
+      model: CHAT_MODEL,
+      input: "y".repeat(5000),
+      store: false,
+    });
+    assertEquals(unkept.status, "completed");
+
+    // Three turns of ~3 KB fill the key's 10,000 bytes; the fourth is refused.
+    const ids: string[] = [];
+    let refused: unknown;
+    for (let i = 0; i < 5 && refused === undefined; i++) {
+      try {
+        ids.push((await sdk.responses.create({ model: CHAT_MODEL, input: "z".repeat(3000) })).id);
+      } catch (err) {
+        refused = err;
+      }
+    }
+    assert(refused instanceof OpenAI.BadRequestError, `the key is full: a 400, got ${refused}`);
+    assert(refused.message.includes("responses.max_bytes_per_key"), refused.message);
+    assert(ids.length >= 2, `some were kept first (${ids.length})`);
+    // Deleting one makes room again.
+    await sdk.responses.delete(ids[0]);
+    await sdk.responses.create({ model: CHAT_MODEL, input: "z".repeat(3000) });
+    // Another key is not held back by this one.
+    await client(e, OTHER).responses.create({ model: CHAT_MODEL, input: "z".repeat(3000) });
+  }, { max_response_bytes: 4000, max_bytes_per_key: 10_000 });
 });
 
 Deno.test("responses store (openai SDK, sqlite): a stream is kept before its terminal event", async () => {

@@ -1,6 +1,7 @@
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
 import { AnthropicFace } from "../../src/faces/anthropic.ts";
 import {
+  chunk,
   finishChunk,
   FIXED_NOW,
   parseSse,
@@ -302,4 +303,19 @@ Deno.test("anthropic stream: content_bytes counts UTF-8 bytes of text and argume
     toolChunk(0, { id: "c", name: "f", args: '{"a":"€"}' }), // 11 bytes
   ]);
   strictEqual(t.contentBytes, 6 + 6 + 4 + 11);
+});
+
+Deno.test("anthropic stream: a structured-output refusal streams as text and stops as a refusal", () => {
+  const events = parseSse(run(translator(), [
+    roleChunk(),
+    chunk({ refusal: "I can't " }),
+    chunk({ refusal: "do that." }),
+    finishChunk("stop"),
+    usageChunk(4, 3),
+  ]));
+  const deltas = events.filter((e) => e.event === "content_block_delta")
+    .map((e) => (e.data.delta as Record<string, unknown>).text);
+  deepStrictEqual(deltas, ["I can't ", "do that."]);
+  const stop = events.find((e) => e.event === "message_delta");
+  strictEqual((stop?.data.delta as Record<string, unknown>).stop_reason, "refusal");
 });

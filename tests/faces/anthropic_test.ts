@@ -101,7 +101,7 @@ Deno.test("anthropic request: agent flow history maps to user, assistant text, t
   ]);
 });
 
-Deno.test("anthropic request: sampling fields, stop_sequences, metadata, thinking budget → effort; top_k/output_config format dropped", () => {
+Deno.test("anthropic request: sampling fields, stop_sequences, metadata, thinking budget → effort, output_config.format → response_format; top_k dropped", () => {
   const req = up({
     ...base,
     temperature: 0.2,
@@ -123,8 +123,64 @@ Deno.test("anthropic request: sampling fields, stop_sequences, metadata, thinkin
     stop: ["END", "###"],
     user: "u-77",
     reasoning_effort: "low",
+    response_format: {
+      type: "json_schema",
+      json_schema: { name: "output", schema: { type: "object" }, strict: true },
+    },
   });
   deepStrictEqual(req.context, { stop_sequences: ["END", "###"] });
+});
+
+Deno.test("anthropic request: the beta's top-level output_format is carried too; a bad format is a 400 naming it", () => {
+  const schema = { type: "object", properties: { n: { type: "integer" } }, required: ["n"] };
+  const req = up({
+    ...base,
+    output_format: { type: "json_schema", schema },
+    messages: [{ role: "user", content: "hi" }],
+  });
+  deepStrictEqual(req.body.response_format, {
+    type: "json_schema",
+    json_schema: { name: "output", schema, strict: true },
+  });
+  const bad: [JsonObject, RegExp][] = [
+    [{ output_config: { format: "json" } }, /^output_config\.format: must be an object/],
+    [
+      { output_config: { format: { type: "json_object", schema } } },
+      /^output_config\.format\.type: must be 'json_schema'/,
+    ],
+    [
+      { output_config: { format: { type: "json_schema" } } },
+      /^output_config\.format\.schema: must be a JSON Schema object/,
+    ],
+    [{ output_format: { type: "text" } }, /^output_format\.type: /],
+  ];
+  for (const [extra, pattern] of bad) {
+    throws(
+      () => up({ ...base, ...extra, messages: [{ role: "user", content: "hi" }] }),
+      faceError(400, pattern),
+    );
+  }
+  // output_config with only an effort asks for no format.
+  const effortOnly = up({
+    ...base,
+    output_config: { effort: "high" },
+    messages: [{ role: "user", content: "hi" }],
+  });
+  strictEqual(effortOnly.body.response_format, undefined);
+});
+
+Deno.test("anthropic answer: a node's structured-output refusal is a refusal with its reason", () => {
+  const msg = face.fromUpstream("/v1/messages", {
+    id: "c1",
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: null, refusal: "I can't help with that." },
+      finish_reason: "stop",
+    }],
+    usage: { prompt_tokens: 3, completion_tokens: 5 },
+  }, "house-model");
+  deepStrictEqual(msg.content, [{ type: "text", text: "I can't help with that." }]);
+  strictEqual(msg.stop_reason, "refusal");
 });
 
 Deno.test("anthropic request: stream asks the upstream for usage on every chunk", () => {

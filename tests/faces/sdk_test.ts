@@ -111,28 +111,30 @@ Deno.test("anthropic SDK: a stream that fails mid-way rejects with the API error
   });
 });
 
-Deno.test("anthropic SDK: non-stream answer parses, model is the requested one", async () => {
+/** An Anthropic SDK client whose every call the face answers with the chat `answer`. */
+function anthropicAnswering(seen: UpstreamRequest[], answer: JsonObject): Anthropic {
   const face = faceFor("anthropic", { now: () => FIXED_NOW });
-  const client = new Anthropic({
+  return new Anthropic({
     apiKey: "test-key",
     baseURL: "http://127.0.0.1:9",
     maxRetries: 0,
-    fetch: faceFetch("anthropic", [], (req) =>
-      Response.json(face.fromUpstream(
-        "/v1/messages",
-        {
-          id: "chatcmpl-9",
-          model: "served-model",
-          choices: [{
-            index: 0,
-            message: { role: "assistant", content: "Hello there" },
-            finish_reason: "stop",
-          }],
-          usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 },
-        },
-        req.requestedModel,
-        req.context,
-      ))),
+    fetch: faceFetch("anthropic", seen, (req) =>
+      Response.json(
+        face.fromUpstream("/v1/messages", answer, req.requestedModel, req.context),
+      )),
+  });
+}
+
+Deno.test("anthropic SDK: non-stream answer parses, model is the requested one", async () => {
+  const client = anthropicAnswering([], {
+    id: "chatcmpl-9",
+    model: "served-model",
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: "Hello there" },
+      finish_reason: "stop",
+    }],
+    usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 },
   });
   const msg = await client.messages.create({
     model: "house-model",
@@ -144,6 +146,39 @@ Deno.test("anthropic SDK: non-stream answer parses, model is the requested one",
   deepStrictEqual(msg.content, [{ type: "text", text: "Hello there" }]);
   strictEqual(msg.stop_reason, "end_turn");
   deepStrictEqual(msg.usage, { input_tokens: 5, output_tokens: 2 });
+});
+
+Deno.test("anthropic SDK: output_config.format reaches the node as response_format; the JSON comes back", async () => {
+  const seen: UpstreamRequest[] = [];
+  const schema = {
+    type: "object" as const,
+    properties: { city: { type: "string" as const }, temp: { type: "number" as const } },
+    required: ["city", "temp"],
+    additionalProperties: false,
+  };
+  const client = anthropicAnswering(seen, {
+    id: "chatcmpl-s",
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: '{"city":"Oslo","temp":4}' },
+      finish_reason: "stop",
+    }],
+    usage: { prompt_tokens: 9, completion_tokens: 8 },
+  });
+  const msg = await client.messages.create({
+    model: "house-model",
+    max_tokens: 50,
+    messages: [{ role: "user", content: "Weather in Oslo as JSON" }],
+    output_config: { format: { type: "json_schema", schema } },
+  });
+  deepStrictEqual(seen[0].body.response_format, {
+    type: "json_schema",
+    json_schema: { name: "output", schema, strict: true },
+  });
+  const block = msg.content[0];
+  strictEqual(block.type, "text");
+  deepStrictEqual(JSON.parse(block.type === "text" ? block.text : ""), { city: "Oslo", temp: 4 });
+  strictEqual(msg.stop_reason, "end_turn");
 });
 
 Deno.test("ollama client: streamed chat with a tool call, then the done line", async () => {

@@ -22,12 +22,36 @@ Deno.test("config responses: defaults when absent; the section's values when giv
     store: false,
     ttl_s: 86400,
     max_per_key: 1000,
+    max_response_bytes: 16 * 1024 * 1024,
+    max_bytes_per_key: 256 * 1024 * 1024,
   });
   const loaded = loadConfigText(
-    SQLITE + "responses: {store: true, ttl_s: 600, max_per_key: 5}\n",
+    SQLITE + "responses: {store: true, ttl_s: 600, max_per_key: 5, max_response_bytes: 1000, " +
+      "max_bytes_per_key: 5000}\n",
     { env: env() },
   );
-  assertEquals(loaded.responses, { store: true, ttl_s: 600, max_per_key: 5 });
+  assertEquals(loaded.responses, {
+    store: true,
+    ttl_s: 600,
+    max_per_key: 5,
+    max_response_bytes: 1000,
+    max_bytes_per_key: 5000,
+  });
+});
+
+Deno.test("config responses: the byte caps are whole numbers, one response within a key's", () => {
+  const errors = loadErrors(
+    SQLITE + "responses: {max_response_bytes: -1, max_bytes_per_key: 1e3x}\n",
+  ).join("\n");
+  assertStringIncludes(errors, "responses.max_response_bytes (line 2): must be a whole number");
+  assertStringIncludes(errors, "responses.max_bytes_per_key (line 2): must be a whole number");
+  assertEquals(
+    loadErrors(SQLITE + "responses: {max_response_bytes: 2000, max_bytes_per_key: 1000}\n"),
+    [
+      "responses.max_response_bytes (line 2): must not be over max_bytes_per_key (1000): a " +
+      "key could never keep such a response",
+    ],
+  );
 });
 
 Deno.test("config responses: bad values and unknown keys are named by path", () => {
@@ -40,7 +64,8 @@ Deno.test("config responses: bad values and unknown keys are named by path", () 
   assertStringIncludes(joined, "responses.max_per_key (line 2): must be a whole number");
   assertStringIncludes(joined, "responses.keep (line 2): unknown key");
   assertEquals(loadErrors("responses: [1]\n"), [
-    "responses (line 1): must be a mapping (store, ttl_s, max_per_key)",
+    "responses (line 1): must be a mapping (store, ttl_s, max_per_key, max_response_bytes, " +
+    "max_bytes_per_key)",
   ]);
 });
 
