@@ -42,6 +42,10 @@ import { type CapacityProbes, startCapacityProbes } from "./capacity/manager.ts"
 import type { KeyBroker } from "./keys/broker.ts";
 import { createKeyBroker } from "./keys/create.ts";
 import { nodeKey, nodeKeyFromEnv, warmKeys } from "./keys/node_key.ts";
+import { type IssuedKeyAuthority, IssuedKeyDirectory } from "./customer_keys/directory.ts";
+import { GrantPolicies } from "./customer_keys/grants.ts";
+import { Identities } from "./customer_keys/identity_judge.ts";
+import { loadApiKeys } from "./customer_keys/api_keys_section.ts";
 
 /** Construction options of a Gateway. */
 export interface GatewayOptions {
@@ -90,6 +94,8 @@ export interface GatewayOptions {
    * usage store and runs no capacity probes of its own; the supervisor does both, once.
    */
   remoteRecorder?: UsageRecorder;
+  /** Who judges issued keys instead of this gateway's directory (a worker asks its supervisor). */
+  issuedAuthority?: IssuedKeyAuthority;
 }
 
 /** The `/health` answer. */
@@ -157,6 +163,12 @@ export class Gateway implements ProxyContext {
   readonly waiters: WaiterQueue;
   /** Customer key → customer key id cache. */
   readonly keyIds: KeyIdCache;
+  /** The issued keys (ADR 0029); a worker's has no table (its supervisor's judges). */
+  readonly issuedKeys: IssuedKeyDirectory;
+  /** The grants of the issued keys and JWT identities judged lately, and their policies. */
+  readonly grants: GrantPolicies;
+  /** Issued keys and JWTs, judged at intake before the customer key id path. */
+  readonly identities: Identities;
   /** The cap on request-body bytes buffered at once (`SKEID_MAX_BUFFERED_BYTES`). */
   readonly buffered: BufferBudget;
   /** The one deadline watch over upstream header waits, body inactivity and stream keepalives. */
@@ -188,7 +200,10 @@ export class Gateway implements ProxyContext {
     const level = opts.logLevel ?? parseLogLevel(env("SKEID_LOG_LEVEL"));
     this.logger = opts.logger ?? createLogger(level);
     this.logRequests = opts.logger ? true : level === "debug";
+    const grants = new GrantPolicies(() => this.skeid.policySet, this.logger);
+    this.grants = grants;
     this.skeid = new Skeid({
+      identityPolicy: (id) => grants.policyFor(id),
       now: opts.now,
       workerCount: opts.workerCount,
       inflight: opts.inflight,
@@ -234,6 +249,18 @@ export class Gateway implements ProxyContext {
       }),
     );
     this.keyIds = new KeyIdCache({ derive: keyIdForKey });
+    this.issuedKeys = new IssuedKeyDirectory({
+      now: this.skeid.now,
+      logger: this.logger,
+      env,
+      policySet: () => this.skeid.policySet,
+      refreshMs: () => this.skeid.routing.budget_refresh_ms,
+    });
+    this.identities = new Identities(
+      opts.issuedAuthority ?? this.issuedKeys,
+      grants,
+      () => undefined,
+    );
     this.buffered = new BufferBudget(maxBufferedBytes(env("SKEID_MAX_BUFFERED_BYTES")));
     const skeid = this.skeid;
     this.waiters = new WaiterQueue({
@@ -272,6 +299,10 @@ export class Gateway implements ProxyContext {
           // keeps responses in the same database: the store the config names.
           const usage = ledger.config ?? this.config.usageStore();
           this.responses.apply(loadResponses(config.responses, usage?.backend).value, usage);
+          // A worker judges issued keys through its supervisor: no table of its own.
+          if (!opts.issuedAuthority) {
+            this.issuedKeys.apply(loadApiKeys(config.api_keys).value, usage);
+          }
           opts.onConfigApplied?.();
         },
       },
@@ -339,6 +370,7 @@ export class Gateway implements ProxyContext {
       usageReport: (filters: ReportFilters): Promise<UsageReport> => this.ledger.report(filters),
       metrics: this.metrics,
       tenancy: this.tenancy,
+      issuedKeys: this.issuedKeys,
       probes: () => this.probes.status(),
       ownSecretVariables: () => config.ownSecretVariables(),
       logger: this.logger,
@@ -428,6 +460,7 @@ export class Gateway implements ProxyContext {
     await this.config.close();
     this.idle.close();
     await this.responses.close().catch(() => {});
+    await this.issuedKeys.close().catch(() => {});
     try {
       await this.ledger.close();
     } catch (err) {

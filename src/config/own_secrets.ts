@@ -16,6 +16,7 @@ export type OwnSecrets = ReadonlyMap<string, string>;
 const ALWAYS: readonly [string, string][] = [
   ["SKEID_ADMIN_API_KEY", "the admin key's default variable"],
   ["PGPASSWORD", "the PostgreSQL usage store's default password variable"],
+  ["SKEID_KEY_PEPPER", "the issued keys' default pepper variable"],
 ];
 
 /** The OpenBao login and settings (`OPENBAO_ROLE_ID`, `OPENBAO_SECRET_ID`, …). */
@@ -34,6 +35,7 @@ export function ownSecretVariables(config: Config | undefined): OwnSecrets {
     add(config.admin?.api_key_env, "admin.api_key_env");
     add(config.registry?.secret_env, "registry.secret_env");
     add(config.registry?.read_key_env, "registry.read_key_env");
+    if (isJsonObject(config.api_keys)) add(config.api_keys.pepper_env, "api_keys.pepper_env");
     if (isJsonObject(config.usage_store)) {
       add(config.usage_store.password_env, "usage_store.password_env");
     }

@@ -14,6 +14,7 @@ import type { BufferBudget } from "./buffer_budget.ts";
 import { Refusal } from "./errors.ts";
 import { ANONYMOUS, type KeyIdCache, requestKeyId } from "./identity.ts";
 import { hopsOf, MAX_HOPS } from "./upstream.ts";
+import type { IdentityJudge } from "../customer_keys/identity_judge.ts";
 
 /** What the intake needs of the gateway (a `ProxyContext` satisfies it). */
 export interface IntakeContext {
@@ -26,6 +27,8 @@ export interface IntakeContext {
   readonly keyIds: KeyIdCache;
   /** The cap on request-body bytes buffered at once (`SKEID_MAX_BUFFERED_BYTES`); none when absent. */
   readonly buffered?: BufferBudget;
+  /** Issued keys and JWTs (ADR 0029): judged before the customer key id path; absent: none. */
+  readonly identities?: IdentityJudge;
 }
 
 /** Longest `x-request-id` a client may give (a longer one is replaced). */
@@ -67,6 +70,9 @@ export function nextHop(headers: Headers): number {
  */
 export function customerKeyId(ctx: IntakeContext, headers: Headers): string | Promise<string> {
   const routing = ctx.skeid.routing;
+  // An issued key or a JWT authenticates: known by that, never an opaque key (ADR 0029).
+  const judged = ctx.identities?.judge(headers, routing.trust_key_id_header);
+  if (judged !== undefined) return judged;
   const required = routing.require_known_keys;
   const id = requestKeyId(headers, routing.trust_key_id_header, ctx.keyIds);
   if (id instanceof Promise) return id.then((derived) => knownKey(ctx, derived, required));
