@@ -19,6 +19,7 @@ import { CachingKeyBroker, type KeyAnswer } from "../keys/broker.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { useKeyGroup } from "../proxy/key_limits.ts";
 import { queueGate, RemoteKeyGroup } from "./key_group.ts";
+import { RemoteIssuedKeys } from "./remote_issued.ts";
 import { ShareBoard } from "./share_board.ts";
 import {
   type ConfigVersion,
@@ -75,6 +76,8 @@ let inner: ServeHandler | undefined;
 /** Forwarded requests waiting for the supervisor's answer, by id. */
 const forwarded = new Map<number, (response: WireResponse) => void>();
 let nextId = 1;
+/** Issued keys, judged by the supervisor's directory (ADR 0029). */
+const issued = new RemoteIssuedKeys((msg) => post(msg), () => nextId++);
 
 /** The group's admin requests go to the supervisor; everything else is served here. */
 function wrap(handler: ServeHandler): ServeHandler {
@@ -132,6 +135,7 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
       inflight,
       configFs: posted,
       remoteRecorder: recorder,
+      issuedAuthority: issued,
       wrap,
       keyBroker: msg.keyBroker ? remoteKeyBroker(createLogger(msg.gateway.logLevel)) : null,
       upstreamTimeoutMs: msg.gateway.upstreamTimeoutMs,
@@ -292,6 +296,10 @@ self.onmessage = (e: MessageEvent<ToWorker>) => {
   }
   if (msg.type === "key_admit_reply") {
     keyGroup?.answered(msg.id, msg.decision);
+    return;
+  }
+  if (msg.type === "issued_auth_reply") {
+    issued.answered(msg.id, msg.grant);
     return;
   }
   if (msg.type === "forward_reply") {
