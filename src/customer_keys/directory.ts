@@ -32,6 +32,7 @@ import {
   type IssuedKeyRow,
   type IssuedKeyState,
   IssuedKeyStore,
+  type IssuedKeyTable,
   JSONLOG_REFUSAL,
   stateOf,
 } from "./issued_store.ts";
@@ -70,6 +71,8 @@ export interface DirectoryOptions {
   policySet: () => Readonly<PolicySet>;
   /** How often rows seen are re-read (`routing.budget_refresh_ms`), ms. */
   refreshMs: () => number;
+  /** Opens the table in the usage store's database (default `IssuedKeyStore.open`). */
+  open?: (usage: NormalizedUsageStoreConfig) => Promise<IssuedKeyTable>;
 }
 
 /** One page of keys as the admin API shows them. */
@@ -100,7 +103,7 @@ const ABSENT_HASH = "0".repeat(64);
 /** The issued keys of one gateway (see the module comment). */
 export class IssuedKeyDirectory implements IssuedKeyAuthority {
   readonly #opts: DirectoryOptions;
-  #store: Promise<IssuedKeyStore | undefined> | undefined;
+  #store: Promise<IssuedKeyTable | undefined> | undefined;
   /** Why there is no store (jsonlog, none configured, failed to open). */
   #storeProblem = "issued keys need a sqlite or postgresql usage_store, and none is configured";
   #identity = "";
@@ -139,9 +142,9 @@ export class IssuedKeyDirectory implements IssuedKeyAuthority {
     this.#schedule();
   }
 
-  async #open(usage: NormalizedUsageStoreConfig): Promise<IssuedKeyStore | undefined> {
+  async #open(usage: NormalizedUsageStoreConfig): Promise<IssuedKeyTable | undefined> {
     try {
-      return await IssuedKeyStore.open(usage);
+      return await (this.#opts.open ?? IssuedKeyStore.open)(usage);
     } catch (err) {
       this.#storeProblem = `issued keys: the usage store's database did not open: ${
         errorMessage(err)
@@ -152,7 +155,7 @@ export class IssuedKeyDirectory implements IssuedKeyAuthority {
   }
 
   /** The store, or the refusal saying which store to use. */
-  async #need(): Promise<IssuedKeyStore> {
+  async #need(): Promise<IssuedKeyTable> {
     const store = await this.#store;
     if (store === undefined) throw new IssuedKeyError(503, this.#storeProblem);
     return store;

@@ -137,8 +137,18 @@ function argsOf(row: IssuedKeyRow): Arg[] {
 /** Rows per `IN (…)` of a refresh read. */
 const READ_CHUNK = 500;
 
+/** What the directory asks of the table (`IssuedKeyStore`; tests wrap it). */
+export interface IssuedKeyTable {
+  insert(row: IssuedKeyRow): Promise<boolean>;
+  get(id: string): Promise<IssuedKeyRow | undefined>;
+  getMany(ids: readonly string[]): Promise<IssuedKeyRow[]>;
+  update(row: IssuedKeyRow): Promise<boolean>;
+  list(q: IssuedKeyQuery): Promise<IssuedKeyRow[]>;
+  close(): Promise<void>;
+}
+
 /** The issued keys of one database. */
-export class IssuedKeyStore {
+export class IssuedKeyStore implements IssuedKeyTable {
   readonly #db: SqlDriver;
 
   private constructor(db: SqlDriver) {
