@@ -46,6 +46,9 @@ import { type IssuedKeyAuthority, IssuedKeyDirectory } from "./customer_keys/dir
 import { GrantPolicies } from "./customer_keys/grants.ts";
 import { Identities } from "./customer_keys/identity_judge.ts";
 import { loadApiKeys } from "./customer_keys/api_keys_section.ts";
+import { loadJwt } from "./customer_keys/jwt_section.ts";
+import { JwtVerifier } from "./customer_keys/jwt_verify.ts";
+import type { Grant } from "./customer_keys/grants.ts";
 
 /** Construction options of a Gateway. */
 export interface GatewayOptions {
@@ -96,6 +99,8 @@ export interface GatewayOptions {
   remoteRecorder?: UsageRecorder;
   /** Who judges issued keys instead of this gateway's directory (a worker asks its supervisor). */
   issuedAuthority?: IssuedKeyAuthority;
+  /** Called with every new or changed grant (a worker tells its supervisor, whose core admits). */
+  grantRecorded?: (grant: Grant) => void;
 }
 
 /** The `/health` answer. */
@@ -169,6 +174,8 @@ export class Gateway implements ProxyContext {
   readonly grants: GrantPolicies;
   /** Issued keys and JWTs, judged at intake before the customer key id path. */
   readonly identities: Identities;
+  /** The `jwt:` section in force (its canonical text) and its verifier; undefined without one. */
+  #jwt: { text: string; verifier: JwtVerifier } | undefined;
   /** The cap on request-body bytes buffered at once (`SKEID_MAX_BUFFERED_BYTES`). */
   readonly buffered: BufferBudget;
   /** The one deadline watch over upstream header waits, body inactivity and stream keepalives. */
@@ -200,7 +207,11 @@ export class Gateway implements ProxyContext {
     const level = opts.logLevel ?? parseLogLevel(env("SKEID_LOG_LEVEL"));
     this.logger = opts.logger ?? createLogger(level);
     this.logRequests = opts.logger ? true : level === "debug";
-    const grants = new GrantPolicies(() => this.skeid.policySet, this.logger);
+    const grants = new GrantPolicies(
+      () => this.skeid.policySet,
+      this.logger,
+      opts.grantRecorded,
+    );
     this.grants = grants;
     this.skeid = new Skeid({
       identityPolicy: (id) => grants.policyFor(id),
@@ -259,7 +270,7 @@ export class Gateway implements ProxyContext {
     this.identities = new Identities(
       opts.issuedAuthority ?? this.issuedKeys,
       grants,
-      () => undefined,
+      () => this.#jwt?.verifier,
     );
     this.buffered = new BufferBudget(maxBufferedBytes(env("SKEID_MAX_BUFFERED_BYTES")));
     const skeid = this.skeid;
@@ -303,6 +314,7 @@ export class Gateway implements ProxyContext {
           if (!opts.issuedAuthority) {
             this.issuedKeys.apply(loadApiKeys(config.api_keys).value, usage);
           }
+          this.#applyJwt(config.jwt);
           opts.onConfigApplied?.();
         },
       },
@@ -461,6 +473,7 @@ export class Gateway implements ProxyContext {
     this.idle.close();
     await this.responses.close().catch(() => {});
     await this.issuedKeys.close().catch(() => {});
+    this.#jwt?.verifier.close();
     try {
       await this.ledger.close();
     } catch (err) {
@@ -474,6 +487,18 @@ export class Gateway implements ProxyContext {
     } catch {
       // already closed
     }
+  }
+
+  /** Follows the `jwt:` section: a changed one gets a new verifier (its JWKS fetched anew). */
+  #applyJwt(raw: unknown): void {
+    const issuers = loadJwt(raw).value;
+    const text = JSON.stringify(issuers ?? null);
+    if (text === (this.#jwt?.text ?? "null")) return;
+    this.#jwt?.verifier.close();
+    this.#jwt = issuers === undefined ? undefined : {
+      text,
+      verifier: new JwtVerifier(issuers, this.logger, fetch, this.skeid.now),
+    };
   }
 
   /** After every applied config: warn once about nodes whose own key resolves nothing. */

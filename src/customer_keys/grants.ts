@@ -43,11 +43,20 @@ export class GrantPolicies {
   readonly #logger: Logger;
   readonly #grants = new Map<string, Resolved>();
   readonly #warned = new Set<string>();
+  readonly #changed: ((grant: Grant) => void) | undefined;
 
-  /** `policySet`: the one in force (a reload re-resolves every grant lazily). */
-  constructor(policySet: () => Readonly<PolicySet>, logger: Logger) {
+  /**
+   * `policySet`: the one in force (a reload re-resolves every grant lazily); `changed` hears of
+   * every grant new or different from the one recorded before.
+   */
+  constructor(
+    policySet: () => Readonly<PolicySet>,
+    logger: Logger,
+    changed?: (grant: Grant) => void,
+  ) {
     this.#policySet = policySet;
     this.#logger = logger;
+    this.#changed = changed;
   }
 
   /** Records the grant of an identity just judged. */
@@ -61,6 +70,7 @@ export class GrantPolicies {
     this.#grants.delete(grant.id);
     this.#grants.set(grant.id, { grant, set: undefined, policy: null });
     if (this.#grants.size > CAPACITY) this.#grants.delete(this.#grants.keys().next().value!);
+    this.#changed?.(grant);
   }
 
   /**

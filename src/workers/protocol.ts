@@ -139,6 +139,8 @@ export type FromWorker =
   | { type: "key_cancel"; hold: number }
   /** An issued key presented to the worker, judged by the supervisor's directory (ADR 0029). */
   | { type: "issued_auth"; id: number; key: string }
+  /** A JWT identity's grant the worker judged: the supervisor's core admits its limits. */
+  | { type: "grant"; grant: Grant }
   | { type: "view_reply"; id: number; view: WorkerView }
   | { type: "core_reply"; id: number; error?: string }
   /**

@@ -344,6 +344,9 @@ export class Supervisor {
           );
           return;
         }
+        case "grant":
+          this.gateway.grants.record(msg.grant);
+          return;
         case "key_settle":
           this.keys.settle(msg.hold, msg.actual);
           return;

@@ -136,6 +136,8 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
       configFs: posted,
       remoteRecorder: recorder,
       issuedAuthority: issued,
+      // Posted before the request's key_admit (messages keep their order).
+      grantRecorded: (grant) => post({ type: "grant", grant }),
       wrap,
       keyBroker: msg.keyBroker ? remoteKeyBroker(createLogger(msg.gateway.logLevel)) : null,
       upstreamTimeoutMs: msg.gateway.upstreamTimeoutMs,
