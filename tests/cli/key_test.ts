@@ -5,26 +5,14 @@
 import { assert, assertEquals, assertStringIncludes } from "../_assert.ts";
 import { run } from "../../src/cli/key.ts";
 import { runCli } from "../_helpers/cli.ts";
-import { tempDir } from "../_helpers/temp.ts";
-import { startFakeModel } from "../../src/fake/model.ts";
-import { chat, post, startGateway } from "../integration/helpers.ts";
+import { ask, withGateway } from "../customer_keys/helpers.ts";
 
 const ENV = { SKEID_ADMIN_API_KEY: "adm" };
 
 Deno.test("skeid key: create, list, rotate and revoke through the admin API", async () => {
-  const tmp = await tempDir();
-  const fake = startFakeModel({});
-  const t = await startGateway({
-    admin_api_key: "adm",
-    nodes: [{ id: "n1", url: fake.url, model: "m1" }],
-    policies: { std: {} },
-    usage_store: { backend: "sqlite", path: `${tmp.dir}/usage.db` },
-  }, { env: { SKEID_KEY_PEPPER: "pepper-for-tests-0123456789" } });
-  const url = ["--url", t.base];
-  const send = async (key: string) =>
-    (await post(`${t.base}/v1/chat/completions`, chat("m1"), { authorization: `Bearer ${key}` }))
-      .status;
-  try {
+  await withGateway(async (t) => {
+    const url = ["--url", t.base];
+    const send = async (key: string) => (await ask(t, key)).status;
     const made = await runCli(run, ["create", ...url, "--name", "ci", "--policy", "std"], ENV);
     assertEquals(made.code, 0, made.err.join("\n"));
     const key = made.out[0];
@@ -59,9 +47,5 @@ Deno.test("skeid key: create, list, rotate and revoke through the admin API", as
     assertEquals(noKey.code, 2);
     assertStringIncludes(noKey.err.join("\n"), "SKEID_ADMIN_API_KEY");
     assertEquals((await runCli(run, ["rotate", ...url], ENV)).code, 2, "rotate needs an id");
-  } finally {
-    await t.stop();
-    await fake.close();
-    await tmp.cleanup();
-  }
+  });
 });

@@ -4,59 +4,7 @@
  * to their policy; the hash is never shown.
  */
 import { assert, assertEquals, assertStringIncludes } from "../_assert.ts";
-import { startFakeModel } from "../../src/fake/model.ts";
-import { chat, post, startGateway, type TestGateway } from "../integration/helpers.ts";
-import { tempDir } from "../_helpers/temp.ts";
-
-const ADMIN = { authorization: "Bearer adm" };
-const PEPPER = { SKEID_KEY_PEPPER: "pepper-for-tests-0123456789" };
-
-/** An admin call: status and parsed body. */
-export async function admin(
-  base: string,
-  method: string,
-  path: string,
-  body?: unknown,
-): Promise<{ status: number; json: Record<string, unknown>; text: string }> {
-  const res = await fetch(`${base}${path}`, {
-    method,
-    headers: { ...ADMIN, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text === "" ? {} : JSON.parse(text), text };
-}
-
-/** A chat request with `key`; its status and body. */
-function ask(t: TestGateway, key: string, extra: Record<string, unknown> = {}) {
-  return post(`${t.base}/v1/chat/completions`, chat("m1", extra), {
-    authorization: `Bearer ${key}`,
-  });
-}
-
-/** A gateway on a fresh SQLite database with one fake node; `now` its clock. */
-async function withGateway(
-  fn: (t: TestGateway) => Promise<void>,
-  opts: { config?: Record<string, unknown>; now?: () => number; env?: Record<string, string> } = {},
-): Promise<void> {
-  const tmp = await tempDir();
-  const fake = startFakeModel({});
-  const t = await startGateway({
-    admin_api_key: "adm",
-    nodes: [{ id: "n1", url: fake.url, model: "m1" }],
-    pricing: { m1: { input_per_million: 1, output_per_million: 1 } },
-    policies: { std: {}, tiny: { budget: { tokens: 5, period: "month" } } },
-    usage_store: { backend: "sqlite", path: `${tmp.dir}/usage.db` },
-    ...opts.config,
-  }, { env: opts.env ?? PEPPER, now: opts.now });
-  try {
-    await fn(t);
-  } finally {
-    await t.stop();
-    await fake.close();
-    await tmp.cleanup();
-  }
-}
+import { admin, ask, withGateway } from "./helpers.ts";
 
 Deno.test("issued keys: created once, routed and billed under the public id", async () => {
   await withGateway(async (t) => {
@@ -271,24 +219,13 @@ Deno.test("issued keys: GET /skeid/keys lists config and issued keys in one page
 });
 
 Deno.test("issued keys: a jsonlog store refuses them, naming the stores to use", async () => {
-  const tmp = await tempDir();
-  const fake = startFakeModel({});
-  const t = await startGateway({
-    admin_api_key: "adm",
-    nodes: [{ id: "n1", url: fake.url, model: "m1" }],
-    usage_store: { backend: "jsonlog", path: `${tmp.dir}/events.jsonl` },
-  }, { env: PEPPER });
-  try {
+  await withGateway(async (t) => {
     const res = await admin(t.base, "POST", "/skeid/keys", {});
     assertEquals(res.status, 503);
     assertStringIncludes(res.text, "sqlite or postgresql");
     const key = "sk-skeid-ik_0123456789abcdef-" + "0".repeat(48);
     assertEquals((await ask(t, key)).status, 401, "an issued-shape key is never opaque");
-  } finally {
-    await t.stop();
-    await fake.close();
-    await tmp.cleanup();
-  }
+  }, { store: (dir) => ({ backend: "jsonlog", path: `${dir}/events.jsonl` }) });
 });
 
 Deno.test("issued keys: without the pepper no key is made, naming the variable", async () => {
