@@ -266,6 +266,7 @@ export class Gateway implements ProxyContext {
       env,
       policySet: () => this.skeid.policySet,
       refreshMs: () => this.skeid.routing.budget_refresh_ms,
+      granted: (grant) => grants.record(grant),
     });
     this.identities = new Identities(
       opts.issuedAuthority ?? this.issuedKeys,

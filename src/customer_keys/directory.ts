@@ -71,6 +71,11 @@ export interface DirectoryOptions {
   policySet: () => Readonly<PolicySet>;
   /** How often rows seen are re-read (`routing.budget_refresh_ms`), ms. */
   refreshMs: () => number;
+  /**
+   * Hears the grant of every row installed (made, changed, read), so the key's policy is in
+   * force for its public id at once — `GET /skeid/keys/{id}` shows it before any request.
+   */
+  granted?: (grant: Grant) => void;
   /** Opens the table in the usage store's database (default `IssuedKeyStore.open`). */
   open?: (usage: NormalizedUsageStoreConfig) => Promise<IssuedKeyTable>;
 }
@@ -257,8 +262,11 @@ export class IssuedKeyDirectory implements IssuedKeyAuthority {
         try {
           const store = await this.#store;
           const row = await store?.get(id);
-          if (row === undefined) this.#absent.add(id);
-          else this.#install(row);
+          if (row === undefined) {
+            // Bounded: a flood of made-up ids between two refreshes forgets the older ones.
+            if (this.#absent.size >= ROW_CAPACITY) this.#absent.clear();
+            this.#absent.add(id);
+          } else this.#install(row);
           return this.#rows.get(id);
         } catch (err) {
           this.#opts.logger.warn("issued_key_read_failed", { id, error: errorMessage(err) });
@@ -285,6 +293,7 @@ export class IssuedKeyDirectory implements IssuedKeyAuthority {
     this.#rows.delete(row.id);
     this.#rows.set(row.id, row);
     if (this.#rows.size > ROW_CAPACITY) this.#rows.delete(this.#rows.keys().next().value!);
+    this.#opts.granted?.(grantOf(row));
     return row;
   }
 

@@ -235,3 +235,18 @@ Deno.test("issued keys: without the pepper no key is made, naming the variable",
     assertStringIncludes(res.text, "MY_PEPPER");
   }, { env: {}, config: { api_keys: { pepper_env: "MY_PEPPER" } } });
 });
+
+Deno.test("issued keys: GET /skeid/keys/{id} shows the key's limits and budget at once", async () => {
+  await withGateway(async (t) => {
+    const made = await admin(t.base, "POST", "/skeid/keys", {
+      policy: "tiny",
+      limits: { rpm: 7 },
+    });
+    const got = await admin(t.base, "GET", `/skeid/keys/${made.json.id}`);
+    assertEquals((got.json.limits as Record<string, unknown>).rpm, 7, got.text);
+    assertEquals((got.json.budget as { cap: { tokens: number } }).cap.tokens, 5);
+    await admin(t.base, "PATCH", `/skeid/keys/${made.json.id}`, { limits: { rpm: 9 } });
+    const patched = await admin(t.base, "GET", `/skeid/keys/${made.json.id}`);
+    assertEquals((patched.json.limits as Record<string, unknown>).rpm, 9, patched.text);
+  });
+});
