@@ -4,7 +4,11 @@
  * to their policy; the hash is never shown.
  */
 import { assert, assertEquals, assertStringIncludes } from "../_assert.ts";
-import { admin, ask, withGateway } from "./helpers.ts";
+import { admin, ask, PEPPER, withGateway } from "./helpers.ts";
+import { startGateway } from "../integration/helpers.ts";
+import { startFakeModel } from "../../src/fake/model.ts";
+import { tempDir } from "../_helpers/temp.ts";
+import { until } from "../_helpers/poll.ts";
 
 Deno.test("issued keys: created once, routed and billed under the public id", async () => {
   await withGateway(async (t) => {
@@ -249,4 +253,30 @@ Deno.test("issued keys: GET /skeid/keys/{id} shows the key's limits and budget a
     const patched = await admin(t.base, "GET", `/skeid/keys/${made.json.id}`);
     assertEquals((patched.json.limits as Record<string, unknown>).rpm, 9, patched.text);
   });
+});
+
+Deno.test("issued keys: two gateways on one SQLite file: a revocation holds on both within the refresh", async () => {
+  const tmp = await tempDir();
+  const fake = startFakeModel({});
+  const cfg = {
+    admin_api_key: "adm",
+    nodes: [{ id: "n1", url: fake.url, model: "m1" }],
+    routing: { budget_refresh_ms: 100 },
+    usage_store: { backend: "sqlite", path: `${tmp.dir}/usage.db` },
+  };
+  const a = await startGateway(cfg, { env: PEPPER });
+  const b = await startGateway(cfg, { env: PEPPER });
+  try {
+    const made = await admin(a.base, "POST", "/skeid/keys", {});
+    const key = String(made.json.key);
+    assertEquals((await ask(b, key)).status, 200, "b reads a's key from the file");
+    assertEquals((await admin(a.base, "DELETE", `/skeid/keys/${made.json.id}`)).status, 200);
+    await until(async () => (await ask(b, key)).status === 401, "b refuses it", 1000);
+    assertEquals((await ask(b, key)).status, 401, "and keeps refusing it");
+  } finally {
+    await a.stop();
+    await b.stop();
+    await fake.close();
+    await tmp.cleanup();
+  }
 });
