@@ -73,12 +73,15 @@ export class JwtVerifier implements JwtJudge {
   }
 
   isJwt(token: string): boolean {
-    if (token.length > MAX_TOKEN || !JWT_SHAPE.test(token)) return false;
+    if (!JWT_SHAPE.test(token)) return false;
+    // One too long to decode is still a JWT by its shape: refused by `verify`, never opaque.
+    if (token.length > MAX_TOKEN) return true;
     const header = jsonPart(token.slice(0, token.indexOf(".")));
     return header !== undefined && typeof header.alg === "string";
   }
 
   async verify(token: string): Promise<Grant> {
+    if (token.length > MAX_TOKEN) throw refused("size", `longer than ${MAX_TOKEN} characters`);
     const [h, p, s] = token.split(".");
     const header = jsonPart(h)!;
     const alg = String(header.alg);

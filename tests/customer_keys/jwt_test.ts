@@ -163,6 +163,7 @@ Deno.test("jwt: each failed check is a 401 naming it, never echoing the token", 
       [await token(other), "signature"],
       [none, "alg"],
       [hs, "alg"],
+      [await token(key, { pad: "x".repeat(20_000) }), "size"],
     ];
     for (const [bearer, check] of cases) {
       const res = await ask(t, bearer);
