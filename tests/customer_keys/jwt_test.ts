@@ -107,6 +107,7 @@ async function withJwt(
           audience: ["skeid"],
           jwks_url: jwks.url,
           policy_claim: "skeid_policy",
+          budget_group_claim: "team",
           jwks_min_interval_s: 0,
         },
       },
@@ -211,5 +212,20 @@ Deno.test("jwt: with the JWKS endpoint down, held keys keep working and an unkno
     assertEquals(refused.status, 401, refused.text);
     assertStringIncludes(refused.text, "invalid token: signature");
     assertEquals((await ask(t, await token(held))).status, 200, "the held key still verifies");
+  });
+});
+
+Deno.test("jwt: identities with one budget group claim are one customer key", async () => {
+  const key = await signingKey("ES256", "e1");
+  await withJwt([key], async (t) => {
+    for (const sub of ["ann", "bo"]) {
+      assertEquals((await ask(t, await token(key, { sub, team: "search" }))).status, 200);
+    }
+    assertEquals((await ask(t, await token(key, { sub: "cy" }))).status, 200);
+    await t.group.flushUsage();
+    assertEquals(
+      t.sink.events.map((e) => e.api_key_id).sort(),
+      ["jwt:corp:cy", "jwt:corp:group:search", "jwt:corp:group:search"],
+    );
   });
 });
