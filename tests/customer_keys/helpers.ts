@@ -50,10 +50,12 @@ export async function withGateway(
     now?: () => number;
     env?: Record<string, string>;
     store?: (dir: string) => Record<string, unknown>;
+    /** The fake node's time to its first token, ms. */
+    ttftMs?: number;
   } = {},
 ): Promise<void> {
   const tmp = await tempDir();
-  const fake = startFakeModel({});
+  const fake = startFakeModel({ ttftMs: opts.ttftMs });
   const t = await startGateway({
     admin_api_key: "adm",
     nodes: [{ id: "n1", url: fake.url, model: "m1" }],

@@ -280,3 +280,22 @@ Deno.test("issued keys: two gateways on one SQLite file: a revocation holds on b
     await tmp.cleanup();
   }
 });
+
+Deno.test("issued keys: a request in flight when its key is revoked finishes and is billed", async () => {
+  await withGateway(async (t) => {
+    const made = await admin(t.base, "POST", "/skeid/keys", {});
+    const key = String(made.json.key);
+    const inflight = ask(t, key);
+    const inflightNow = async () =>
+      ((await admin(t.base, "GET", "/skeid/metrics/nodes")).json.metrics as { inflight: number }[])[
+        0
+      ]
+        .inflight;
+    await until(async () => await inflightNow() === 1, "the request is in flight");
+    assertEquals((await admin(t.base, "DELETE", `/skeid/keys/${made.json.id}`)).status, 200);
+    assertEquals((await inflight).status, 200, "it finishes");
+    assertEquals((await ask(t, key)).status, 401, "the next one is refused");
+    await t.group.flushUsage();
+    assertEquals(t.sink.events.map((e) => e.api_key_id), [made.json.id], "and it is billed");
+  }, { ttftMs: 300 });
+});
