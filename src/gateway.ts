@@ -51,6 +51,13 @@ import {
   ownSecretVariables,
   readVariable,
 } from "./config/own_secrets.ts";
+import { type IssuedKeyAuthority, IssuedKeyDirectory } from "./customer_keys/directory.ts";
+import { GrantPolicies } from "./customer_keys/grants.ts";
+import { Identities } from "./customer_keys/identity_judge.ts";
+import { loadApiKeys } from "./customer_keys/api_keys_section.ts";
+import { loadJwt } from "./customer_keys/jwt_section.ts";
+import { JwtVerifier } from "./customer_keys/jwt_verify.ts";
+import type { Grant } from "./customer_keys/grants.ts";
 
 /** Construction options of a Gateway. */
 export interface GatewayOptions {
@@ -118,6 +125,10 @@ export interface GatewayGroup {
   readonly queueGate: QueueGate;
   /** Fair share ordering the group's waiters as one queue. */
   readonly shareGroup: QueueGroup;
+  /** Who judges issued keys instead of this gateway's directory (the supervisor, ADR 0029). */
+  readonly issuedAuthority: IssuedKeyAuthority;
+  /** Called with every new or changed grant (the supervisor's core admits for the group). */
+  readonly grantRecorded: (grant: Grant) => void;
 }
 
 /** The `/health` answer. */
@@ -190,6 +201,14 @@ export class Gateway implements ProxyContext {
   readonly waiters: WaiterQueue;
   /** Customer key → customer key id cache. */
   readonly keyIds: KeyIdCache;
+  /** The issued keys (ADR 0029); a worker's has no table (its supervisor's judges). */
+  readonly issuedKeys: IssuedKeyDirectory;
+  /** The grants of the issued keys and JWT identities judged lately, and their policies. */
+  readonly grants: GrantPolicies;
+  /** Issued keys and JWTs, judged at intake before the customer key id path. */
+  readonly identities: Identities;
+  /** The `jwt:` section in force (its canonical text) and its verifier; undefined without one. */
+  #jwt: { text: string; verifier: JwtVerifier } | undefined;
   /** The cap on request-body bytes buffered at once (`SKEID_MAX_BUFFERED_BYTES`). */
   readonly buffered: BufferBudget;
   /** The one deadline watch over upstream header waits, body inactivity and stream keepalives. */
@@ -226,7 +245,14 @@ export class Gateway implements ProxyContext {
     const level = opts.logLevel ?? parseLogLevel(env("SKEID_LOG_LEVEL"));
     this.logger = opts.logger ?? createLogger(level);
     this.logRequests = opts.logger ? true : level === "debug";
+    const grants = new GrantPolicies(
+      () => this.skeid.policySet,
+      this.logger,
+      group?.grantRecorded,
+    );
+    this.grants = grants;
     this.skeid = new RoutingCore({
+      identityPolicy: (id) => grants.policyFor(id),
       now: opts.now,
       workerCount: opts.workerCount,
       inflight: opts.inflight,
@@ -272,6 +298,19 @@ export class Gateway implements ProxyContext {
       }),
     );
     this.keyIds = new KeyIdCache({ derive: keyIdForKey });
+    this.issuedKeys = new IssuedKeyDirectory({
+      now: this.skeid.now,
+      logger: this.logger,
+      env,
+      policySet: () => this.skeid.policySet,
+      refreshMs: () => this.skeid.routing.budget_refresh_ms,
+      granted: (grant) => grants.record(grant),
+    });
+    this.identities = new Identities(
+      group?.issuedAuthority ?? this.issuedKeys,
+      grants,
+      () => this.#jwt?.verifier,
+    );
     this.buffered = new BufferBudget(maxBufferedBytes(env("SKEID_MAX_BUFFERED_BYTES")));
     const skeid = this.skeid;
     this.waiters = new WaiterQueue({
@@ -314,6 +353,11 @@ export class Gateway implements ProxyContext {
           // keeps responses in the same database: the store the config names.
           const usage = ledger.config ?? this.config.usageStore();
           this.responses.apply(loadResponses(config.responses, usage?.backend).value, usage);
+          // A worker judges issued keys through its supervisor: no table of its own.
+          if (!group?.issuedAuthority) {
+            this.issuedKeys.apply(loadApiKeys(config.api_keys).value, usage);
+          }
+          this.#applyJwt(config.jwt);
           opts.onConfigApplied?.();
         },
       },
@@ -382,6 +426,7 @@ export class Gateway implements ProxyContext {
       usageReport: (filters: ReportFilters): Promise<UsageReport> => this.ledger.report(filters),
       metrics: this.metrics,
       tenancy: this.tenancy,
+      issuedKeys: this.issuedKeys,
       probes: () => this.probes.status(),
       ownSecretVariables: () => this.ownSecrets(),
       logger: this.logger,
@@ -486,6 +531,8 @@ export class Gateway implements ProxyContext {
     this.idle.close();
     this.bodyWatch.close();
     await this.responses.close().catch(() => {});
+    await this.issuedKeys.close().catch(() => {});
+    this.#jwt?.verifier.close();
     try {
       await this.ledger.close();
     } catch (err) {
@@ -499,6 +546,18 @@ export class Gateway implements ProxyContext {
     } catch {
       // already closed
     }
+  }
+
+  /** Follows the `jwt:` section: a changed one gets a new verifier (its JWKS fetched anew). */
+  #applyJwt(raw: unknown): void {
+    const issuers = loadJwt(raw).value;
+    const text = JSON.stringify(issuers ?? null);
+    if (text === (this.#jwt?.text ?? "null")) return;
+    this.#jwt?.verifier.close();
+    this.#jwt = issuers === undefined ? undefined : {
+      text,
+      verifier: new JwtVerifier(issuers, this.logger, fetch, this.skeid.now),
+    };
   }
 
   /** After every applied config: warn once about nodes whose own key resolves nothing. */

@@ -1,5 +1,6 @@
 /**
- * The `skeid` command line: serve | demo | keyid | usage | check | health | fake-model | version.
+ * The `skeid` command line: serve | demo | keyid | key | usage | check | health | fake-model |
+ * version.
  *
  * @module
  */
@@ -17,6 +18,10 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
   keyid: {
     summary: "print the customer key id of each key (stdin when none given)",
     load: async () => (await import("./cli/keyid.ts")).run,
+  },
+  key: {
+    summary: "create, list, rotate or revoke issued keys of a running gateway",
+    load: async () => (await import("./cli/key.ts")).run,
   },
   usage: { summary: "usage report", load: async () => (await import("./cli/usage.ts")).run },
   check: {

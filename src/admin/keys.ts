@@ -53,6 +53,16 @@ export function keyStatus(
   const set = skeid.policySet;
   const id = skeid.keyIdForName(ref) ?? ref;
   if (!set.knownKeyIds.has(id) && !isFullKeyId(id) && id !== "anonymous") return undefined;
+  return keyStatusOf(skeid, tenancy, id);
+}
+
+/** The view of `keyStatus` for a customer key id (an issued key's public id too, ADR 0029). */
+export function keyStatusOf(
+  skeid: RoutingCore,
+  tenancy: Tenancy,
+  id: string,
+): Record<string, unknown> {
+  const set = skeid.policySet;
   const now = skeid.now();
   const policy = skeid.policyForKey(id);
   let policyName: string | null = null;

@@ -20,6 +20,8 @@ import { NodeSpecError } from "../core/inventory.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import type { Tenancy } from "../core/tenancy.ts";
 import { keyStatus } from "./keys.ts";
+import type { IssuedKeyDirectory } from "../customer_keys/directory.ts";
+import { keysAdminRoutes } from "../customer_keys/admin_keys.ts";
 import { bearerToken, secretMatches } from "./auth.ts";
 import { errorMessage } from "../error_message.ts";
 import { isJsonObject } from "../core/json.ts";
@@ -45,6 +47,8 @@ export interface AdminDeps {
   metrics: GatewayMetrics;
   /** Rate windows and budgets per customer key (`GET /skeid/keys/:key`). */
   tenancy?: Tenancy;
+  /** The issued keys (`/skeid/keys`, ADR 0029). */
+  issuedKeys?: IssuedKeyDirectory;
   /** The capacity probes' states (`GET /skeid/metrics/nodes`), when probes run. */
   probes?: () => readonly unknown[];
   /** The variables a node's `api_key_env` may not name (Skeid's own secrets). */
@@ -204,6 +208,9 @@ export function adminRoutes(deps: AdminDeps): Hono {
   });
 
   // ---- customer keys -----------------------------------------------------------------------
+
+  // Issued keys and the listing of both kinds; other ids fall through to the limits view below.
+  app.route("/", keysAdminRoutes(deps));
 
   app.get("/skeid/keys/:key", (c) => {
     const ref = c.req.param("key");

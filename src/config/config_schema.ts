@@ -112,6 +112,8 @@ export const configSchema = z.object({
   usage_store: mapping.nullish(),
   usage_db_path: z.string().min(1).nullish(),
   responses: z.unknown().optional(),
+  api_keys: z.unknown().optional(),
+  jwt: z.unknown().optional(),
 });
 
 /** A validated config: the sections as written (null where written empty), secrets only by name. */

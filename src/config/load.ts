@@ -16,6 +16,8 @@ import type { PolicySet } from "../core/policies.ts";
 import type { NormalizedUsageStoreConfig, NormalizeOptions } from "../usage/config.ts";
 import { digestOf } from "./canonical.ts";
 import { loadResponses } from "../responses/responses_section.ts";
+import { loadApiKeys } from "../customer_keys/api_keys_section.ts";
+import { loadJwt } from "../customer_keys/jwt_section.ts";
 import { RESPONSES_DEFAULTS, type ResponsesSettings } from "../responses/response_store.ts";
 import { type ConfigIssue, ConfigLoadError, formatPath, type PathSegment } from "./errors.ts";
 import { type AdminKeyResolution, resolveAdminKey } from "./admin_key.ts";
@@ -261,6 +263,7 @@ export function buildConfig(value: unknown, opts: LoadOptions, prebuilt?: Prebui
     root.responses,
     usageStore?.normalized.backend ?? (opts.env("SKEID_USAGE_DB") ? "sqlite" : undefined),
   ));
+  issues.push(...loadApiKeys(root.api_keys).issues, ...loadJwt(root.jwt).issues);
   if (issues.some((i) => !i.warning)) return { issues };
 
   const routing: Partial<RoutingSettings> = {};

@@ -34,6 +34,8 @@ const USAGE_PASSWORD: Purpose = {
   sent: "sent to the store's host",
   own: true,
 };
+/** The pepper issued keys are hashed with (ADR 0029). */
+const KEY_PEPPER: Purpose = { what: "the key pepper", own: true };
 /** A node's upstream key: nodes may share one, and it is not one of Skeid's own secrets. */
 export const NODE_KEY: Purpose = { what: "a node's key", sent: "sent upstream", own: false };
 
@@ -47,6 +49,7 @@ export const VARIABLE_FIELDS: ReadonlyMap<string, Purpose> = new Map([
   ["registry.secret_env", REGISTRY_SECRET],
   ["registry.read_key_env", { what: "the registry read key", own: true }],
   ["usage_store.password_env", USAGE_PASSWORD],
+  ["api_keys.pepper_env", KEY_PEPPER],
   ["nodes[].api_key_env", NODE_KEY],
   ["nodes[].capacity.secret_env", REGISTRY_SECRET],
   ...["read_key_env", "admin_key_env"].map((key): [string, Purpose] => [
@@ -59,7 +62,7 @@ export const VARIABLE_FIELDS: ReadonlyMap<string, Purpose> = new Map([
 const ALWAYS: readonly [string, Purpose, string][] = [
   ["SKEID_ADMIN_API_KEY", ADMIN_KEY, "the admin key's default variable"],
   ["PGPASSWORD", USAGE_PASSWORD, "the PostgreSQL usage store's default password variable"],
-  ["SKEID_KEY_PEPPER", { what: "the key pepper", own: true }, "the key pepper's variable"],
+  ["SKEID_KEY_PEPPER", KEY_PEPPER, "the issued keys' default pepper variable"],
 ];
 
 /** The OpenBao login and settings (`OPENBAO_ROLE_ID`, `OPENBAO_SECRET_ID`, …). */

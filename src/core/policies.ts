@@ -473,3 +473,26 @@ function resolveKeyEntry(
   const tenancy = tenancyOf(overrides, base ?? undefined, overridesPath, errors);
   return intern(makePolicy(models, denyTags, manifest, tenancy));
 }
+
+/**
+ * An issued key's policy (ADR 0029): the named policy (`name`; null: the default policy) with
+ * `spec`'s fields over it, resolved as a `keys:` entry is. The errors are located from the spec
+ * (`budget.usd`, `policy`), for an API caller; the policy is usable only without errors.
+ */
+export function resolveEntryPolicy(
+  set: Readonly<PolicySet>,
+  name: string | null,
+  spec: Record<string, unknown>,
+): { policy: Policy; errors: PolicyError[] } {
+  const errors: Errors = [];
+  const entry = name === null ? { ...spec, policy: null } : { ...spec, policy: name };
+  const policy = resolveKeyEntry("", entry, set as PolicySet, (p) => p, errors);
+  return {
+    policy,
+    errors: errors.map((e) => {
+      const segments = e.segments.slice(2);
+      const where = segments.length === 0 ? "policy" : segments.join(".");
+      return new PolicyError(`${where}: ${e.detail}`, segments, e.detail);
+    }),
+  };
+}

@@ -101,6 +101,11 @@ export interface SkeidOptions {
   errorWindowS?: number;
   /** Node ejection thresholds (ADR 0021); defaults: 2 failures, 1 s doubling to 60 s, 50%. */
   ejection?: Omit<EjectionOptions, "now">;
+  /**
+   * The policy of a customer key id judged at intake (an issued key or a JWT identity, ADR
+   * 0029); undefined for any other id, which the policy set decides.
+   */
+  identityPolicy?: (apiKeyId: string) => Policy | null | undefined;
 }
 
 /** Arguments of `routePlan`. */
@@ -189,6 +194,7 @@ export class RoutingCore {
   readonly #inventory = new Inventory();
   readonly #routes: RouteTable;
   readonly #validateNode: ((node: Node) => void) | undefined;
+  readonly #identityPolicy: ((apiKeyId: string) => Policy | null | undefined) | undefined;
   readonly #listeners = new Set<CapacityListener>();
   /** Warnings already logged, so each is said once per core. */
   readonly #warned = new Set<string>();
@@ -218,6 +224,7 @@ export class RoutingCore {
     });
     this.#routing = this.#baseRouting;
     this.#validateNode = options.validateNode;
+    this.#identityPolicy = options.identityPolicy;
     this.#errorWindowS = options.errorWindowS && options.errorWindowS > 0
       ? options.errorWindowS
       : 60;
@@ -410,6 +417,8 @@ export class RoutingCore {
   policyForKey(apiKeyId: string | undefined): Policy | null {
     const set = this.#policySet;
     if (apiKeyId === undefined || apiKeyId === "") return set.defaultPolicy;
+    const judged = this.#identityPolicy?.(apiKeyId);
+    if (judged !== undefined) return judged;
     const exact = set.keyPolicies.get(apiKeyId);
     if (exact) return exact;
     if (set.shortKeyPolicies.size > 0 && isFullKeyId(apiKeyId)) {

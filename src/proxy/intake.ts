@@ -16,6 +16,7 @@ import { Refusal } from "./errors.ts";
 import { checkOutputFields } from "./estimate.ts";
 import { ANONYMOUS, type KeyIdCache, requestKeyId } from "./identity.ts";
 import { hopsOf, MAX_HOPS } from "./upstream.ts";
+import type { IdentityJudge } from "../customer_keys/identity_judge.ts";
 
 /** What a body read is held to, besides the body limit (a `ProxyContext` has both). */
 export interface BodyIntake {
@@ -34,6 +35,8 @@ export interface IntakeContext extends BodyIntake {
   };
   /** Customer key → customer key id. */
   readonly keyIds: KeyIdCache;
+  /** Issued keys and JWTs (ADR 0029): judged before the customer key id path; absent: none. */
+  readonly identities?: IdentityJudge;
 }
 
 /** Longest `x-request-id` a client may give (a longer one is replaced). */
@@ -75,6 +78,9 @@ export function nextHop(headers: Headers): number {
  */
 export function customerKeyId(ctx: IntakeContext, headers: Headers): string | Promise<string> {
   const routing = ctx.skeid.routing;
+  // An issued key or a JWT authenticates: known by that, never an opaque key (ADR 0029).
+  const judged = ctx.identities?.judge(headers, routing.trust_key_id_header);
+  if (judged !== undefined) return judged;
   const required = routing.require_known_keys;
   const id = requestKeyId(headers, routing.trust_key_id_header, ctx.keyIds);
   if (id instanceof Promise) return id.then((derived) => knownKey(ctx, derived, required));

@@ -8,9 +8,8 @@
  *
  * @module
  */
-import { DatabaseSync, type SQLInputValue } from "node:sqlite";
-import type { NormalizedUsageStoreConfig, PostgresStoreConfig } from "../usage/config.ts";
-import { connectPostgres, MIGRATE_LOCK } from "../usage/postgres.ts";
+import type { NormalizedUsageStoreConfig } from "../usage/config.ts";
+import { postgresDriver, type Row, type SqlDriver, sqliteDriver } from "../usage/sql_driver.ts";
 import { responsesTableStatements, responsesUpgradeStatements } from "../usage/ledger_schema.ts";
 import { utf8Length } from "../faces/utf8.ts";
 import { isJsonObject, type JsonObject, parseJson } from "../core/json.ts";
@@ -95,18 +94,6 @@ export interface ResponseStore {
   /** Deletes the response `id` of `apiKeyId`; whether there was one. */
   delete(apiKeyId: string, id: string): Promise<boolean>;
   /** Closes the connection. */
-  close(): Promise<void>;
-}
-
-type Arg = string | number;
-type Row = Record<string, unknown>;
-
-/** How a database runs one statement (`?`-style or `$n`-style placeholders, see `param`). */
-interface SqlDriver {
-  run(text: string, args: Arg[]): Promise<Row[]>;
-  param(i: number): string;
-  /** Runs the statements that create the table, one process at a time. */
-  migrate(statements: string[]): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -252,57 +239,6 @@ function readRow(row: Row): Pick<KeptResponse, "input" | "previousId" | "respons
     input,
     response,
     ...(typeof previous === "string" && previous !== "" ? { previousId: previous } : {}),
-  };
-}
-
-/**
- * SQLite through `node:sqlite`: synchronous, but each statement is a primary-key or indexed
- * lookup on a WAL database (ADR 0028 names the cost).
- */
-function sqliteDriver(path: string): SqlDriver {
-  const db = new DatabaseSync(path);
-  db.exec("PRAGMA busy_timeout = 2000");
-  const driver: SqlDriver = {
-    run: (text, args) => {
-      try {
-        return Promise.resolve(db.prepare(text).all(...(args as SQLInputValue[])) as Row[]);
-      } catch (err) {
-        return Promise.reject(err);
-      }
-    },
-    param: () => "?",
-    // SQLite takes the database's write lock for each statement (busy_timeout waits for it).
-    migrate: async (statements) => {
-      for (const stmt of statements) await driver.run(stmt, []);
-    },
-    close: () => {
-      db.close();
-      return Promise.resolve();
-    },
-  };
-  return driver;
-}
-
-/** PostgreSQL through the usage store's connection settings (a pool of its own). */
-function postgresDriver(usage: PostgresStoreConfig): SqlDriver {
-  const sql = connectPostgres(usage);
-  return {
-    run: async (text, args) => [...await sql.unsafe(text, args)] as Row[],
-    param: (i) => `$${i}`,
-    // Several workers start at once: CREATE … IF NOT EXISTS races in PostgreSQL, so the tables
-    // are made under the usage store's migration lock, on a reserved connection (as it does).
-    migrate: async (statements) => {
-      const tx = await sql.reserve();
-      try {
-        await tx.unsafe("BEGIN");
-        await tx.unsafe(`SELECT pg_advisory_xact_lock(${MIGRATE_LOCK})`);
-        for (const stmt of statements) await tx.unsafe(stmt);
-        await tx.unsafe("COMMIT");
-      } finally {
-        tx.release();
-      }
-    },
-    close: () => sql.end({ timeout: 5 }),
   };
 }
 

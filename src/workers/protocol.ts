@@ -21,6 +21,7 @@ import type { KeyAnswer } from "../keys/broker.ts";
 import type { KeyDecision, KeyRequest } from "../core/tenancy.ts";
 import type { RateHeaders } from "../core/rate_window.ts";
 import type { SettledAmount } from "../proxy/key_step.ts";
+import type { Grant } from "../customer_keys/grants.ts";
 
 /** A config the supervisor validated and applied, numbered. */
 export interface ConfigVersion {
@@ -78,7 +79,9 @@ export type ToWorker =
   /** A change to every core of the group (tests and drills: `Supervisor.core`). */
   | { type: "core"; id: number; op: CoreOp }
   /** The group's answer to a `key_admit`. */
-  | { type: "key_admit_reply"; id: number; decision: WireKeyDecision };
+  | { type: "key_admit_reply"; id: number; decision: WireKeyDecision }
+  /** The supervisor's judgement of an issued key: its grant, or null (401). */
+  | { type: "issued_auth_reply"; id: number; grant: Grant | null };
 
 /** Where a customer key's `max_inflight` stands when the worker asks the supervisor. */
 export type KeyInflight = "held" | "full" | "supervisor";
@@ -134,6 +137,10 @@ export type FromWorker =
   | { type: "key_settle"; hold: number; actual: SettledAmount }
   /** A hold is given back unbilled. */
   | { type: "key_cancel"; hold: number }
+  /** An issued key presented to the worker, judged by the supervisor's directory (ADR 0029). */
+  | { type: "issued_auth"; id: number; key: string }
+  /** A JWT identity's grant the worker judged: the supervisor's core admits its limits. */
+  | { type: "grant"; grant: Grant }
   | { type: "view_reply"; id: number; view: WorkerView }
   | { type: "core_reply"; id: number; error?: string }
   /**
@@ -191,6 +198,8 @@ export function forwardedToSupervisor(method: string, path: string): boolean {
   // `/health` carries the config reload state, which is the supervisor's.
   if (path === "/health") return method === "GET";
   if (!path.startsWith("/skeid/")) return false;
+  // Issued keys (ADR 0029) live in the supervisor's directory, the one copy of the group's.
+  if (isKeysPath(path)) return true;
   if (method === "GET") {
     return path === "/skeid/config" || path === "/skeid/workers" || path === "/skeid/metrics" ||
       path === "/skeid/metrics/nodes" || path === "/skeid/usage" ||
@@ -206,5 +215,11 @@ export function forwardedToSupervisor(method: string, path: string): boolean {
 
 /** Whether a forwarded admin request changes the inventory (then every worker applies it). */
 export function isInventoryMutation(method: string, path: string): boolean {
-  return (method === "POST" || method === "DELETE") && path !== "/skeid/config/reload";
+  return (method === "POST" || method === "DELETE") && path !== "/skeid/config/reload" &&
+    !isKeysPath(path);
+}
+
+/** `/skeid/keys` and what is under it: customer keys, the supervisor's business. */
+function isKeysPath(path: string): boolean {
+  return path === "/skeid/keys" || path.startsWith("/skeid/keys/");
 }

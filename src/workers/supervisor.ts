@@ -338,6 +338,21 @@ export class Supervisor {
           slot.asked.delete(msg.id);
           return;
         }
+        case "issued_auth": {
+          const gateway = this.gateway;
+          gateway.identities.issuedGrant(msg.key).then(
+            (grant) => {
+              // The supervisor's own core answers the group's key_admit: it needs the policy.
+              gateway.grants.record(grant);
+              this.#send(slot, { type: "issued_auth_reply", id: msg.id, grant });
+            },
+            () => this.#send(slot, { type: "issued_auth_reply", id: msg.id, grant: null }),
+          );
+          return;
+        }
+        case "grant":
+          this.gateway.grants.record(msg.grant);
+          return;
         case "key_settle":
           this.keys.settle(msg.hold, msg.actual);
           return;

@@ -18,6 +18,7 @@ import type { ServeHandler } from "../edge/listener.ts";
 import { CachingKeyBroker, type KeyAnswer } from "../keys/broker.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { queueGate, RemoteKeyGroup } from "./key_group.ts";
+import { RemoteIssuedKeys } from "./remote_issued.ts";
 import { ShareBoard } from "./share_board.ts";
 import {
   type ConfigVersion,
@@ -74,6 +75,8 @@ let inner: ServeHandler | undefined;
 /** Forwarded requests waiting for the supervisor's answer, by id. */
 const forwarded = new Map<number, (response: WireResponse) => void>();
 let nextId = 1;
+/** Issued keys, judged by the supervisor's directory (ADR 0029). */
+const issued = new RemoteIssuedKeys((msg) => post(msg), () => nextId++);
 
 /** The group's admin requests go to the supervisor; everything else is served here. */
 function wrap(handler: ServeHandler): ServeHandler {
@@ -146,6 +149,9 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
         keyLimiter: keyGroup,
         queueGate: queueGate(keyTable),
         shareGroup: board,
+        issuedAuthority: issued,
+        // Posted before the request's key_admit (messages keep their order).
+        grantRecorded: (grant) => post({ type: "grant", grant }),
       },
       configFs: posted,
       wrap,
@@ -294,6 +300,10 @@ self.onmessage = (e: MessageEvent<ToWorker>) => {
   }
   if (msg.type === "key_admit_reply") {
     keyGroup?.answered(msg.id, msg.decision);
+    return;
+  }
+  if (msg.type === "issued_auth_reply") {
+    issued.answered(msg.id, msg.grant);
     return;
   }
   if (msg.type === "forward_reply") {
