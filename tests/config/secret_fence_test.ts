@@ -39,7 +39,7 @@ const OWN: [string, string | undefined][] = [
   ["SKEID_ADMIN_API_KEY", "admin_api_key_env"],
   ["PGPASSWORD", "usage_store.password_env"],
   ["OPENBAO_SECRET_ID", undefined],
-  ["SKEID_KEY_PEPPER", undefined],
+  ["SKEID_KEY_PEPPER", "api_keys.pepper_env"],
 ];
 
 function node(): Record<string, unknown> {
