@@ -246,6 +246,7 @@ export class Gateway implements ProxyContext {
       nextChangeAt: () => skeid.nextCapacityChangeAt(),
       pollMs: () => skeid.routing.wait_poll_ms,
       stats: this.metrics.share,
+      onError: (err) => this.logger.error("waiter_queue_error", { error: errorMessage(err) }),
     });
     this.metrics.shareBacklog = () => this.waiters.backlog();
     const ledger = this.ledger;
