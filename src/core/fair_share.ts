@@ -124,6 +124,14 @@ interface Band<T> {
   vtime: number;
 }
 
+/**
+ * A section of the queue under the group's lock: a `whole` change (read the group afresh first,
+ * publish after), or the part of a round: `opens` (reads), `inside` (neither: the order read at
+ * the start holds), `closes` (publishes the round's end state once, so a round announces one
+ * change and a worker is not woken by its own round's intermediate states).
+ */
+type Section = "whole" | "opens" | "inside" | "closes";
+
 /** The counter order; ties go to the key whose oldest request came first (FIFO). */
 function before<T>(a: KeyState<T>, b: KeyState<T>): boolean {
   if (a.counter !== b.counter) return a.counter < b.counter;
@@ -281,12 +289,12 @@ export class FairShareQueue<T> {
     try {
       this.#run(() => {
         for (const key of this.#keys.values()) key.blocked = false;
-      });
+      }, "opens");
       let yielded = false;
       for (const priority of this.#order) {
         const band = this.#bands.get(priority)!;
         for (;;) {
-          const key = this.#run(() => pick(band), false);
+          const key = this.#run(() => pick(band), "inside");
           if (key === "yield") yielded = true;
           if (key === undefined || key === "yield") break;
           // Acted on outside the lock: the admission attempts of the key's waiters.
@@ -294,17 +302,18 @@ export class FairShareQueue<T> {
           for (let t = key.head; t && !taken; t = t.next) if (tryAdmit(t.item)) taken = t;
           this.#run(
             () => taken ? this.#dispatch(band, key, taken) : this.#setAside(key, aside),
-            false,
+            "inside",
           );
           if (taken) admitted.push(taken);
         }
-        // Under the lock: the board is told of the band as it is now.
-        this.#run(() => this.#pushAll(aside), false);
+        // The set-aside keys back in their band (this queue's own memory: no lock).
+        this.#pushAll(aside);
         if (yielded) break;
       }
     } finally {
       this.#drained = this.#group !== undefined;
-      this.#run(() => this.#pushAll(aside), false);
+      // The round's one publish: what the group sees of it is its end state.
+      this.#run(() => this.#pushAll(aside), "closes");
     }
     return admitted;
   }
@@ -448,19 +457,20 @@ export class FairShareQueue<T> {
 
   /**
    * Runs a change of the queue. In a group: inside the group's lock, on the group's counters
-   * (read afresh when `refresh`: other queues move them), and the queue's best waiters are
-   * published after. A round's later sections keep the order read at its start (each charge reads
-   * its own key's counter afresh).
+   * (read afresh first: other queues move them), and the queue's best waiters are published after
+   * (see `Section` for the parts of a round). A round's later sections keep the order read at its
+   * start (each charge reads its own key's counter afresh).
    */
-  #run<R>(fn: () => R, refresh = true): R {
+  #run<R>(fn: () => R, section: Section = "whole"): R {
     const group = this.#group;
     if (!group) return fn();
     return group.locked(() => {
-      if (this.#depth++ === 0 && refresh) this.#refresh(group);
+      const outer = this.#depth++ === 0;
+      if (outer && (section === "whole" || section === "opens")) this.#refresh(group);
       try {
         return fn();
       } finally {
-        if (--this.#depth === 0) {
+        if (--this.#depth === 0 && (section === "whole" || section === "closes")) {
           group.publish(this.#heads(), this.#drained);
           this.#drained = false;
         }
