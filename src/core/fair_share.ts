@@ -333,7 +333,7 @@ export class FairShareQueue<T> {
     else this.#fix(key);
   }
 
-  /** None of `key`'s waiters could be admitted: out of its band's heap for the rest of the round. */
+  /** None of `key`'s waiters could be admitted: out of its band's heap for the round's rest. */
   #setAside(key: KeyState<T>, aside: KeyState<T>[]): void {
     key.blocked = true;
     this.#removeFromHeap(key);

@@ -18,9 +18,9 @@
  * stream as broken. The relay ends exactly once, reporting how (done, upstream broke, client
  * gone, the relay itself failed) to its owner, which releases the node's slot and writes the usage
  * event: every step of a read runs under one catch, so an error thrown anywhere in it (Skeid's
- * code, the face's translator, Deno, the upstream body) ends the relay like an upstream break. When the client leaves before the
- * upstream's usage report, the relay keeps reading (relaying nothing) for the abort drain to
- * catch it (ADR 0027); the upstream call, and so the slot, ends when the drain does.
+ * code, the face's translator, Deno) ends the relay as `failed` (ADR 0029). When the client leaves
+ * before the upstream's usage report, the relay keeps reading (relaying nothing) for the abort
+ * drain to catch it (ADR 0027); the upstream call, and so the slot, ends when the drain does.
  *
  * @module
  */

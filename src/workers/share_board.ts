@@ -238,7 +238,7 @@ export class ShareBoard implements FairShareGroup {
     if (changed) this.#poke();
   }
 
-  /** Who holds the lock now: 0 nobody, else the owner's number (worker index + 1; supervisor last). */
+  /** Who holds the lock: 0 nobody, else the owner's number (worker index + 1; supervisor last). */
   holder(): number {
     return Atomics.load(this.#ints, LOCK);
   }
