@@ -29,6 +29,7 @@ import type { ProxyContext } from "./proxy/context.ts";
 import type { Exchange } from "./proxy/handler.ts";
 import { DEFAULT_CONNECT_TIMEOUT_MS, Http1Client } from "./proxy/http1.ts";
 import { abortDrainMs } from "./proxy/abort_billing.ts";
+import { maxEventBytes } from "./proxy/relay.ts";
 import { ConnectCheck, connectCheckedFetch, proxyConfigured } from "./proxy/connect.ts";
 import { KeyIdCache } from "./proxy/identity.ts";
 import { IdleWatch } from "./proxy/idle_watch.ts";
@@ -221,6 +222,8 @@ export class Gateway implements ProxyContext {
   readonly keepaliveMs: number;
   /** SKEID_ABORT_DRAIN_MS (ADR 0027). */
   readonly abortDrainMs: number;
+  /** SKEID_MAX_EVENT_BYTES: a larger upstream stream event ends its stream as broken. */
+  readonly maxEventBytes: number;
   readonly httpClient: Deno.HttpClient | undefined;
   readonly fetch: typeof fetch | undefined;
   readonly http1: Http1Client | undefined;
@@ -272,6 +275,7 @@ export class Gateway implements ProxyContext {
       positiveInt(env("SKEID_UPSTREAM_TIMEOUT"), 300) * 1000;
     this.keepaliveMs = Math.max(0, opts.keepaliveMs ?? DEFAULT_KEEPALIVE_MS);
     this.abortDrainMs = abortDrainMs(env("SKEID_ABORT_DRAIN_MS"));
+    this.maxEventBytes = maxEventBytes(env("SKEID_MAX_EVENT_BYTES"));
     this.idle = new IdleWatch(this.upstreamTimeoutMs, this.skeid.now, {
       keepaliveMs: this.keepaliveMs,
     });
@@ -321,6 +325,7 @@ export class Gateway implements ProxyContext {
       stats: this.metrics.share,
       gate: group?.queueGate,
       group: group?.shareGroup,
+      onError: (err) => this.logger.error("waiter_queue_error", { error: errorMessage(err) }),
     });
     this.metrics.shareBacklog = () => this.waiters.backlog();
     const ledger = this.ledger;

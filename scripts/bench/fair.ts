@@ -23,7 +23,13 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { childEnv, childScope, startFakeChild, startGatewayChild } from "./procs.ts";
+import {
+  benchRoutingAndUsage,
+  childEnv,
+  childScope,
+  startFakeChild,
+  startGatewayChild,
+} from "./procs.ts";
 import { summarize } from "./stats.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname.replace(/\/$/, "");
@@ -95,12 +101,7 @@ function gatewayConfig(fakeUrl: string, dir: string, s: Scenario): string {
     "keys:",
     `  a: { policy: p, share: { weight: ${s.weightA} } }`,
     "  b: p",
-    "routing:",
-    "  wait_timeout_ms: 60000",
-    "usage_store:",
-    "  backend: jsonlog",
-    `  path: ${dir}/usage/usage.jsonl`,
-    "  mode: file",
+    ...benchRoutingAndUsage(dir, 60_000),
     "",
   );
   return lines.join("\n");

@@ -349,3 +349,18 @@ export async function startFakeChild(
   await waitHealthy(`${url.replace(/\/v1$/, "")}/health`, child, 30_000);
   return { child, url };
 }
+
+/**
+ * The config lines of a bench gateway: the routing wait of `waitMs` and a jsonlog usage store in
+ * `dir` (YAML, top level).
+ */
+export function benchRoutingAndUsage(dir: string, waitMs: number): string[] {
+  return [
+    "routing:",
+    `  wait_timeout_ms: ${waitMs}`,
+    "usage_store:",
+    "  backend: jsonlog",
+    `  path: ${dir}/usage/usage.jsonl`,
+    "  mode: file",
+  ];
+}

@@ -29,7 +29,9 @@ import type { ShareSettings } from "./key_policy.ts";
  * What one queue of a group (the workers of a process, ADR 0025) shares with the others, so the
  * group orders its waiters as one queue would: the keys' counters, the bands' last dispatched
  * counter, one arrival order, and each queue's best waiter per band. Every call of the queue
- * comes inside `locked`, so what it reads and writes is one consistent state.
+ * comes inside `locked`, so what it reads and writes is one consistent state. The sections are
+ * loads and stores only: a round decides under the lock which waiter goes next and tries to admit
+ * it outside the lock, then charges it under the lock again.
  */
 export interface FairShareGroup {
   /** Runs `fn` holding the group's lock (re-entrant within one queue). */
@@ -136,6 +138,14 @@ interface Band<T> {
   /** Counter of the last key dispatched: where a key joining an empty band starts. */
   vtime: number;
 }
+
+/**
+ * A section of the queue under the group's lock: a `whole` change (read the group afresh first,
+ * publish after), or the part of a round: `opens` (reads), `inside` (neither: the order read at
+ * the start holds), `closes` (publishes the round's end state once, so a round announces one
+ * change and a worker is not woken by its own round's intermediate states).
+ */
+type Section = "whole" | "opens" | "inside" | "closes";
 
 /**
  * A band's time past which its counters are shifted down by the band's floor: far below 2^53,
@@ -250,9 +260,19 @@ export class FairShareQueue<T> {
     return ticket;
   }
 
-  /** Takes a waiting request out (timeout, abort). False when it no longer waits. */
+  /**
+   * Takes a waiting request out (timeout, abort). False when it no longer waits. When the group's
+   * lock cannot be had, the request still leaves this queue (its own memory) and the error is
+   * thrown after: the group sees the change with the next publish.
+   */
   remove(ticket: FairShareTicket<T>): boolean {
-    return this.#run(() => this.#remove(ticket as Ticket<T>));
+    const t = ticket as Ticket<T>;
+    try {
+      return this.#run(() => this.#remove(t));
+    } catch (err) {
+      this.#remove(t);
+      throw err;
+    }
   }
 
   #remove(t: Ticket<T>): boolean {
@@ -270,67 +290,82 @@ export class FairShareQueue<T> {
   /**
    * Offers capacity to the waiters in fair-share order until none can take it: the highest band
    * first, in it the key with the lowest counter, its oldest request first. `tryAdmit` takes a
-   * slot for a request (true) or says it cannot (false; a throw counts as false). A key none of
-   * whose requests is admitted is set aside for the rest of the round. Returns the admitted
-   * tickets in dispatch order, their keys already charged with the estimate.
+   * slot for a request (true) or says it cannot (false); it runs outside the group's lock, and a
+   * throw from it ends the round and propagates (the queue left whole). A key none of whose
+   * requests is admitted is set aside for the rest of the round. Returns the admitted tickets in
+   * dispatch order, their keys already charged with the estimate.
    */
   drain(tryAdmit: (item: T) => boolean): FairShareTicket<T>[] {
     if (this.#size === 0) return [];
-    return this.#run(() => this.#drain(tryAdmit));
-  }
-
-  #drain(tryAdmit: (item: T) => boolean): FairShareTicket<T>[] {
     const admitted: FairShareTicket<T>[] = [];
-    const group = this.#group;
-    let yielded = false;
-    if (group) {
-      this.#drained = true;
-      for (const key of this.#keys.values()) key.blocked = false;
-    }
-    for (const priority of this.#order) {
-      const band = this.#bands.get(priority)!;
-      const aside: KeyState<T>[] = [];
-      while (band.heap.length > 0) {
-        const key = band.heap[0];
-        if (group && group.othersFirst(priority, key.counter, key.head!.seq)) {
-          // A better waiter of another queue may take what is free: this round ends here.
-          yielded = true;
-          break;
+    // Decided under the lock: which key's waiters are offered what is free next; "yield" when a
+    // better waiter of another queue may take it (the round ends there), undefined: none left.
+    const pick = (band: Band<T>): KeyState<T> | "yield" | undefined => {
+      const key = band.heap[0];
+      if (key === undefined) return undefined;
+      if (this.#group?.othersFirst(band.priority, key.counter, key.head!.seq)) return "yield";
+      return key;
+    };
+    const aside: KeyState<T>[] = [];
+    try {
+      this.#run(() => {
+        for (const key of this.#keys.values()) key.blocked = false;
+      }, "opens");
+      let yielded = false;
+      for (const priority of this.#order) {
+        const band = this.#bands.get(priority)!;
+        for (;;) {
+          const key = this.#run(() => pick(band), "inside");
+          if (key === "yield") yielded = true;
+          if (key === undefined || key === "yield") break;
+          // Acted on outside the lock: the admission attempts of the key's waiters.
+          let taken: Ticket<T> | undefined;
+          for (let t = key.head; t && !taken; t = t.next) if (tryAdmit(t.item)) taken = t;
+          this.#run(
+            () => taken ? this.#dispatch(band, key, taken) : this.#setAside(key, aside),
+            "inside",
+          );
+          if (taken) admitted.push(taken);
         }
-        let taken: Ticket<T> | undefined;
-        for (let t = key.head; t; t = t.next) {
-          let ok = false;
-          try {
-            ok = tryAdmit(t.item);
-          } catch {
-            ok = false;
-          }
-          if (ok) {
-            taken = t;
-            break;
-          }
-        }
-        if (!taken) {
-          key.blocked = true;
-          this.#removeFromHeap(key);
-          aside.push(key);
-          continue;
-        }
-        key.blocked = false;
-        this.#unlink(taken);
-        this.#setVtime(band, Math.max(band.vtime, key.counter));
-        taken.charged = key.weight;
-        key.open++;
-        this.#setCounter(key, key.counter + taken.estimate / key.weight);
-        if (band.vtime > RENORMALISE_AT) this.#renormalise(band);
-        admitted.push(taken);
-        if (key.queued === 0) this.#removeFromHeap(key);
-        else this.#fix(key);
+        // The set-aside keys back in their band (this queue's own memory: no lock).
+        this.#pushAll(aside);
+        if (yielded) break;
       }
-      for (const key of aside) this.#push(key);
-      if (yielded) break;
+    } finally {
+      this.#drained = this.#group !== undefined;
+      // The round's one publish: what the group sees of it is its end state.
+      this.#run(() => this.#pushAll(aside), "closes");
     }
     return admitted;
+  }
+
+  /** A waiter of `key` took a slot: it leaves, the key is charged its estimate. */
+  #dispatch(band: Band<T>, key: KeyState<T>, taken: Ticket<T>): void {
+    // Other queues may have moved the key's counter since the round began.
+    const counter = this.#group?.counter(key.keyId);
+    if (counter !== undefined) key.counter = counter;
+    key.blocked = false;
+    this.#unlink(taken);
+    this.#setVtime(band, Math.max(this.#group?.vtime(band.priority) ?? band.vtime, key.counter));
+    taken.charged = key.weight;
+    key.open++;
+    this.#setCounter(key, key.counter + taken.estimate / key.weight);
+    if (band.vtime > RENORMALISE_AT) this.#renormalise(band);
+    if (key.queued === 0) this.#removeFromHeap(key);
+    else this.#fix(key);
+  }
+
+  /** None of `key`'s waiters could be admitted: out of its band's heap for the round's rest. */
+  #setAside(key: KeyState<T>, aside: KeyState<T>[]): void {
+    key.blocked = true;
+    this.#removeFromHeap(key);
+    aside.push(key);
+  }
+
+  /** The keys set aside in a band go back into its heap. */
+  #pushAll(aside: KeyState<T>[]): void {
+    for (const key of aside) if (key.index < 0 && key.queued > 0) this.#push(key);
+    aside.length = 0;
   }
 
   /**
@@ -486,17 +521,20 @@ export class FairShareQueue<T> {
 
   /**
    * Runs a change of the queue. In a group: inside the group's lock, on the group's counters
-   * (read afresh: other queues move them), and the queue's best waiters are published after.
+   * (read afresh first: other queues move them), and the queue's best waiters are published after
+   * (see `Section` for the parts of a round). A round's later sections keep the order read at its
+   * start (each charge reads its own key's counter afresh).
    */
-  #run<R>(fn: () => R): R {
+  #run<R>(fn: () => R, section: Section = "whole"): R {
     const group = this.#group;
     if (!group) return fn();
     return group.locked(() => {
-      if (this.#depth++ === 0) this.#refresh(group);
+      const outer = this.#depth++ === 0;
+      if (outer && (section === "whole" || section === "opens")) this.#refresh(group);
       try {
         return fn();
       } finally {
-        if (--this.#depth === 0) {
+        if (--this.#depth === 0 && (section === "whole" || section === "closes")) {
           group.publish(this.#heads(), this.#drained);
           this.#drained = false;
         }

@@ -63,6 +63,7 @@ import {
 } from "./inventory.ts";
 import { FailureHistory, workerShare, workerShareWarnings } from "./admission.ts";
 import { InflightTable } from "./inflight_table.ts";
+import { formatPath } from "./config_path.ts";
 import { hasAllTags, hasAnyTag, pickWeighted, RouteTable } from "./router.ts";
 import {
   capacityMaxAgeFromEnv,
@@ -247,6 +248,7 @@ export class RoutingCore {
       throw new NodeSpecError(`node ${missing} required`, missing);
     }
     if (this.#validateNode) checkNode(node, this.#validateNode);
+    this.#claimRows([node], (message) => new NodeSpecError(message, "id"));
     const existing = this.#inventory.get(node.id);
     if (existing) {
       this.#capacity.forget(node.id);
@@ -257,6 +259,25 @@ export class RoutingCore {
     record.share = workerShare(node.max_conns, this.#divisor());
     this.#inventoryChanged();
     return copyNode(node);
+  }
+
+  /**
+   * Workers sharing the inflight table (ADR 0025): every node gets its row before the inventory
+   * changes, so admission never meets a node without one (it would count this worker's requests
+   * alone and the group could pass `max_conns`). Rows are never given back (an id keeps its row
+   * for the process's life): past the table's capacity a new id is refused with `error`.
+   */
+  #claimRows(nodes: readonly Node[], error: (message: string, index: number) => Error): void {
+    if (!this.#shared) return;
+    nodes.forEach((node, i) => {
+      if (this.inflight.slot(node.id) >= 0) return;
+      throw error(
+        `node '${node.id}' does not fit the shared inflight table: it holds ` +
+          `${this.inflight.capacity} distinct node ids for the life of the process ` +
+          "(--workers); restart to start a new table",
+        i,
+      );
+    });
   }
 
   /** Removes a node with its reading, counters and failure history; true when one was removed. */
@@ -276,6 +297,11 @@ export class RoutingCore {
    */
   replaceNodes(specs: NodeSpec[]): Node[] {
     const { nodes, warnings } = normalizeNodeList(specs, this.#validateNode);
+    this.#claimRows(nodes, (message, i) => {
+      const segments = ["nodes", i, "id"];
+      const path = formatPath(segments);
+      return new NodeSpecError(`${path}: ${message}`, path, segments);
+    });
     for (const warning of warnings) this.logger.warn("node_warning", { message: warning });
     for (const id of this.#inventory.replaceAll(nodes)) {
       this.#capacity.forget(id);
@@ -561,7 +587,8 @@ export class RoutingCore {
       // The slot itself is one compare-and-swap on the node's row: another worker may have taken
       // the last one since `#admits` read the total.
       const row = record.row ??= this.inflight.slot(id);
-      if (row >= 0 && !this.inflight.tryTake(row, record.share)) return false;
+      // A node without a row (none: #claimRows gave every node one) is never admitted.
+      if (row < 0 || !this.inflight.tryTake(row, record.share)) return false;
     }
     record.counters.inflight++;
     record.counters.started++;

@@ -40,7 +40,7 @@ export function estimatedUsage(inputTokens: number, contentBytes: number): JsonO
 
 /** What a stream's end puts in its usage event and the node's finish. */
 export interface StreamEnd {
-  /** The status recorded: the upstream's, 499 (client gone) or 502 (broken). */
+  /** The status recorded: the upstream's, 499 (client gone), 502 (broken) or 500 (failed). */
   status: number;
   /** Error type of a stream that did not end well. */
   errorType?: string;
@@ -70,6 +70,15 @@ export function streamEnd(outcome: RelayOutcome, status: number, inputTokens: nu
     end.status = 502;
     end.errorType = "upstream_error";
     end.errorMessage = `Upstream error: ${outcome.error ?? "stream broke"}`;
+  } else if (outcome.end === "failed") {
+    // The gateway stopped the stream itself: billed like a client that left (the node worked).
+    end.status = 500;
+    end.errorType = "api_error";
+    end.errorMessage = `Internal gateway error: ${outcome.error ?? "relay failed"}`;
+    if (outcome.usage === undefined) {
+      end.usage = estimatedUsage(inputTokens, outcome.contentBytes);
+      end.usageSource = "estimated";
+    }
   }
   return end;
 }

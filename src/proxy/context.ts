@@ -59,6 +59,8 @@ export interface ProxyContext extends IntakeContext, UpstreamClients {
   readonly keepaliveMs?: number;
   /** The abort drain of a stream whose client left (`SKEID_ABORT_DRAIN_MS`, ADR 0027), ms. */
   readonly abortDrainMs?: number;
+  /** The largest upstream stream event relayed, bytes (`SKEID_MAX_EVENT_BYTES`). */
+  readonly maxEventBytes?: number;
   /**
    * The node's own key: undefined = none configured (client headers go through), null = one is
    * configured but resolved nothing (the node must not be called), else the key.

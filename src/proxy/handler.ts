@@ -120,6 +120,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   #upstreamStatus = 0;
   #relaying = false;
   #ended = false;
+  /** The usage event was recorded (there is one per forwarded request). */
+  #recorded = false;
   /** The walk: its fair share charge is corrected by the usage event. */
   #walk: RouteWalk | undefined;
   /** The customer key's hold on its rate windows and budget (ADR 0023), when it has limits. */
@@ -151,11 +153,14 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
         this.#log(err.status, err.reason);
         return refusalResponse(this.face, err, this.requestId);
       }
+      const message = errorMessage(err);
       this.ctx.logger.error("proxy_error", {
         request_id: this.requestId,
         endpoint: this.endpoint,
-        error: errorMessage(err),
+        error: message,
       });
+      // A forwarded request that failed in the gateway still gets its one usage event.
+      this.#record(500, false, { errorType: "api_error", errorMessage: message });
       return errorResponse(this.face, 500, "api_error", "Internal gateway error", this.requestId);
     } finally {
       // A slot still held here was left by an error thrown mid-attempt (not the node's failure:
@@ -331,7 +336,14 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     const type = res.header("content-type") ?? "";
     if (upstream.stream && status < 400 && res.hasBody && type.includes("text/event-stream")) {
       this.#inputTokens = estimateInputTokens(upstream.body);
-      const response = streamResponse(ctx, this, upstream, res, this.upstreamCall!, node.id);
+      let response: Response;
+      try {
+        response = streamResponse(ctx, this, upstream, res, this.upstreamCall!, node.id);
+      } catch (err) {
+        // No relay owns the body: it is let go here (the slot, the key and the event in `run`).
+        res.cancel();
+        throw err;
+      }
       // The relay owns the rest of the request's life, the slot included.
       this.#relaying = true;
       return response;
@@ -370,26 +382,41 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     return bytes;
   }
 
-  /** RelayOwner: the stream ended (done, broke, client gone); the relay held the slot till now. */
+  /**
+   * RelayOwner: the stream ended (done, broke, client gone, relay failed); the relay held the
+   * slot till now. The slot goes first and the key's place last, whatever the event's steps throw.
+   */
   relayEnded(outcome: RelayOutcome): void {
-    const node = this.#node!;
-    const durationMs = this.ctx.skeid.now() - this.startedAt;
     const end = outcome.end;
-    const aborted = end === "aborted";
-    this.release({ aborted, ok: end === "done", duration_ms: durationMs, transport: "answered" });
-    if (end === "broken") this.ctx.metrics.attemptFailed(node.id, "stream_broken");
-    const facts = streamEnd(outcome, this.#upstreamStatus, this.#inputTokens);
-    this.#done(node, facts.status, end === "done", {
-      usage: facts.usage,
-      usageSource: facts.usageSource,
-      toolCalls: outcome.toolCalls,
-      errorType: facts.errorType,
-      errorMessage: facts.errorMessage,
-      contentBytes: outcome.contentBytes,
-      ttftMs: outcome.ttftMs,
-      durationMs,
-    }, end);
-    this.#end();
+    try {
+      const node = this.#node!;
+      const durationMs = this.ctx.skeid.now() - this.startedAt;
+      // A relay that failed in the gateway is not the node's failure: released as not counted.
+      const aborted = end === "aborted" || end === "failed";
+      this.release({ aborted, ok: end === "done", duration_ms: durationMs, transport: "answered" });
+      if (end === "broken") this.ctx.metrics.attemptFailed(node.id, "stream_broken");
+      const facts = streamEnd(outcome, this.#upstreamStatus, this.#inputTokens);
+      this.#done(node, facts.status, end === "done", {
+        usage: facts.usage,
+        usageSource: facts.usageSource,
+        toolCalls: outcome.toolCalls,
+        errorType: facts.errorType,
+        errorMessage: facts.errorMessage,
+        contentBytes: outcome.contentBytes,
+        ttftMs: outcome.ttftMs,
+        durationMs,
+      }, end);
+    } catch (err) {
+      this.ctx.logger.error("proxy_error", {
+        request_id: this.requestId,
+        endpoint: this.endpoint,
+        error: errorMessage(err),
+      });
+      this.release({ aborted: true });
+      this.#record(500, false, { errorType: "api_error", errorMessage: errorMessage(err) });
+    } finally {
+      this.#end();
+    }
   }
 
   /** Every attempt failed before the first byte: the last upstream answer passed on, or 502. */
@@ -440,7 +467,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   /** The usage event of this request (only once a node was attempted). */
   #record(status: number, ok: boolean, extra: UsageOutcome & { durationMs?: number }): void {
     const node = this.#node;
-    if (!node) return;
+    if (!node || this.#recorded) return;
+    this.#recorded = true;
     const event = recordUsage(this.ctx, this, node, this.#servedModel, status, ok, extra);
     this.ctx.waiters.served(this.#walk, event);
     this.#key?.settle(event);

@@ -12,11 +12,15 @@
  * - `translate`: each parsed chunk goes through the face's translator.
  *
  * The relay is a pull source: it reads upstream only when the client is ready for more, so a slow
- * client slows the upstream read instead of filling memory. Empty reads are never written. The
- * relay ends exactly once, reporting how (done, upstream broke, client gone) to its owner, which
- * releases the node's slot and writes the usage event. When the client leaves before the
- * upstream's usage report, the relay keeps reading (relaying nothing) for the abort drain to
- * catch it (ADR 0027); the upstream call, and so the slot, ends when the drain does.
+ * client slows the upstream read instead of filling memory. Empty reads are never written. Its
+ * cost is linear in the bytes: each read is scanned once, and an incomplete frame is kept as the
+ * list of its reads. An event larger than `maxEventBytes` (`SKEID_MAX_EVENT_BYTES`) ends the
+ * stream as broken. The relay ends exactly once, reporting how (done, upstream broke, client
+ * gone, the relay itself failed) to its owner, which releases the node's slot and writes the usage
+ * event: every step of a read runs under one catch, so an error thrown anywhere in it (Skeid's
+ * code, the face's translator, Deno) ends the relay as `failed` (ADR 0030). When the client leaves
+ * before the upstream's usage report, the relay keeps reading (relaying nothing) for the abort
+ * drain to catch it (ADR 0027); the upstream call, and so the slot, ends when the drain does.
  *
  * @module
  */
@@ -31,7 +35,7 @@ import type {
 } from "../faces/face.ts";
 import { isJsonObject, parseJson } from "../core/json.ts";
 import { type SseFrame, SseParser } from "./sse_parser.ts";
-import { FrameHold } from "./frame_hold.ts";
+import { FrameHold, lastFrameEnd } from "./frame_hold.ts";
 import { relayedResponse } from "./upstream.ts";
 import {
   type Abortable,
@@ -43,8 +47,12 @@ import type { IdleWatch, Watched } from "./idle_watch.ts";
 
 /** How a relayed stream ended. */
 export interface RelayOutcome {
-  /** `done` (upstream ended), `broken` (upstream failed after the stream opened), `aborted` (client gone). */
-  end: "done" | "broken" | "aborted";
+  /**
+   * `done` (upstream ended), `broken` (upstream failed after the stream opened, or sent an event
+   * over the bound), `aborted` (client gone), `failed` (an error thrown in the relay or the face's
+   * translator: the gateway's failure, not the node's).
+   */
+  end: "done" | "broken" | "aborted" | "failed";
   /** Why it broke (no secret in it). */
   error?: string;
   /** The last usage object the upstream reported. */
@@ -95,6 +103,8 @@ export interface RelayContext {
   readonly keepaliveMs?: number;
   /** The abort drain, ms (ADR 0027); 0 or absent = stop the upstream when the client leaves. */
   readonly abortDrainMs?: number;
+  /** The largest upstream event relayed, bytes (`SKEID_MAX_EVENT_BYTES`); absent = the default. */
+  readonly maxEventBytes?: number;
 }
 
 /**
@@ -113,6 +123,10 @@ export function streamResponse(
   const face = req.face;
   const mode = face.relayMode(upstream);
   const translator = face.streamTranslator(req.endpoint, req.requestedModel, upstream.context);
+  const pairs: readonly (readonly [string, string])[] = mode === "translate"
+    ? [["content-type", translator.contentType], ["cache-control", "no-cache"]]
+    : res.pairs();
+  // Built last: from here the relay owns the request's life (its stream starts reading at once).
   const relay = new StreamRelay({
     mode,
     translator,
@@ -124,11 +138,9 @@ export function streamResponse(
     idle: ctx.idle,
     keepaliveMs: mode === "translate" ? ctx.keepaliveMs : undefined,
     drainMs: ctx.abortDrainMs,
+    maxEventBytes: ctx.maxEventBytes,
     ticket: req.responseTicket,
   });
-  const pairs: readonly (readonly [string, string])[] = mode === "translate"
-    ? [["content-type", translator.contentType], ["cache-control", "no-cache"]]
-    : res.pairs();
   const body = new ReadableStream<Uint8Array>(relay);
   return relayedResponse(res.status, body, pairs, nodeId, req.requestId);
 }
@@ -166,6 +178,22 @@ export interface StreamRelayOptions {
   drainMs?: number;
   /** Keeps the translator's `final` response before the frame that ends the stream goes out. */
   ticket?: ResponseTicket;
+  /**
+   * An event (or line) of more bytes than this ends the stream as broken; default
+   * `DEFAULT_MAX_EVENT_BYTES`.
+   */
+  maxEventBytes?: number;
+}
+
+/** Default of `SKEID_MAX_EVENT_BYTES`: 16 MiB, far above any real event. */
+export const DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024;
+/** The most `SKEID_MAX_EVENT_BYTES` may say: one event is held as a string, below V8's limit. */
+export const MAX_EVENT_BYTES = 256 * 1024 * 1024;
+
+/** `SKEID_MAX_EVENT_BYTES`: a whole number of bytes > 0 (at most 256 MiB), else the default. */
+export function maxEventBytes(raw: string | undefined): number {
+  const n = raw === undefined || raw.trim() === "" ? NaN : Number(raw.trim());
+  return Number.isSafeInteger(n) && n > 0 ? Math.min(n, MAX_EVENT_BYTES) : DEFAULT_MAX_EVENT_BYTES;
 }
 
 const encoder = new TextEncoder();
@@ -196,6 +224,9 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
   #drainTimer: ReturnType<typeof setTimeout> | undefined;
   /** Raw mode: the start of an incomplete frame, held until its end arrives. */
   readonly #hold = new FrameHold();
+  /** Bytes of the incomplete frame so far (since the last frame end). */
+  #open = 0;
+  readonly #maxEventBytes: number;
 
   /** Throws when `raw`/`strip` get a translator without `pass`. */
   constructor(opts: StreamRelayOptions) {
@@ -206,6 +237,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       throw new Error(`relay mode '${opts.mode}' needs a translator with pass()`);
     }
     this.#translator = opts.translator;
+    this.#maxEventBytes = opts.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
     this.lastActivity = opts.now();
     opts.idle?.add(this);
   }
@@ -215,9 +247,12 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     this.#controller = controller;
   }
 
-  /** The client wants more: read upstream until something can be written, or the end. */
+  /**
+   * The client wants more: read upstream until something can be written, or the end. Whatever
+   * throws in a read's steps ends the relay here (`failed`), so its owner is told once.
+   */
   pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
-    return this.#pulling = this.#pull(controller);
+    return this.#pulling = this.#pull(controller).catch((err) => this.#fault(controller, err));
   }
 
   async #pull(controller: ReadableStreamDefaultController<Uint8Array>): Promise<void> {
@@ -229,10 +264,8 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       } catch (err) {
         if (this.#ended) return;
         if (this.#gone) return this.#stop();
-        this.#broken(
-          controller,
-          this.#idleTimedOut ? "upstream stopped sending (timeout)" : describe(err),
-        );
+        const reason = this.#idleTimedOut ? "upstream stopped sending (timeout)" : describe(err);
+        this.#broken(controller, "broken", reason);
         return;
       }
       if (this.#ended) return;
@@ -259,7 +292,17 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       const before = this.#translator.contentBytes;
       const aligned = this.#parser.atBoundary;
       this.#dropped = false;
+      const frames = this.#parser.frames;
       this.#parser.push(chunk);
+      if (this.#oversized(chunk, frames)) {
+        const bound = this.#maxEventBytes;
+        this.#broken(
+          controller,
+          "broken",
+          `upstream event over ${bound} bytes (SKEID_MAX_EVENT_BYTES)`,
+        );
+        return;
+      }
       if (opts.ticket !== undefined && !(await this.#kept(opts.ticket))) return;
       if (opts.mode === "raw") {
         const out = this.#hold.out(chunk, this.#parser.atBoundary);
@@ -290,6 +333,14 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
    * else (or with no drain) stop the upstream. Reports `aborted` either way, when it ends.
    */
   cancel(): void {
+    try {
+      this.#cancel();
+    } catch {
+      this.#stop();
+    }
+  }
+
+  #cancel(): void {
     if (this.#ended || this.#gone) return;
     const ms = this.#opts.drainMs ?? 0;
     if (ms <= 0 || this.#translator.usage !== undefined) return this.#stop();
@@ -349,9 +400,13 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     const controller = this.#controller;
     if (controller === undefined) return;
     if (now - Math.max(this.lastActivity, this.#lastKeepalive) < every) return;
-    const text = this.#translator.keepalive();
     this.#lastKeepalive = now;
-    if (text.length > 0) controller.enqueue(encoder.encode(text));
+    try {
+      const text = this.#translator.keepalive();
+      if (text.length > 0) controller.enqueue(encoder.encode(text));
+    } catch (err) {
+      this.#fault(controller, err);
+    }
   }
 
   /** IdleWatch: the upstream was silent for too long. */
@@ -386,22 +441,69 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     }
   }
 
-  #broken(controller: ReadableStreamDefaultController<Uint8Array>, reason: string): void {
+  /**
+   * Whether the frame still open after this read (`frames`: the parser's count before it) holds
+   * more than `maxEventBytes`. Only the new read is scanned: a read that ended frames leaves open
+   * what follows the last frame end in it, one that did not adds its bytes to the open frame.
+   */
+  #oversized(chunk: Uint8Array, frames: number): boolean {
+    if (this.#parser.atBoundary) this.#open = 0;
+    else if (this.#parser.frames === frames) this.#open += chunk.byteLength;
+    else {
+      const end = lastFrameEnd(chunk);
+      this.#open = end < 0 ? chunk.byteLength : chunk.byteLength - end;
+    }
+    return this.#open > this.#maxEventBytes;
+  }
+
+  /**
+   * An error thrown in a step of the relay (not a failed upstream read): the relay ends as
+   * `failed`, or `aborted` when the client had already left. Nothing thrown after the end
+   * matters (the owner was told).
+   */
+  #fault(controller: ReadableStreamDefaultController<Uint8Array>, err: unknown): void {
+    if (this.#ended) return;
+    if (this.#gone) return this.#stop();
+    this.#broken(controller, "failed", errorMessage(err).split("\n")[0].slice(0, 200));
+  }
+
+  /**
+   * The stream ends early (`broken`: the upstream failed or sent an event over the bound;
+   * `failed`: the relay's own step threw). The owner is told first, whatever the face's
+   * translator does after; the upstream call is stopped (a no-op when it already broke).
+   */
+  #broken(
+    controller: ReadableStreamDefaultController<Uint8Array>,
+    end: "broken" | "failed",
+    reason: string,
+  ): void {
     // Half a frame never reaches the client: the error frame below stands on its own.
     this.#hold.drop();
-    this.#parser.end();
-    let tail = this.#out;
-    this.#out = "";
-    // A stream that breaks says so in-band, in the face's own shape, instead of ending as if
-    // complete (OpenAI SDKs raise the error frame as an APIError; ADR 0015 for Anthropic).
-    tail += this.#translator.fail(502, `Upstream error: ${reason}`);
-    this.#finish("broken", reason);
+    let tail: string | undefined;
     try {
-      if (tail.length > 0) controller.enqueue(encoder.encode(tail));
-      controller.close();
+      this.#parser.end();
+      // A stream that breaks says so in-band, in the face's own shape, instead of ending as if
+      // complete (OpenAI SDKs raise the error frame as an APIError; ADR 0015 for Anthropic).
+      tail = this.#out +
+        (end === "failed"
+          ? this.#translator.fail(500, "Internal gateway error")
+          : this.#translator.fail(502, `Upstream error: ${reason}`));
+    } catch {
+      // The translator itself fails: no frame of its can be trusted; the stream errors below.
+    }
+    this.#out = "";
+    this.#finish(end, reason);
+    try {
+      if (tail === undefined) controller.error(new Error(reason));
+      else {
+        if (tail.length > 0) controller.enqueue(encoder.encode(tail));
+        controller.close();
+      }
     } catch {
       // The client went away in the same instant.
     }
+    this.#opts.upstream.abort();
+    this.#reader.cancel();
   }
 
   /**
@@ -427,14 +529,21 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
     this.#ended = true;
     clearTimeout(this.#drainTimer);
     this.#opts.idle?.delete(this);
-    const acc = this.#translator;
     const outcome: RelayOutcome = {
       end,
-      usage: acc.usage,
-      toolCalls: acc.toolCalls,
-      contentBytes: acc.contentBytes,
+      usage: undefined,
+      toolCalls: [],
+      contentBytes: 0,
       ttftMs: this.#ttftMs,
     };
+    try {
+      const acc = this.#translator;
+      outcome.usage = acc.usage;
+      outcome.toolCalls = acc.toolCalls;
+      outcome.contentBytes = acc.contentBytes;
+    } catch {
+      // A translator that cannot say what it counted still ends the relay (nothing counted).
+    }
     if (error !== undefined) outcome.error = error;
     this.#opts.owner.relayEnded(outcome);
   }

@@ -81,6 +81,11 @@ export interface WaiterQueueOptions {
   gate?: QueueGate;
   /** A worker of a group: this queue's waiters are ordered with the group's as one queue. */
   group?: QueueGroup;
+  /**
+   * Told of an error no waiter can be failed with (the group's lock could not be had while a
+   * settled wait left the queue); the gateway logs it.
+   */
+  onError?: (err: unknown) => void;
 }
 
 /** What a usage event tells fair share. */
@@ -109,6 +114,10 @@ interface Entry {
   deadline: number;
   since: number;
   resolve: (result: WaitResult) => void;
+  /** Ends the wait with an error thrown while admitting it. */
+  reject: (err: unknown) => void;
+  /** What its `tryAdmit` threw in the round that just ran (the wait fails with it). */
+  error: unknown;
   signal: AbortSignal | undefined;
   onAbort: (() => void) | undefined;
   ticket: Ticket | undefined;
@@ -125,11 +134,13 @@ const defaultTimers: Timers = {
 /** Waiters that name no customer key share this one. */
 const NO_KEY = "";
 
+/** A round's admission attempt; what the waiter throws is kept on its entry, to fail its wait. */
 function tryAdmit(entry: Entry | null): boolean {
-  if (entry === null) return false;
+  if (entry === null || entry.error !== undefined) return false;
   try {
     return entry.waiter.tryAdmit();
-  } catch {
+  } catch (err) {
+    entry.error = err ?? new Error("tryAdmit threw");
     return false;
   }
 }
@@ -185,18 +196,21 @@ export class WaiterQueue {
 
   /**
    * Waits until `waiter.tryAdmit()` succeeds, `deadline` (epoch ms) passes, or `signal` aborts.
-   * The caller has already tried once; the first retry happens on the next change.
+   * The caller has already tried once; the first retry happens on the next change. A throw from
+   * `tryAdmit` (or from the group's lock) ends the wait: the promise rejects with it.
    */
   wait(waiter: Waiter, deadline: number, signal?: AbortSignal): Promise<WaitResult> {
     if (signal?.aborted) return Promise.resolve("aborted");
     const now = this.#opts.now();
     if (this.#closed || deadline <= now) return Promise.resolve("timeout");
-    return new Promise<WaitResult>((resolve) => {
+    return new Promise<WaitResult>((resolve, reject) => {
       const entry: Entry = {
         waiter,
         deadline,
         since: now,
         resolve,
+        reject,
+        error: undefined,
         signal,
         onAbort: undefined,
         ticket: undefined,
@@ -212,12 +226,20 @@ export class WaiterQueue {
         entry.gated = true;
       }
       const wasEmpty = this.#fair.size === 0;
-      const ticket = this.#fair.enqueue(
-        waiter.keyId ?? NO_KEY,
-        waiter.share ?? DEFAULT_SHARE,
-        entry,
-        estimateOf(waiter),
-      );
+      let ticket: Ticket | null;
+      try {
+        ticket = this.#fair.enqueue(
+          waiter.keyId ?? NO_KEY,
+          waiter.share ?? DEFAULT_SHARE,
+          entry,
+          estimateOf(waiter),
+        );
+      } catch (err) {
+        // The group's lock could not be had: the wait fails with it, its gate place given back.
+        if (entry.gated) this.#gate!.release(waiter.keyId!);
+        reject(err);
+        return;
+      }
       if (ticket === null) {
         if (entry.gated) this.#gate!.release(waiter.keyId!);
         resolve("queue_full");
@@ -243,13 +265,27 @@ export class WaiterQueue {
    */
   charge(waiter: Waiter): Ticket | undefined {
     if (!this.#contended) return undefined;
-    const ticket = this.#fair.charge(
-      waiter.keyId ?? NO_KEY,
-      waiter.share ?? DEFAULT_SHARE,
-      null,
-      estimateOf(waiter),
+    // Bookkeeping of a request that holds its slot already: a failure is reported, never thrown
+    // into the admission that must hand the slot on.
+    return this.#reported(() =>
+      this.#fair.charge(
+        waiter.keyId ?? NO_KEY,
+        waiter.share ?? DEFAULT_SHARE,
+        null,
+        estimateOf(waiter),
+      ) ??
+        undefined
     );
-    return ticket ?? undefined;
+  }
+
+  /** `fn`'s value; an error it throws goes to `onError` (undefined then). */
+  #reported<R>(fn: () => R): R | undefined {
+    try {
+      return fn();
+    } catch (err) {
+      this.#opts.onError?.(err);
+      return undefined;
+    }
   }
 
   /**
@@ -260,13 +296,13 @@ export class WaiterQueue {
     if (event === undefined) return;
     const ticket = waiter?.shareTicket;
     const tokens = event.input_tokens + event.output_tokens;
-    if (ticket !== undefined) this.#fair.correct(ticket as Ticket, tokens);
+    if (ticket !== undefined) this.#reported(() => this.#fair.correct(ticket as Ticket, tokens));
     this.#opts.stats?.served(event.api_key_id, event.input_tokens, event.output_tokens);
   }
 
   /** Gives back the charge of an admission whose attempt served nothing (failover). */
   uncharge(ticket: ShareTicket | undefined): void {
-    if (ticket !== undefined) this.#fair.correct(ticket as Ticket, 0);
+    if (ticket !== undefined) this.#reported(() => this.#fair.correct(ticket as Ticket, 0));
   }
 
   /** Offers freed capacity to the waiters in fair-share order (the core's change listener). */
@@ -281,7 +317,19 @@ export class WaiterQueue {
     try {
       do {
         this.#again = false;
-        for (const t of this.#fair.drain(tryAdmit)) this.#settle(t.item!, "admitted");
+        let admitted: Ticket[];
+        try {
+          admitted = this.#fair.drain(tryAdmit);
+        } catch (err) {
+          // The group's lock could not be had (ShareBoardLockTimeout): every wait here fails
+          // with it, none hangs on a round that cannot run.
+          for (const entry of this.#entries()) this.#fail(entry, err);
+          break;
+        }
+        for (const t of admitted) this.#settle(t.item!, "admitted");
+        for (const entry of this.#entries()) {
+          if (entry.error !== undefined) this.#fail(entry, entry.error);
+        }
       } while (this.#again && this.#fair.size > 0);
     } finally {
       this.#draining = false;
@@ -317,13 +365,25 @@ export class WaiterQueue {
     return out;
   }
 
+  /** Ends a wait with an error (its waiter's `tryAdmit` threw, or the group's lock failed). */
+  #fail(entry: Entry, err: unknown): void {
+    if (entry.settled) return;
+    const reject = entry.reject;
+    // Settled as a timeout for the bookkeeping (gate, queue, listener, stats); the promise
+    // rejects first, so the wait ends with the error.
+    entry.resolve = () => {};
+    reject(err);
+    this.#settle(entry, "timeout");
+  }
+
   #settle(entry: Entry, result: WaitResult): void {
     // An entry is settled once; one `drain` admitted has already left the fair queue.
     if (entry.settled) return;
     entry.settled = true;
     if (entry.gated) this.#gate!.release(entry.waiter.keyId!);
     const ticket = entry.ticket!;
-    this.#fair.remove(ticket);
+    // The ticket leaves this queue even when the group's lock fails (FairShareQueue.remove).
+    this.#reported(() => this.#fair.remove(ticket));
     if (entry.signal && entry.onAbort) entry.signal.removeEventListener("abort", entry.onAbort);
     const waiter = entry.waiter;
     if (result === "admitted") waiter.shareTicket = ticket;
@@ -345,11 +405,12 @@ export class WaiterQueue {
       if (entry.deadline > now || entry.settled) continue;
       // One last try at the deadline, so a slot freed in the same instant is not lost; taken
       // out of fair-share order, it is charged like a direct admission.
-      this.#fair.remove(entry.ticket!);
+      this.#reported(() => this.#fair.remove(entry.ticket!));
       if (tryAdmit(entry)) {
         entry.ticket = this.charge(entry.waiter) ?? entry.ticket;
         this.#settle(entry, "admitted");
-      } else this.#settle(entry, "timeout");
+      } else if (entry.error !== undefined) this.#fail(entry, entry.error);
+      else this.#settle(entry, "timeout");
     }
     this.#lastPoll = now;
     this.wake();

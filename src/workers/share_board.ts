@@ -14,9 +14,14 @@
  * that cannot use the freed node. A change of what a worker publishes is announced (the board's
  * poke word), so a worker that left capacity to another hears when that one declined it.
  *
- * Every access is inside one spin lock (`locked`): the sections are a few dozen loads and stores,
- * run only when requests wait. The lock word holds the owner's worker index + 1, so a worker that
- * died holding it can be cleared (`workerDied`).
+ * Every access is inside one spin lock (`locked`), run only when requests wait. Its sections are
+ * loads and stores of the board and of the queue's own memory: the queue decides under the lock
+ * and acts outside it (an admission attempt — node picks, a compare-and-swap on the inflight
+ * table — never runs inside). A wait for the lock is bounded: it spins, then gives up the core in
+ * slices of at most a millisecond, and past `LOCK_WAIT_MS` throws `ShareBoardLockTimeout` naming
+ * the holder (a request then fails with 500; nothing hangs). The lock word holds the owner's
+ * number (worker index + 1; the supervisor's is the number after the last worker's), so a worker
+ * that died holding it can be cleared (`workerDied`).
  *
  * @module
  */
@@ -37,6 +42,21 @@ const INT_HEAD = 4;
 const ENTRY_INTS = 3;
 /** Per worker: the release generation of its last round, then its entries. */
 const WORKER_INTS = 1 + BANDS * ENTRY_INTS;
+
+/** The longest a worker waits for the board's lock, ms, before `ShareBoardLockTimeout`. */
+export const LOCK_WAIT_MS = 250;
+
+/** The board's lock stayed held past `LOCK_WAIT_MS` (a holder stuck, or a bug). */
+export class ShareBoardLockTimeout extends Error {
+  /** `holder`: the lock word's owner number (worker index + 1; workers + 1: the supervisor). */
+  constructor(readonly holder: number, waitedMs: number) {
+    super(
+      `share board lock held by ${holder === 0 ? "nobody" : `owner ${holder}`} for over ` +
+        `${Math.round(waitedMs)} ms (fair share of the worker group)`,
+    );
+    this.name = "ShareBoardLockTimeout";
+  }
+}
 
 /** Sizes of a board. */
 export interface ShareBoardSize {
@@ -78,6 +98,8 @@ export class ShareBoard implements FairShareGroup {
   readonly #entryAt = 1 + BAND_TIMES * 2;
   readonly #keyAt: number;
   readonly #keyBandAt: number;
+  /** This view's number in the lock word: worker index + 1, the supervisor's workers + 1. */
+  readonly #owner: number;
   #depth = 0;
 
   /**
@@ -102,6 +124,7 @@ export class ShareBoard implements FairShareGroup {
     this.#floats = new Float64Array(buffer, intWords(size) * 4, floatSlots(size));
     this.#keyAt = this.#entryAt + size.workers * BANDS * 2;
     this.#keyBandAt = this.#keyAt + size.keys;
+    this.#owner = worker < 0 ? size.workers + 1 : worker + 1;
   }
 
   /** A board's buffer for `size`: no key counted in any band yet. */
@@ -238,6 +261,11 @@ export class ShareBoard implements FairShareGroup {
     if (changed) this.#poke();
   }
 
+  /** Who holds the lock: 0 nobody, else the owner's number (worker index + 1; supervisor last). */
+  holder(): number {
+    return Atomics.load(this.#ints, LOCK);
+  }
+
   /** The poke word: it changes whenever a worker's published waiters changed. */
   pokes(): number {
     return Atomics.load(this.#ints, POKE);
@@ -266,14 +294,23 @@ export class ShareBoard implements FairShareGroup {
     Atomics.notify(this.#ints, POKE);
   }
 
+  /**
+   * Takes the lock: a short spin (the holder runs a few loads and stores on another core), then
+   * waits of at most 1 ms each (the holder's thread may be descheduled: the core goes to it),
+   * never longer than `LOCK_WAIT_MS` in all.
+   */
   #acquire(): void {
     const ints = this.#ints;
-    const mine = this.#worker + 1;
+    const mine = this.#owner;
+    let since = 0;
     for (let spins = 0;; spins++) {
       const held = Atomics.compareExchange(ints, LOCK, 0, mine);
       if (held === 0) return;
-      // The holder runs a short section on another core; past a while, sleep until it lets go.
-      if (spins > 200) Atomics.wait(ints, LOCK, held, 1);
+      if (spins < 200) continue;
+      const now = performance.now();
+      if (since === 0) since = now;
+      else if (now - since > LOCK_WAIT_MS) throw new ShareBoardLockTimeout(held, now - since);
+      Atomics.wait(ints, LOCK, held, 1);
     }
   }
 

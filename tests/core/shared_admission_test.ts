@@ -59,3 +59,46 @@ Deno.test("shared admission: a slot of a node removed mid-request goes back", ()
   for (let i = 0; i < 4; i++) a.finishRequest("n", { ok: true });
   assert(b.startRequest("n"), "the row is empty again");
 });
+
+Deno.test("shared admission: a node past the shared table's capacity is refused, never counted alone", () => {
+  const size = { capacity: 2, workers: 2 };
+  const buffer = new SharedArrayBuffer(inflightTableBytes(size));
+  const cores = [0, 1].map((w) =>
+    new RoutingCore({
+      workerCount: 2,
+      inflight: new InflightTable(buffer, size, w),
+      env: () => undefined,
+    })
+  );
+  const [a, b] = cores;
+  a.replaceNodes([
+    { id: "n1", url: "http://127.0.0.1:1", max_conns: 1 },
+    { id: "n2", url: "http://127.0.0.1:1", max_conns: 1 },
+  ]);
+  // A third id has no row: a silent fallback to this worker's own count would let each worker
+  // admit max_conns on its own (the group twice the node's limit).
+  let added: unknown;
+  try {
+    added = b.addNode({ id: "n3", url: "http://127.0.0.1:1", max_conns: 1 });
+  } catch (err) {
+    added = err;
+  }
+  assert(added instanceof Error, "the add is refused");
+  assert(/n3.*shared inflight table.*2 distinct node ids/.test(added.message), added.message);
+  assertEquals(b.nodeMetrics("n3"), undefined, "and changes nothing");
+  let replaced: unknown;
+  try {
+    a.replaceNodes([
+      { id: "n1", url: "http://127.0.0.1:1", max_conns: 1 },
+      { id: "n3", url: "http://127.0.0.1:1", max_conns: 1 },
+    ]);
+  } catch (err) {
+    replaced = err;
+  }
+  assert(replaced instanceof Error && replaced.message.startsWith("nodes[1].id: "), `${replaced}`);
+  assertEquals(
+    a.nodeMetrics().map((m) => m.node_id),
+    ["n1", "n2"],
+    "the config is not half-applied",
+  );
+});

@@ -1,6 +1,6 @@
 import { deepStrictEqual, ok, strictEqual } from "node:assert/strict";
 import { faceFor } from "../../src/faces/index.ts";
-import { type RelayOutcome, StreamRelay } from "../../src/proxy/relay.ts";
+import { maxEventBytes, type RelayOutcome, StreamRelay } from "../../src/proxy/relay.ts";
 
 const enc = new TextEncoder();
 const frame = (o: unknown) => `data: ${JSON.stringify(o)}\n\n`;
@@ -230,4 +230,128 @@ Deno.test("relay raw: a break inside a frame drops its half; the error frame sta
   strictEqual(frames.length, 2, text);
   strictEqual(frames[0] + "\n\n", whole);
   strictEqual(JSON.parse(frames[1].slice(6)).error.type, "upstream_error");
+});
+
+/**
+ * An upstream body of one `data:` event of `size` content bytes sent in `piece`-byte reads, then
+ * `[DONE]`; `cancelled` is set when the relay lets go of it.
+ */
+function bigEvent(
+  size: number,
+  piece: number,
+): { body: ReadableStream<Uint8Array>; cancelled: () => boolean } {
+  const head = enc.encode('data: {"choices":[{"index":0,"delta":{"content":"');
+  const tail = enc.encode('"}}]}\n\ndata: [DONE]\n\n');
+  const fill = new Uint8Array(piece).fill(120); // "x"
+  let sent = -1;
+  let cancelled = false;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(c) {
+      if (sent < 0) {
+        sent = 0;
+        return c.enqueue(head);
+      }
+      if (sent >= size) {
+        c.enqueue(tail);
+        return c.close();
+      }
+      sent += piece;
+      c.enqueue(fill.slice());
+      // A turn of the event loop now and then, as a socket's reads give (timers can fire).
+      if (sent % (1024 * 1024) === 0) await new Promise((r) => setTimeout(r, 0));
+    },
+    cancel() {
+      cancelled = true;
+    },
+  });
+  return { body, cancelled: () => cancelled };
+}
+
+/** How long a relay of `relayBody` may take (a linear relay of 24 MiB takes a few seconds). */
+const RELAY_DEADLINE_MS = 30_000;
+
+/** Relays `body` in `mode` with `maxEventBytes`; answers the client's bytes and the outcome. */
+async function relayBody(
+  mode: "raw" | "strip" | "translate",
+  body: ReadableStream<Uint8Array>,
+  maxEventBytes?: number,
+): Promise<{ bytes: number; text: string; outcome: RelayOutcome; aborted: boolean }> {
+  let outcome: RelayOutcome | undefined;
+  const upstream = new AbortController();
+  const r = new StreamRelay({
+    mode,
+    body,
+    upstream,
+    translator: mode === "translate"
+      ? faceFor("anthropic").streamTranslator("/v1/messages", "m")
+      : openaiTranslator(),
+    owner: { relayEnded: (o) => (outcome = o) },
+    now: Date.now,
+    startedAt: Date.now(),
+    maxEventBytes,
+  });
+  const reader = new ReadableStream<Uint8Array>(r).getReader();
+  let bytes = 0;
+  let text = "";
+  const dec = new TextDecoder();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reader.cancel().catch(() => {});
+      reject(new Error(`relaying took over ${RELAY_DEADLINE_MS} ms (${bytes} bytes out)`));
+    }, RELAY_DEADLINE_MS);
+  });
+  try {
+    for (;;) {
+      const { value, done } = await Promise.race([reader.read(), late]);
+      if (done) break;
+      bytes += value.byteLength;
+      // Only the end of the stream is kept (the error frame, if any).
+      text = (text + dec.decode(value, { stream: true })).slice(-2000);
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  return { bytes, text, outcome: outcome!, aborted: upstream.signal.aborted };
+}
+
+Deno.test("relay raw: one 24 MiB event in 4 KiB reads costs its bytes once, not once per read", async () => {
+  // Copying the held part again on every read makes this ~6,000 reads × 12 MB on average: minutes
+  // of CPU. Read once, it is a couple of seconds even on a loaded machine.
+  const size = 24 * 1024 * 1024;
+  const { body } = bigEvent(size, 4096);
+  // relayBody fails past RELAY_DEADLINE_MS.
+  const { bytes, outcome } = await relayBody("raw", body, 64 * 1024 * 1024);
+  strictEqual(outcome.end, "done");
+  strictEqual(outcome.contentBytes, size);
+  ok(bytes > size, "every byte relayed");
+});
+
+Deno.test("relay: an event over maxEventBytes ends the stream broken, in the face's shape, upstream stopped", async () => {
+  for (const mode of ["raw", "strip", "translate"] as const) {
+    const { body, cancelled } = bigEvent(1024 * 1024, 4096);
+    const { text, outcome, aborted } = await relayBody(mode, body, 64 * 1024);
+    strictEqual(outcome.end, "broken", mode);
+    ok(outcome.error?.includes("SKEID_MAX_EVENT_BYTES"), `${mode}: ${outcome.error}`);
+    ok(aborted && cancelled(), `${mode}: the upstream call is stopped and its body let go`);
+    if (mode === "translate") ok(text.includes("event: error"), text);
+    else {
+      const last = text.split("\n\n").filter((f) => f !== "").at(-1)!;
+      strictEqual(JSON.parse(last.slice(6)).error.type, "upstream_error", mode);
+      ok(!text.includes("xxxx"), `${mode}: no half of the big event reaches the client`);
+    }
+  }
+  // At the bound exactly, the event goes through.
+  const { body } = bigEvent(60 * 1024, 4096);
+  strictEqual((await relayBody("raw", body, 64 * 1024)).outcome.end, "done");
+});
+
+Deno.test("SKEID_MAX_EVENT_BYTES: whole bytes > 0, capped below V8's string limit, else 16 MiB", () => {
+  strictEqual(maxEventBytes(undefined), 16 * 1024 * 1024);
+  strictEqual(maxEventBytes(""), 16 * 1024 * 1024);
+  strictEqual(maxEventBytes("1048576"), 1048576);
+  strictEqual(maxEventBytes("0"), 16 * 1024 * 1024);
+  strictEqual(maxEventBytes("-5"), 16 * 1024 * 1024);
+  strictEqual(maxEventBytes("1.5"), 16 * 1024 * 1024);
+  strictEqual(maxEventBytes("1e12"), 256 * 1024 * 1024);
 });

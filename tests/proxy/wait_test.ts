@@ -257,3 +257,26 @@ Deno.test("wait: a key at share.max_queued gets queue_full at once; direct admis
   assertEquals(q.charge(new KeyTaker(pool, "b-idle", log, "B")), undefined, "nobody waits: free");
   q.close();
 });
+
+Deno.test("wait: a waiter whose admission throws fails with that error; the others are served", async () => {
+  const { clock, pool, q } = setup(1_000_000);
+  const log: string[] = [];
+  const broken: Waiter = {
+    tryAdmit(): boolean {
+      throw new RangeError("admission broke");
+    },
+  };
+  const bad = q.wait(broken, clock.t + 5000);
+  const good = q.wait(new Taker(pool, "good", log), clock.t + 5000);
+  pool.release();
+  let thrown: unknown;
+  try {
+    await bad;
+  } catch (err) {
+    thrown = err;
+  }
+  assert(thrown instanceof RangeError, `the wait ends with the error (got ${String(thrown)})`);
+  strictEqual(await good, "admitted");
+  strictEqual(q.size, 0, "nothing is left waiting");
+  q.close();
+});

@@ -6,7 +6,7 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { FairShareQueue, RENORMALISE_AT } from "../../src/core/fair_share.ts";
 import { InflightTable } from "../../src/core/inflight_table.ts";
-import { ShareBoard } from "../../src/workers/share_board.ts";
+import { LOCK_WAIT_MS, ShareBoard } from "../../src/workers/share_board.ts";
 import { DEFAULT_SHARE, type ShareSettings } from "../../src/core/key_policy.ts";
 
 const SIZE = { workers: 2, keys: 64 };
@@ -184,4 +184,81 @@ Deno.test("share board: a band past RENORMALISE_AT is shifted down in every work
   slots.free = 1;
   assertEquals(round(q0, slots), [], "worker 0 leaves the slot to B");
   assertEquals(round(q1, slots), ["b+"]);
+});
+
+/**
+ * Worker 1 (a real Worker) tries the lock while `hold` (on this thread) holds it: answers what
+ * the worker saw (1 timed out, 2 got it, 3 another error; 0 nothing within 5 s) and how long it
+ * waited, ms.
+ */
+async function contend(hold: (inside: () => void) => void): Promise<[number, number]> {
+  const keys = InflightTable.shared(SIZE.keys, SIZE.workers);
+  const buffer = ShareBoard.buffer(SIZE);
+  const signal = new SharedArrayBuffer(12);
+  const words = new Int32Array(signal);
+  const worker = new Worker(new URL("./_lock_contender.ts", import.meta.url), { type: "module" });
+  try {
+    const ready = new Promise((r) => worker.onmessage = r);
+    worker.postMessage({ board: buffer, keys: keys.words.buffer, size: SIZE, signal });
+    await ready;
+    const boards = {
+      worker0: new ShareBoard(buffer, SIZE, 0, keys, () => 0),
+      supervisor: new ShareBoard(buffer, SIZE, -1, keys, () => 0),
+    };
+    hold.call(boards, () => {
+      Atomics.store(words, 0, 1);
+      Atomics.notify(words, 0);
+      // This thread holds the lock until the worker answers (or 5 s pass: a wait without bound).
+      Atomics.wait(words, 1, 0, 5000);
+    });
+    return [Atomics.load(words, 1), Atomics.load(words, 2)];
+  } finally {
+    worker.terminate();
+  }
+}
+
+Deno.test("share board: a wait for the lock is bounded, and the supervisor's lock is a lock", async () => {
+  const keys = InflightTable.shared(SIZE.keys, SIZE.workers);
+  const buffer = ShareBoard.buffer(SIZE);
+  const [worker0, supervisor] = [0, -1].map((w) => new ShareBoard(buffer, SIZE, w, keys, () => 0));
+  worker0.locked(() => assertEquals(worker0.holder(), 1, "worker 0 holds it as 1"));
+  supervisor.locked(() =>
+    assertEquals(supervisor.holder(), SIZE.workers + 1, "the supervisor as 3")
+  );
+  assertEquals(supervisor.holder(), 0, "let go");
+  for (const who of ["worker0", "supervisor"] as const) {
+    const [result, waited] = await contend(function (this: Record<string, ShareBoard>, inside) {
+      this[who].locked(inside);
+    });
+    assertEquals(
+      result,
+      1,
+      `${who} holding: the other worker's wait ends in ShareBoardLockTimeout`,
+    );
+    assert(waited >= LOCK_WAIT_MS && waited < 5000, `it waited ${waited} ms`);
+  }
+});
+
+Deno.test("share board: a round tries its admissions outside the lock; what they throw is not swallowed", () => {
+  const { queues: [q0, q1], boards: [b0] } = pair();
+  q0.enqueue("A", share(), "a1", 10);
+  q1.enqueue("B", share(), "b1", 10);
+  const holders: number[] = [];
+  const admitted = round(q0, { free: 1 }, () => {
+    holders.push(b0.holder());
+    return true;
+  });
+  assertEquals(admitted, ["a1"]);
+  assertEquals(holders, [0], "nobody holds the board's lock while a slot is tried");
+  let thrown: unknown;
+  try {
+    q1.drain(() => {
+      throw new RangeError("admission broke");
+    });
+  } catch (err) {
+    thrown = err;
+  }
+  assert(thrown instanceof RangeError, "the round's error reaches its caller");
+  assertEquals(b0.holder(), 0, "and the lock is let go");
+  assertEquals(round(q1, { free: 1 }), ["b1"], "the queue is whole: its waiter is served next");
 });
