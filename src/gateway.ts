@@ -81,6 +81,8 @@ export interface GatewayOptions {
   keepaliveMs?: number;
   /** The inflight table admission takes slots from (shared by the workers, ADR 0025). */
   inflight?: InflightTable;
+  /** The prefix index words the workers' affinity picks share (ADR 0029). */
+  prefixIndex?: SharedArrayBuffer;
   /** How the config file is read (a worker reads the text its supervisor sent). */
   configFs?: ConfigFileSystem;
   /** Called after every applied config (the supervisor hands it on to the workers). */
@@ -192,6 +194,7 @@ export class Gateway implements ProxyContext {
       now: opts.now,
       workerCount: opts.workerCount,
       inflight: opts.inflight,
+      prefixIndex: opts.prefixIndex,
       env,
       logger: this.logger,
       // addNode (admin API, functions) refuses a registry probe block a config load refuses.

@@ -130,6 +130,7 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
       explicitAdminKey: msg.explicitAdminKey,
       workerCount: msg.workers,
       inflight,
+      prefixIndex: msg.prefixBuffer,
       configFs: posted,
       remoteRecorder: recorder,
       wrap,

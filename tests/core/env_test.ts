@@ -13,6 +13,10 @@ Deno.test("built-in routing settings with nothing in the environment", () => {
     max_body_bytes: 64 * 1024 * 1024,
     max_attempts: 3,
     budget_refresh_ms: 2000,
+    pick: "round_robin",
+    affinity_bound: 1.25,
+    prefix_index_blocks: 1_000_000,
+    prefix_index_ttl_s: 600,
   });
   assert.equal(skeid.capacityMaxAgeMs, 5000);
   assert.deepEqual(skeid.baseRouting, skeid.routing);
