@@ -14,6 +14,7 @@ import { keyHash } from "./rendezvous.ts";
 import { DEFAULT_BLOCKS, type RouteHint } from "./route_hint.ts";
 import {
   type Candidate,
+  candidateScores,
   DEFAULT_SLOTS,
   pickAffinity,
   type PickExplanation,
@@ -139,9 +140,10 @@ export class AffinityRouter {
     if (candidates.length === 0) return undefined;
     let decision: PickExplanation;
     if (!useHint) {
-      const c = pickLeastLoadedTurn(candidates, this.#turn++)!;
+      const c = pickLeastLoadedTurn(candidates, explain ? this.#turn : this.#turn++)!;
       decision = {
         index: c.index,
+        node_id: c.id,
         pick: kind,
         key_kind: hint?.key_kind ?? "none",
         hit: false,
@@ -149,10 +151,12 @@ export class AffinityRouter {
         predicted_ttft_ms: 0,
         cached_tokens: 0,
         bound_load: 0,
-        candidates: [],
+        candidates: explain
+          ? candidateScores(candidates, (x) => -x.index, () => true, () => 0)
+          : [],
       };
     } else {
-      const explore = ++this.#explore % EXPLORE_EVERY === 0;
+      const explore = !explain && ++this.#explore % EXPLORE_EVERY === 0;
       decision = pickAffinity(candidates, {
         key: hint!.key,
         keyKind: hint!.key_kind,

@@ -67,10 +67,12 @@ export interface NodeCostView {
   max_running_seen: number;
   /** TTFT observations the fit has seen. */
   samples: number;
-  /** Mean predicted and measured TTFT over the requests compared, ms (0 when none). */
-  predicted_ttft_ms: number;
-  /** See `predicted_ttft_ms`. */
-  measured_ttft_ms: number;
+  /** Requests whose TTFT was both predicted by a pick and measured. */
+  compared: number;
+  /** Sum of their predicted TTFT, ms. */
+  predicted_ttft_ms_total: number;
+  /** Sum of their measured TTFT, ms. */
+  measured_ttft_ms_total: number;
 }
 
 /** The learned numbers of every node, by id. */
@@ -133,14 +135,14 @@ export class NodeCosts {
   /** The learned numbers of a node. */
   view(id: string): NodeCostView {
     const fit = this.#fits.get(id);
-    const c = fit?.compared ?? 0;
     return {
       prefill_ms_per_token: this.prefillMsPerToken(id),
       service_ms: this.serviceMs(id),
       max_running_seen: fit?.maxRunning ?? 0,
       samples: fit?.samples ?? 0,
-      predicted_ttft_ms: c > 0 ? fit!.predicted / c : 0,
-      measured_ttft_ms: c > 0 ? fit!.measured / c : 0,
+      compared: fit?.compared ?? 0,
+      predicted_ttft_ms_total: fit?.predicted ?? 0,
+      measured_ttft_ms_total: fit?.measured ?? 0,
     };
   }
 }

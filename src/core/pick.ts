@@ -82,6 +82,8 @@ export interface CandidateScore {
 export interface PickDecision {
   /** Index (in the selection's node list) of the chosen node. */
   index: number;
+  /** Id of the chosen node. */
+  node_id: string;
   /** The pick that decided. */
   pick: PickKind;
   /** Which session key kind decided (`none` without one). */
@@ -244,6 +246,7 @@ export function pickAffinity(
   const hit = home !== undefined && chosen === home;
   const decision: PickExplanation = {
     index: chosen.index,
+    node_id: chosen.id,
     pick: "affinity",
     key_kind: args.keyKind,
     hit,
@@ -253,18 +256,29 @@ export function pickAffinity(
     bound_load: ceiling,
     candidates: [],
   };
-  if (explain) {
-    const ordered = candidates.slice().sort((a, b) => rank(b) - rank(a));
-    decision.candidates = ordered.map((c, i) => ({
-      node_id: c.id,
-      load: c.load,
-      within_bound: within(c),
-      cached_tokens: c.cachedTokens,
-      wait_ms: predictedWaitMs(c),
-      prefill_ms: prefillMs(c),
-      score_ms: prefillMs(c) + predictedWaitMs(c),
-      rendezvous_rank: i,
-    }));
-  }
+  if (explain) decision.candidates = candidateScores(candidates, rank, within, prefillMs);
   return decision;
+}
+
+/**
+ * Every candidate's numbers, highest `rank` first (`GET /skeid/route`). `within` says whether
+ * it is within the load bound, `prefillMs` its predicted uncached prefill.
+ */
+export function candidateScores(
+  candidates: readonly Candidate[],
+  rank: (c: Candidate) => number,
+  within: (c: Candidate) => boolean,
+  prefillMs: (c: Candidate) => number,
+): CandidateScore[] {
+  const ordered = candidates.slice().sort((a, b) => rank(b) - rank(a));
+  return ordered.map((c, i) => ({
+    node_id: c.id,
+    load: c.load,
+    within_bound: within(c),
+    cached_tokens: c.cachedTokens,
+    wait_ms: predictedWaitMs(c),
+    prefill_ms: prefillMs(c),
+    score_ms: prefillMs(c) + predictedWaitMs(c),
+    rendezvous_rank: i,
+  }));
 }
