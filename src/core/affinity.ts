@@ -54,6 +54,7 @@ export class AffinityRouter {
   readonly costs: NodeCosts = new NodeCosts();
   readonly #now: () => number;
   readonly #shared: SharedArrayBuffer | undefined;
+  readonly #maxAgeMs: number;
   #index: PrefixIndex | undefined;
   #indexShape = "";
   readonly #hashes = new Map<string, number>();
@@ -61,11 +62,17 @@ export class AffinityRouter {
   #explore = 0;
   /** Picks by load so far: equal nodes take turns by it. */
   #turn = 0;
+  /** Requests at each node that this gateway did not send, as its last probe reading showed. */
+  readonly #external = new Map<string, { n: number; at: number }>();
 
-  /** `shared`: the prefix index words the workers of one process share (ADR 0029). */
-  constructor(now: () => number, shared?: SharedArrayBuffer) {
+  /**
+   * `shared`: the prefix index words the workers of one process share (ADR 0029); `maxAgeMs`:
+   * how long a probe's reading counts (the core's capacity_max_age_ms; 0 = forever).
+   */
+  constructor(now: () => number, shared?: SharedArrayBuffer, maxAgeMs = 0) {
     this.#now = now;
     this.#shared = shared;
+    this.#maxAgeMs = maxAgeMs;
   }
 
   /** The prefix index for the routing settings in force (made again when its size changes). */
@@ -172,10 +179,32 @@ export class AffinityRouter {
     return decision;
   }
 
+  /**
+   * A probe's queue reading: `total` (running + waiting) requests at the node while this gateway
+   * had `own` in flight there. The difference is traffic from elsewhere (other gateways,
+   * direct clients), which the picks add to the gateway's own live inflight: the reading is up
+   * to a poll old, the inflight is exact now, so only what the gateway cannot see is taken from
+   * the probe.
+   */
+  observeQueue(id: string, total: number, own: number): void {
+    this.#external.set(id, { n: Math.max(0, total - own), at: this.#now() });
+  }
+
+  /**
+   * Requests at the node that this gateway did not send: 0 without a probe, or once its last
+   * reading is older than a capacity reading may be.
+   */
+  external(id: string): number {
+    const e = this.#external.get(id);
+    if (e === undefined || e.n === 0) return 0;
+    return this.#maxAgeMs > 0 && this.#now() - e.at > this.#maxAgeMs ? 0 : e.n;
+  }
+
   /** Forgets what the index and the costs know of a node (it restarted, left, or was reset). */
   forgetNode(id: string): void {
     this.#index?.forgetNode(this.nodeHash(id));
     this.costs.forget(id);
+    this.#external.delete(id);
   }
 
   /** Blocks the prefix index holds now (0 before any affinity pick). */

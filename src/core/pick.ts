@@ -72,7 +72,7 @@ export interface CandidateScore {
   wait_ms: number;
   /** Predicted uncached prefill, ms. */
   prefill_ms: number;
-  /** Predicted TTFT: prefill + wait, ms. */
+  /** Score: prefill + wait, plus the bound's charge for load over it, ms. */
   score_ms: number;
   /** Rank of the node for the session key (0 = first choice). */
   rendezvous_rank: number;
@@ -106,9 +106,14 @@ export interface PickExplanation extends PickDecision {
   candidates: CandidateScore[];
 }
 
+/** The requests a node runs at once, as far as anyone knows. */
+function slotsOf(c: Candidate): number {
+  return c.slots > 0 ? c.slots : DEFAULT_SLOTS;
+}
+
 /** Predicted queue wait: the requests ahead of a free slot, each a share of a service time. */
 export function predictedWaitMs(c: Candidate): number {
-  const slots = c.slots > 0 ? c.slots : DEFAULT_SLOTS;
+  const slots = slotsOf(c);
   const ahead = c.load + 1 - slots;
   return ahead > 0 ? (ahead * c.serviceMs) / slots : 0;
 }
@@ -197,6 +202,15 @@ export function pickAffinity(
   const within = (c: Candidate) => c.load + 1 <= ceiling;
   const prefillMs = (c: Candidate) =>
     Math.max(0, args.promptTokens - c.cachedTokens) * c.prefillMsPerToken;
+  // Over the bound, each request beyond it counts as if it queued there: a warm node a little
+  // over the bound keeps a request whose prefill elsewhere would cost more than that, and loses
+  // one whose prefill is cheap. A hard cut would trade every such hit for a full prefill on a
+  // node that already holds its share (why hashing with bounded load alone falls short).
+  const overMs = (c: Candidate) => {
+    const over = c.load + 1 - ceiling;
+    return over > 0 ? (over * c.serviceMs) / slotsOf(c) : 0;
+  };
+  const score = (c: Candidate) => prefillMs(c) + predictedWaitMs(c) + overMs(c);
 
   // The affinity node: the one holding the longest prefix; with none, the session's first choice.
   let home: Candidate | undefined;
@@ -218,13 +232,19 @@ export function pickAffinity(
   if (args.keyKind === "none" || args.explore) {
     chosen = pickLeastLoaded(pool, rank)!;
   } else if (anyCached) {
-    // Lowest predicted TTFT within the bound; ties to the session's rendezvous order.
-    chosen = pool[0];
+    // Lowest predicted TTFT (over-bound load counted as waiting); among nodes scoring alike,
+    // the least loaded (a hot prefix warm on several nodes spreads over them), then the
+    // rendezvous order.
+    chosen = candidates[0];
     let best = Infinity;
-    for (const c of pool) {
-      const score = prefillMs(c) + predictedWaitMs(c);
-      if (score < best || (score === best && rank(c) > rank(chosen))) {
-        best = score;
+    for (const c of candidates) {
+      const s = score(c);
+      if (
+        s < best ||
+        (s === best &&
+          (c.load < chosen.load || (c.load === chosen.load && rank(c) > rank(chosen))))
+      ) {
+        best = s;
         chosen = c;
       }
     }
@@ -256,7 +276,7 @@ export function pickAffinity(
     bound_load: ceiling,
     candidates: [],
   };
-  if (explain) decision.candidates = candidateScores(candidates, rank, within, prefillMs);
+  if (explain) decision.candidates = candidateScores(candidates, rank, within, prefillMs, overMs);
   return decision;
 }
 
@@ -269,6 +289,7 @@ export function candidateScores(
   rank: (c: Candidate) => number,
   within: (c: Candidate) => boolean,
   prefillMs: (c: Candidate) => number,
+  overMs: (c: Candidate) => number = () => 0,
 ): CandidateScore[] {
   const ordered = candidates.slice().sort((a, b) => rank(b) - rank(a));
   return ordered.map((c, i) => ({
@@ -278,7 +299,7 @@ export function candidateScores(
     cached_tokens: c.cachedTokens,
     wait_ms: predictedWaitMs(c),
     prefill_ms: prefillMs(c),
-    score_ms: prefillMs(c) + predictedWaitMs(c),
+    score_ms: prefillMs(c) + predictedWaitMs(c) + overMs(c),
     rendezvous_rank: i,
   }));
 }

@@ -258,7 +258,7 @@ export class Skeid {
     this.#capacity = new CapacityTable({ now: this.now, maxAgeMs: this.capacityMaxAgeMs });
     this.#ejection = new EjectionTable({ ...options.ejection, now: this.now });
     this.#routes = new RouteTable(() => this.#inventory.sorted);
-    this.#affinity = new AffinityRouter(this.now, options.prefixIndex);
+    this.#affinity = new AffinityRouter(this.now, options.prefixIndex, this.capacityMaxAgeMs);
   }
 
   // ---- inventory ---------------------------------------------------------------------------
@@ -799,6 +799,8 @@ export class Skeid {
         this.#affinity.forgetNode(id);
       }
       this.#affinity.costs.observeRunning(id, queue.running);
+      const record = this.#inventory.get(id)!;
+      this.#affinity.observeQueue(id, queue.running + queue.waiting, this.#inflightOf(record));
     }
     const reading = this.#capacity.set(id, input);
     this.#notify();
@@ -897,15 +899,11 @@ export class Skeid {
   }
 
   /**
-   * What the picks read of a node's load: this gateway's inflight, or the probe's running +
-   * waiting when larger (it counts traffic from elsewhere); and the slots its share gives.
+   * What the picks read of a node's load: this gateway's inflight now, plus the traffic from
+   * elsewhere its last probe reading showed; and the slots its share gives.
    */
   readonly #loadView: NodeLoadView = {
-    load: (record) => {
-      const own = this.#inflightOf(record);
-      const queue = this.#capacity.get(record.node.id)?.queue;
-      return queue ? Math.max(own, queue.running + queue.waiting) : own;
-    },
+    load: (record) => this.#inflightOf(record) + this.#affinity.external(record.node.id),
     slots: (record) => record.share,
   };
 
