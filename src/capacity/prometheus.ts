@@ -183,10 +183,8 @@ export function usedFromMetrics(
   values: ReadonlyMap<string, number>,
   names: MetricNames,
 ): number | undefined {
-  const running = sumOf(values, names.running);
-  const waiting = sumOf(values, names.waiting);
-  if (running === undefined && waiting === undefined) return undefined;
-  return (running ?? 0) + (waiting ?? 0);
+  const queue = queueFromMetrics(values, names);
+  return queue === undefined ? undefined : queue.running + queue.waiting;
 }
 
 /** A positive number from a block value, else undefined. */
@@ -227,15 +225,14 @@ export function prometheusProbe(ctx: ProbeContext): CapacityProbe {
         ctx.enter("unreachable", `HTTP ${answer.status}`);
         return;
       }
-      const values = parseMetrics(decoder.decode(answer.body));
-      const used = usedFromMetrics(values, names);
-      if (used === undefined) {
+      const queue = queueFromMetrics(parseMetrics(decoder.decode(answer.body)), names);
+      if (queue === undefined) {
         // It answered but said nothing understood: most likely the wrong names for this engine.
         ctx.forget();
         ctx.enter("unknown_metrics", `none of ${[...names.running, ...names.waiting].join(", ")}`);
         return;
       }
-      ctx.report({ used, limit: limit(), queue: queueFromMetrics(values, names) });
+      ctx.report({ used: queue.running + queue.waiting, limit: limit(), queue });
       ctx.enter("ok");
     },
   };

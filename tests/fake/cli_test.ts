@@ -2,6 +2,25 @@ import { assertEquals, assertMatch } from "../_assert.ts";
 
 const MAIN = new URL("../../src/main.ts", import.meta.url).pathname;
 
+/** Starts `skeid fake-model` with `args` as a child process, stdout and stderr piped. */
+function spawnFakeModel(args: string[]): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--no-prompt",
+      "--allow-net=127.0.0.1",
+      "--allow-read",
+      "--allow-env",
+      MAIN,
+      "fake-model",
+      ...args,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+}
+
 /** Reads stdout until the first line, within `ms`. */
 async function firstLine(
   reader: ReadableStreamDefaultReader<Uint8Array>,
@@ -26,24 +45,7 @@ async function firstLine(
 }
 
 Deno.test("skeid fake-model prints its URL, serves, and exits 0 on SIGTERM", async () => {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--quiet",
-      "--no-prompt",
-      "--allow-net=127.0.0.1",
-      "--allow-read",
-      "--allow-env",
-      MAIN,
-      "fake-model",
-      "--listen",
-      "127.0.0.1:0",
-      "--tokens",
-      "2",
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
+  const child = spawnFakeModel(["--listen", "127.0.0.1:0", "--tokens", "2"]);
   const stderr = new Response(child.stderr).text();
   const reader = child.stdout.getReader();
   try {
@@ -82,27 +84,15 @@ Deno.test("skeid fake-model rejects a bad option with exit 2", async () => {
 });
 
 Deno.test("skeid fake-model --nodes 2 --sim serves two simulated nodes, one URL a line", async () => {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--quiet",
-      "--no-prompt",
-      "--allow-net=127.0.0.1",
-      "--allow-read",
-      "--allow-env",
-      MAIN,
-      "fake-model",
-      "--listen",
-      "127.0.0.1:0",
-      "--nodes",
-      "2",
-      "--sim",
-      "--itl-ms",
-      "0",
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
+  const child = spawnFakeModel([
+    "--listen",
+    "127.0.0.1:0",
+    "--nodes",
+    "2",
+    "--sim",
+    "--itl-ms",
+    "0",
+  ]);
   const stderr = new Response(child.stderr).text();
   const reader = child.stdout.getReader();
   try {
