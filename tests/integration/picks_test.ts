@@ -128,3 +128,58 @@ Deno.test("least_loaded and round_robin: no route on a round_robin event, least_
     await Promise.all(fakes.map((f) => f.close()));
   }
 });
+
+Deno.test("affinity on every face: Anthropic, Ollama and Responses sessions stick to their node", async () => {
+  const fakes = engines(3);
+  const t = await startGateway({
+    nodes: fakes.map((f, i) => ({ id: `gpu-${i}`, url: f.url, model: "m", max_conns: 16 })),
+    routing: { pick: "affinity" },
+  });
+  try {
+    const system = SYSTEM("faces");
+    const bodies: [string, (turn: number) => Record<string, unknown>, Record<string, string>][] = [
+      ["/v1/messages", (turn) => ({
+        model: "m",
+        max_tokens: 4,
+        system,
+        metadata: { user_id: "anthropic-user" },
+        messages: [{ role: "user", content: `anthropic turn ${turn}` }],
+      }), { "anthropic-version": "2023-06-01" }],
+      ["/api/chat", (turn) => ({
+        model: "m",
+        stream: false,
+        messages: [{ role: "system", content: system }, {
+          role: "user",
+          content: `ollama turn ${turn}`,
+        }],
+      }), {}],
+      ["/v1/responses", (turn) => ({
+        model: "m",
+        instructions: system,
+        prompt_cache_key: "responses-session",
+        input: `responses turn ${turn}`,
+      }), {}],
+    ];
+    const seen = new Map<string, Set<string>>();
+    for (let turn = 0; turn < 3; turn++) {
+      for (const [path, body, headers] of bodies) {
+        const r = await post(`${t.base}${path}`, body(turn), headers);
+        assertEquals(r.status, 200, `${path}: ${r.text}`);
+        const nodes = seen.get(path) ?? new Set();
+        nodes.add(r.headers.get("x-skeid-node")!);
+        seen.set(path, nodes);
+      }
+    }
+    for (const [path, nodes] of seen) assertEquals(nodes.size, 1, `${path}: ${[...nodes]}`);
+    const events = await t.sink.waitFor(9);
+    const kinds = Object.fromEntries(events.map((e) => [e.endpoint, e.route?.key_kind]));
+    assertEquals(kinds, {
+      "/v1/messages": "metadata_user_id",
+      "/api/chat": "prompt",
+      "/v1/responses": "prompt_cache_key",
+    });
+  } finally {
+    await t.stop();
+    await Promise.all(fakes.map((f) => f.close()));
+  }
+});
