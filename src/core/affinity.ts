@@ -172,7 +172,8 @@ export class AffinityRouter {
         explore,
       }, explain);
       if (!explain && hint!.blocks.length > 0) {
-        index!.record(this.nodeHash(nodes[decision.index].node.id), hint!.blocks);
+        const known = decision.cached_tokens / BLOCK_TOKENS;
+        index!.record(this.nodeHash(nodes[decision.index].node.id), hint!.blocks, known);
       }
     }
     if (!explain) this.#count(decision);

@@ -80,11 +80,21 @@ export class PrefixIndex {
     return this.#words.byteLength;
   }
 
-  /** Remembers that `blocks` (a prompt's chained block hashes) were routed to `node` now. */
-  record(node: number, blocks: ArrayLike<number>): void {
+  /**
+   * Remembers that `blocks` (a prompt's chained block hashes) were routed to `node` now. `known`:
+   * how many leading blocks the caller just found remembered there (`matched`); while the chain
+   * was refreshed less than an eighth of the time-to-live ago (its first block's time), only the
+   * blocks after them are written — a long conversation costs its new blocks, not all of them.
+   */
+  record(node: number, blocks: ArrayLike<number>, known = 0): void {
     const second = this.#second();
     const w = this.#words;
-    for (let i = 0; i < blocks.length; i++) {
+    let from = 0;
+    if (known > 0 && known <= blocks.length) {
+      const at = this.#find(node, blocks[0]);
+      if (at >= 0 && second - w[at + 2] < this.#ttlS / 8) from = known;
+    }
+    for (let i = from; i < blocks.length; i++) {
       const key = entryKey(blocks[i], node);
       const base = (key % this.#buckets) * WAYS * WORDS;
       let place = -1;
@@ -109,15 +119,25 @@ export class PrefixIndex {
 
   /** Whether block `block` is remembered for `node` and younger than the time-to-live. */
   has(node: number, block: number): boolean {
+    return this.#has(node, block, this.#second() - this.#ttlS);
+  }
+
+  /** `has`, with the oldest second still live computed by the caller (once per prompt). */
+  #has(node: number, block: number, oldest: number): boolean {
+    const at = this.#find(node, block);
+    return at >= 0 && this.#words[at + 2] >= oldest;
+  }
+
+  /** Where the entry of (node, block) is in the words, or -1. */
+  #find(node: number, block: number): number {
     const key = entryKey(block, node);
     const base = (key % this.#buckets) * WAYS * WORDS;
     const w = this.#words;
-    const oldest = this.#second() - this.#ttlS;
     for (let j = 0; j < WAYS; j++) {
       const at = base + j * WORDS;
-      if (w[at] === key && w[at + 1] === node) return w[at + 2] >= oldest;
+      if (w[at] === key && w[at + 1] === node) return at;
     }
-    return false;
+    return -1;
   }
 
   /**
@@ -126,11 +146,12 @@ export class PrefixIndex {
    * means (up to evictions) blocks 0..i are too. Costs O(log n) lookups, not n.
    */
   matched(node: number, blocks: ArrayLike<number>): number {
+    const oldest = this.#second() - this.#ttlS;
     let lo = 0; // blocks [0, lo) are known to match
     let hi = blocks.length; // blocks [hi, n) are known not to
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (this.has(node, blocks[mid])) lo = mid + 1;
+      if (this.#has(node, blocks[mid], oldest)) lo = mid + 1;
       else hi = mid;
     }
     return lo;

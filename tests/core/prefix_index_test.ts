@@ -40,3 +40,20 @@ Deno.test("prefix index: two indexes over one shared buffer see each other's ent
   a.record(3, chain(5, 10));
   assertEquals(b.matched(3, chain(5, 10)), 10);
 });
+
+Deno.test("prefix index: a fresh chain is extended by its new blocks; a stale one refreshed whole", () => {
+  const clock = { t: 1_700_000_000_000 };
+  const index = new PrefixIndex({ capacity: 4096, ttlMs: 80_000, now: () => clock.t });
+  const prompt = chain(3, 30);
+  index.record(1, prompt.subarray(0, 20));
+  clock.t += 5_000; // within an eighth of the time-to-live: only blocks 20.. are written
+  index.record(1, prompt, 20);
+  assertEquals(index.matched(1, prompt), 30);
+  clock.t += 76_000; // blocks 0..19 are 81 s old, 20..29 are 76 s: the head expired
+  assertEquals(index.matched(1, prompt), 0);
+  index.record(1, prompt, 0);
+  clock.t += 20_000; // older than an eighth now: a record with known blocks refreshes them all
+  index.record(1, prompt, 30);
+  clock.t += 70_000;
+  assertEquals(index.matched(1, prompt), 30, "refreshed 70 s ago, within the 80 s");
+});
