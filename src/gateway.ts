@@ -96,6 +96,8 @@ export interface GatewayOptions {
    * 10,000; 0 = none.
    */
   keepaliveMs?: number;
+  /** The prefix index words the workers' affinity picks share (ADR 0031); default its own. */
+  prefixIndex?: SharedArrayBuffer;
   /** How the config file is read (a worker reads the text its supervisor sent). */
   configFs?: ConfigFileSystem;
   /**
@@ -259,6 +261,7 @@ export class Gateway implements ProxyContext {
       now: opts.now,
       workerCount: opts.workerCount,
       inflight: opts.inflight,
+      prefixIndex: opts.prefixIndex,
       env,
       logger: this.logger,
       // addNode (admin API, functions) refuses a registry probe block a config load refuses.

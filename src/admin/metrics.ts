@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { RoutingCore } from "../core/routing_core.ts";
+import type { RoutingCore, RoutingMetrics } from "../core/routing_core.ts";
 import type { BudgetStatus } from "../core/budget.ts";
 import type { Node } from "../core/types.ts";
 
@@ -194,6 +194,60 @@ export class GatewayMetrics {
     h.count++;
   }
 
+  /** The picks' series: picks by kind and outcome, the prefix index, per-node TTFT numbers. */
+  #renderPicks(
+    routing: RoutingMetrics,
+    family: (name: string, type: string, help: string) => void,
+    sample: (name: string, pairs: [string, string][], n: number) => void,
+  ): void {
+    family(
+      "skeid_route_picks_total",
+      "counter",
+      "least_loaded and affinity picks by session key kind and outcome (hit, miss, spilled).",
+    );
+    for (const p of routing.picks) {
+      sample(
+        "skeid_route_picks_total",
+        [["pick", p.pick], ["key_kind", p.key_kind], ["outcome", p.outcome]],
+        p.count,
+      );
+    }
+    family("skeid_prefix_index_blocks", "gauge", "Prompt blocks the prefix index remembers.");
+    sample("skeid_prefix_index_blocks", [], routing.index_blocks);
+    family("skeid_prefix_index_bytes", "gauge", "Memory of the prefix index, bytes.");
+    sample("skeid_prefix_index_bytes", [], routing.index_bytes);
+    const perNode: [string, string, string, (n: RoutingMetrics["nodes"][number]) => number][] = [
+      [
+        "skeid_node_prefill_ms_per_token",
+        "gauge",
+        "Prefill cost per uncached prompt token, learned from the node's TTFT.",
+        (n) => n.prefill_ms_per_token,
+      ],
+      [
+        "skeid_node_ttft_predicted_ms_total",
+        "counter",
+        "Sum of the TTFT the pick predicted, over requests whose TTFT was measured.",
+        (n) => n.predicted_ttft_ms_total,
+      ],
+      [
+        "skeid_node_ttft_measured_ms_total",
+        "counter",
+        "Sum of the TTFT measured, over the same requests.",
+        (n) => n.measured_ttft_ms_total,
+      ],
+      [
+        "skeid_node_ttft_compared_total",
+        "counter",
+        "Requests whose TTFT was both predicted and measured.",
+        (n) => n.compared,
+      ],
+    ];
+    for (const [name, type, help, read] of perNode) {
+      family(name, type, help);
+      for (const n of routing.nodes) sample(name, [["node", n.node_id]], read(n));
+    }
+  }
+
   /** Prometheus text format 0.0.4: node state from the core, then these counters. */
   render(skeid: RoutingCore): string {
     const out: string[] = [];
@@ -292,6 +346,8 @@ export class GatewayMetrics {
       "Times the node was ejected after transport failures.",
       (node) => ejections.get(node.id)?.ejections_total ?? 0,
     );
+
+    this.#renderPicks(skeid.routingMetrics(), family, sample);
 
     family(
       "skeid_request_duration_seconds",

@@ -22,6 +22,7 @@ import type { Tenancy } from "../core/tenancy.ts";
 import { keyStatus } from "./keys.ts";
 import type { IssuedKeyDirectory } from "../customer_keys/directory.ts";
 import { keysAdminRoutes } from "../customer_keys/admin_keys.ts";
+import { explainRoute } from "./route_explain.ts";
 import { bearerToken, secretMatches } from "./auth.ts";
 import { errorMessage } from "../error_message.ts";
 import { isJsonObject } from "../core/json.ts";
@@ -187,6 +188,18 @@ export function adminRoutes(deps: AdminDeps): Hono {
     new Response(deps.metrics.render(skeid), {
       headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
     }));
+
+  // How each tier of a model's route plan would pick for a sample request, with the scores.
+  app.get("/skeid/route", (c) => {
+    const model = c.req.query("model") ?? "";
+    if (model === "") return json({ ok: false, error: "model: query parameter required" }, 400);
+    return json(explainRoute(skeid, {
+      model,
+      prompt: c.req.query("prompt"),
+      session: c.req.query("session"),
+      apiKeyId: c.req.query("api_key_id"),
+    }));
+  });
 
   // ---- usage -------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@
  * @module
  */
 import type { RoutingCore } from "../core/routing_core.ts";
-import type { CapacityReading, CapacitySpec, Node } from "../core/types.ts";
+import type { CapacityReading, CapacitySpec, Node, NodeQueue } from "../core/types.ts";
 import { DEFAULT_PROBE_INTERVAL_MS } from "../core/inventory.ts";
 import { concatBytes } from "../bytes.ts";
 
@@ -94,6 +94,8 @@ export interface ProbeReading {
   retry_after?: number;
   /** Which provider quota the reading is about; reports only. */
   quota?: string;
+  /** The node's queue and cache gauges, for the picks (`prometheus.ts`). */
+  queue?: NodeQueue;
 }
 
 /** A probe answer read whole: status, headers and the exact body bytes. */

@@ -1,8 +1,13 @@
 /**
- * The Prometheus probe (`probe: prometheus`): vLLM, SGLang and TGI publish how many requests
- * they run and how many wait — including traffic this Skeid never sent, which is what inflight
- * cannot see (ADR 0019). `used` is running + waiting: a queued request occupies the node as
- * surely as a running one.
+ * The Prometheus probe (`probe: prometheus`): vLLM, SGLang, TGI and llama.cpp publish how many
+ * requests they run and how many wait — including traffic this Skeid never sent, which is what
+ * inflight cannot see (ADR 0019). `used` is running + waiting: a queued request occupies the
+ * node as surely as a running one. The same poll reads the KV cache gauges and prefix-cache
+ * counters the picks use (`queue` of the reading).
+ *
+ * Every name comes from one table, {@link ENGINE_METRICS}: an engine that renames a metric
+ * (vLLM's `gpu_cache_usage_perc` → `kv_cache_usage_perc`) gets its new name added beside the
+ * old one there, and both keep working.
  *
  * Block keys: `url` (full URL) or `path` (default `/metrics`, beside the node's API); `running`
  * (alias `used`) and `waiting`, each a metric name or a list; `limit` (default the node's
@@ -12,20 +17,107 @@
  */
 import type { CapacityProbe, ProbeContext } from "./probe.ts";
 import { endpointUrl } from "./probe.ts";
+import type { NodeQueue } from "../core/types.ts";
 
-/** Running-request gauges known by default: vLLM, SGLang, TGI. */
-export const DEFAULT_RUNNING_METRICS: readonly string[] = Object.freeze([
-  "vllm:num_requests_running",
-  "sglang:num_running_reqs",
-  "tgi_batch_current_size",
+/** The metric names of one engine: for each gauge, its names, newest first. */
+export interface EngineMetricNames {
+  /** The engine. */
+  engine: string;
+  /** Requests running. */
+  running: readonly string[];
+  /** Requests waiting in the engine's queue. */
+  waiting: readonly string[];
+  /** KV cache in use, 0..1 (the first present counts). */
+  kv_usage: readonly string[];
+  /** Prefix cache lookups, a counter (tokens for vLLM). */
+  prefix_queries: readonly string[];
+  /** Prefix cache hits, a counter. */
+  prefix_hits: readonly string[];
+}
+
+/** The metric names per engine; README "Knowing the node's load" lists the same table. */
+export const ENGINE_METRICS: readonly EngineMetricNames[] = Object.freeze([
+  {
+    engine: "vllm",
+    running: ["vllm:num_requests_running"],
+    waiting: ["vllm:num_requests_waiting"],
+    // 0.10 renamed gpu_cache_usage_perc; both are read, the new one first.
+    kv_usage: ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
+    prefix_queries: ["vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"],
+    prefix_hits: ["vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"],
+  },
+  {
+    engine: "sglang",
+    running: ["sglang:num_running_reqs"],
+    waiting: ["sglang:num_queue_reqs"],
+    kv_usage: ["sglang:token_usage"],
+    prefix_queries: [],
+    prefix_hits: [],
+  },
+  {
+    engine: "tgi",
+    running: ["tgi_batch_current_size"],
+    waiting: ["tgi_queue_size"],
+    kv_usage: [],
+    prefix_queries: [],
+    prefix_hits: [],
+  },
+  {
+    engine: "llamacpp",
+    running: ["llamacpp:requests_processing"],
+    waiting: ["llamacpp:requests_deferred"],
+    kv_usage: ["llamacpp:kv_cache_usage_ratio"],
+    prefix_queries: [],
+    prefix_hits: [],
+  },
 ]);
 
-/** Waiting-request gauges known by default: vLLM, SGLang, TGI. */
-export const DEFAULT_WAITING_METRICS: readonly string[] = Object.freeze([
-  "vllm:num_requests_waiting",
-  "sglang:num_queue_reqs",
-  "tgi_queue_size",
-]);
+/** Running-request gauges known by default: every engine's in the table. */
+export const DEFAULT_RUNNING_METRICS: readonly string[] = Object.freeze(
+  ENGINE_METRICS.flatMap((e) => e.running),
+);
+
+/** Waiting-request gauges known by default: every engine's in the table. */
+export const DEFAULT_WAITING_METRICS: readonly string[] = Object.freeze(
+  ENGINE_METRICS.flatMap((e) => e.waiting),
+);
+
+/** The first of `names` present, else undefined (one gauge under an old and a new name). */
+function firstOf(
+  values: ReadonlyMap<string, number>,
+  names: readonly string[],
+): number | undefined {
+  for (const name of names) {
+    const v = values.get(name);
+    if (v !== undefined) return v;
+  }
+  return undefined;
+}
+
+/**
+ * The queue and cache gauges of a metrics page: running and waiting as the probe's names give
+ * them, KV usage and the prefix counters of the first engine in the table that shows any.
+ */
+export function queueFromMetrics(
+  values: ReadonlyMap<string, number>,
+  names: MetricNames,
+): NodeQueue | undefined {
+  const running = sumOf(values, names.running);
+  const waiting = sumOf(values, names.waiting);
+  if (running === undefined && waiting === undefined) return undefined;
+  const queue: NodeQueue = { running: running ?? 0, waiting: waiting ?? 0 };
+  for (const engine of ENGINE_METRICS) {
+    const kv = firstOf(values, engine.kv_usage);
+    const queries = firstOf(values, engine.prefix_queries);
+    const hits = firstOf(values, engine.prefix_hits);
+    if (kv === undefined && queries === undefined && hits === undefined) continue;
+    if (kv !== undefined) queue.kv_usage = kv;
+    if (queries !== undefined) queue.prefix_queries = queries;
+    if (hits !== undefined) queue.prefix_hits = hits;
+    break;
+  }
+  return queue;
+}
 
 /** `name[{labels}] value [timestamp]`; the timestamp (ms) is allowed and ignored. */
 const LINE = /^\s*([A-Za-z_:][A-Za-z0-9_:]*)(?:\{[^}]*\})?\s+([-+0-9.eE]+|NaN)(?:\s+-?\d+)?\s*$/;
@@ -91,10 +183,8 @@ export function usedFromMetrics(
   values: ReadonlyMap<string, number>,
   names: MetricNames,
 ): number | undefined {
-  const running = sumOf(values, names.running);
-  const waiting = sumOf(values, names.waiting);
-  if (running === undefined && waiting === undefined) return undefined;
-  return (running ?? 0) + (waiting ?? 0);
+  const queue = queueFromMetrics(values, names);
+  return queue === undefined ? undefined : queue.running + queue.waiting;
 }
 
 /** A positive number from a block value, else undefined. */
@@ -135,14 +225,14 @@ export function prometheusProbe(ctx: ProbeContext): CapacityProbe {
         ctx.enter("unreachable", `HTTP ${answer.status}`);
         return;
       }
-      const used = usedFromMetrics(parseMetrics(decoder.decode(answer.body)), names);
-      if (used === undefined) {
+      const queue = queueFromMetrics(parseMetrics(decoder.decode(answer.body)), names);
+      if (queue === undefined) {
         // It answered but said nothing understood: most likely the wrong names for this engine.
         ctx.forget();
         ctx.enter("unknown_metrics", `none of ${[...names.running, ...names.waiting].join(", ")}`);
         return;
       }
-      ctx.report({ used, limit: limit() });
+      ctx.report({ used: queue.running + queue.waiting, limit: limit(), queue });
       ctx.enter("ok");
     },
   };

@@ -9,6 +9,7 @@
  */
 import { z } from "zod";
 import { type ConfigIssue, formatPath, type PathSegment } from "./errors.ts";
+import { PICK_KINDS } from "../core/pick.ts";
 
 const TRUE_WORDS = new Set(["true", "yes", "on", "1"]);
 const FALSE_WORDS = new Set(["false", "no", "off", "0", ""]);
@@ -55,6 +56,10 @@ export const routingSchema = z.object({
   budget_refresh_ms: z.preprocess(toNumber, z.number().int().min(1)).nullish(),
   max_retry_after_ms: z.preprocess(toNumber, z.number().int().min(0)).nullish(),
   max_reserve_tokens: z.preprocess(toNumber, z.number().int().min(1)).nullish(),
+  pick: z.enum(PICK_KINDS).nullish(),
+  affinity_bound: z.preprocess(toNumber, z.number().gt(1)).nullish(),
+  prefix_index_blocks: z.preprocess(toNumber, z.number().int().min(1024).max(1 << 26)).nullish(),
+  prefix_index_ttl_s: z.preprocess(toNumber, z.number().gt(0)).nullish(),
 });
 
 /** The routing keys the config may set. */

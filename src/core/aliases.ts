@@ -10,6 +10,7 @@ import { normalizeEngineId } from "./engines.ts";
 import { normalizeTags } from "./tags.ts";
 import { ConfigPathError, formatPath, type PathSegment } from "./config_path.ts";
 import { isJsonObject } from "./json.ts";
+import { isPickKind, PICK_KINDS, type PickKind } from "./pick.ts";
 
 /** An alias spec that cannot be used; `path` is relative to the alias (`tiers[1].wait_ms`). */
 export class AliasError extends ConfigPathError {
@@ -81,12 +82,17 @@ export function normalizeAlias(name: string, spec: unknown): Alias {
       }
       waitMs = w as number;
     }
-    return Object.freeze({
+    const out: Omit<Tier, "deny_tags"> = {
       tags: Object.freeze(tags) as string[],
       model,
       engine,
       wait_ms: waitMs,
-    });
+    };
+    if (tier.pick !== undefined && tier.pick !== null) {
+      if (!isPickKind(tier.pick)) fail(`must be one of ${PICK_KINDS.join(", ")}`, [...at, "pick"]);
+      out.pick = tier.pick as PickKind;
+    }
+    return Object.freeze(out);
   });
   return Object.freeze({ tiers: Object.freeze(normalized) as Alias["tiers"] });
 }

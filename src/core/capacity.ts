@@ -9,7 +9,7 @@
  *
  * @module
  */
-import type { CapacityReading, CapacityReadingInput } from "./types.ts";
+import type { CapacityReading, CapacityReadingInput, NodeQueue } from "./types.ts";
 
 /** Options of a capacity table. */
 export interface CapacityTableOptions {
@@ -115,6 +115,8 @@ export class CapacityTable {
     if (expires !== undefined) reading.expires_at = expires;
     const interval = finite(input.interval_ms);
     if (interval !== undefined && interval > 0) reading.interval_ms = interval;
+    const queue = queueOf(input.queue);
+    if (queue !== undefined) reading.queue = queue;
     const relative = finite(input.retry_after_ms);
     const absolute = finite(input.retry_after);
     if (relative !== undefined && relative > 0) reading.retry_after = now + relative;
@@ -152,6 +154,26 @@ export class CapacityTable {
     if (r.expires_at === undefined) return aged;
     return aged === undefined ? r.expires_at : Math.min(aged, r.expires_at);
   }
+}
+
+/** A reading's queue gauges, checked: finite and not negative, else left out. */
+function queueOf(value: unknown): NodeQueue | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const q = value as Record<string, unknown>;
+  const count = (
+    v: unknown,
+  ) => (finite(v) !== undefined && (v as number) >= 0 ? v as number : undefined);
+  const running = count(q.running);
+  const waiting = count(q.waiting);
+  if (running === undefined && waiting === undefined) return undefined;
+  const out: NodeQueue = { running: running ?? 0, waiting: waiting ?? 0 };
+  const kv = count(q.kv_usage);
+  if (kv !== undefined) out.kv_usage = kv;
+  const queries = count(q.prefix_queries);
+  if (queries !== undefined) out.prefix_queries = queries;
+  const hits = count(q.prefix_hits);
+  if (hits !== undefined) out.prefix_hits = hits;
+  return out;
 }
 
 /** Whether a reading's backoff is still pending at `now`. */

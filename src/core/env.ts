@@ -5,6 +5,7 @@
  * @module
  */
 import type { RoutingSettings } from "./types.ts";
+import { DEFAULT_LOAD_BOUND, isPickKind } from "./pick.ts";
 
 /** Reads one environment variable; undefined when unset. */
 export type EnvReader = (name: string) => string | undefined;
@@ -30,6 +31,10 @@ export const BUILTIN_ROUTING: Readonly<RoutingSettings> = Object.freeze({
   budget_refresh_ms: 2000,
   max_retry_after_ms: 60_000,
   max_reserve_tokens: 1_000_000,
+  pick: "round_robin",
+  affinity_bound: DEFAULT_LOAD_BOUND,
+  prefix_index_blocks: 1_000_000,
+  prefix_index_ttl_s: 600,
 });
 
 /** Built-in `capacity_max_age_ms`. */
@@ -86,6 +91,15 @@ export function normalizeRoutingPatch(patch: Partial<RoutingSettings>): Partial<
   if (reserve !== undefined) {
     out.max_reserve_tokens = Math.min(Number.MAX_SAFE_INTEGER, Math.max(1, Math.trunc(reserve)));
   }
+  if (isPickKind(p.pick)) out.pick = p.pick;
+  // A bound of 1 or less would refuse every node the mean; the config check refuses it, this
+  // keeps an admin API patch from doing it.
+  const bound = num(p.affinity_bound);
+  if (bound !== undefined && bound > 1) out.affinity_bound = bound;
+  const blocks = num(p.prefix_index_blocks);
+  if (blocks !== undefined) out.prefix_index_blocks = Math.max(1024, Math.trunc(blocks));
+  const ttl = num(p.prefix_index_ttl_s);
+  if (ttl !== undefined) out.prefix_index_ttl_s = Math.max(1, ttl);
   return out;
 }
 

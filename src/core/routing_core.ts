@@ -65,6 +65,10 @@ import { FailureHistory, workerShare, workerShareWarnings } from "./admission.ts
 import { InflightTable } from "./inflight_table.ts";
 import { formatPath } from "./config_path.ts";
 import { hasAllTags, hasAnyTag, pickWeighted, RouteTable } from "./router.ts";
+import { AffinityRouter, type NodeLoadView, type PickCount } from "./affinity.ts";
+import type { PickExplanation } from "./pick.ts";
+import type { RouteHint } from "./route_hint.ts";
+import type { NodeCostView } from "./node_cost.ts";
 import {
   capacityMaxAgeFromEnv,
   type EnvReader,
@@ -107,6 +111,35 @@ export interface SkeidOptions {
    * 0029); undefined for any other id, which the policy set decides.
    */
   identityPolicy?: (apiKeyId: string) => Policy | null | undefined;
+  /** The prefix index words the workers of one process share (ADR 0031); default its own. */
+  prefixIndex?: SharedArrayBuffer;
+}
+
+/** A route hint, computed only when a pick reads it (`round_robin` never does). */
+export type RouteHintSource = () => RouteHint | undefined;
+
+/** What a measured request tells the picks about its node (`observeRoute`). */
+export interface RouteObservation {
+  /** Time to first token as the gateway measured it, ms. */
+  ttft_ms: number;
+  /** Prompt tokens the node reported. */
+  prompt_tokens: number;
+  /** Prompt tokens the node reported cached (absent: not reported). */
+  cached_tokens?: number;
+  /** What the pick predicted, ms (compared in `/skeid/metrics`). */
+  predicted_ttft_ms?: number;
+}
+
+/** The picks' state for `/skeid/metrics`. */
+export interface RoutingMetrics {
+  /** Picks by kind, key kind and outcome. */
+  picks: PickCount[];
+  /** Blocks the prefix index holds. */
+  index_blocks: number;
+  /** Bytes of the prefix index. */
+  index_bytes: number;
+  /** Learned numbers per node. */
+  nodes: (NodeCostView & { node_id: string })[];
 }
 
 /** Arguments of `routePlan`. */
@@ -194,6 +227,7 @@ export class RoutingCore {
   readonly #pricing = new PricingTable();
   readonly #inventory = new Inventory();
   readonly #routes: RouteTable;
+  readonly #affinity: AffinityRouter;
   readonly #validateNode: ((node: Node) => void) | undefined;
   readonly #identityPolicy: ((apiKeyId: string) => Policy | null | undefined) | undefined;
   readonly #listeners = new Set<CapacityListener>();
@@ -232,6 +266,7 @@ export class RoutingCore {
     this.#capacity = new CapacityTable({ now: this.now, maxAgeMs: this.capacityMaxAgeMs });
     this.#ejection = new EjectionTable({ ...options.ejection, now: this.now });
     this.#routes = new RouteTable(() => this.#inventory.sorted);
+    this.#affinity = new AffinityRouter(this.now, options.prefixIndex, this.capacityMaxAgeMs);
   }
 
   // ---- inventory ---------------------------------------------------------------------------
@@ -253,6 +288,7 @@ export class RoutingCore {
     if (existing) {
       this.#capacity.forget(node.id);
       this.#ejection.forget(node.id);
+      this.#affinity.forgetNode(node.id);
       existing.counters.failures = undefined;
     }
     const record = this.#inventory.upsert(node);
@@ -285,6 +321,7 @@ export class RoutingCore {
     if (!this.#inventory.remove(id)) return false;
     this.#capacity.forget(id);
     this.#ejection.forget(id);
+    this.#affinity.forgetNode(id);
     this.#inventoryChanged();
     return true;
   }
@@ -306,6 +343,7 @@ export class RoutingCore {
     for (const id of this.#inventory.replaceAll(nodes)) {
       this.#capacity.forget(id);
       this.#ejection.forget(id);
+      this.#affinity.forgetNode(id);
     }
     this.#recomputeShares();
     this.#inventoryChanged();
@@ -541,17 +579,88 @@ export class RoutingCore {
   }
 
   /**
-   * Next node by weighted round-robin over eligible nodes admission would take now. Picking
-   * does not admit: the caller still calls `startRequest`, which can refuse when another
-   * request took the slot in between.
+   * Next node among the eligible nodes admission would take now, by the selection's pick
+   * (`sel.pick`, else `routing.pick`): weighted round-robin, least loaded, or affinity (which
+   * reads `hint`, once, only then); `exclude`d nodes are left out by the scoring picks (the
+   * round-robin cursor moves on by itself, and its caller skips them). Picking does not admit: the caller still calls
+   * `startRequest`, which can refuse when another request took the slot in between.
    */
-  pickNode(sel: Selection): PickedNode | undefined {
+  pickNode(
+    sel: Selection,
+    hint?: RouteHintSource,
+    exclude?: ReadonlySet<string>,
+  ): PickedNode | undefined {
     const entry = this.#routes.entry(sel);
     if (entry.nodes.length === 0) return undefined;
-    const index = pickWeighted(entry, this.#admitsIn(entry.nodes));
-    if (index < 0) return undefined;
-    const record = entry.nodes[index];
-    return { ...record.node, inflight: this.#inflightOf(record), route_key: entry.key };
+    const kind = sel.pick ?? this.#routing.pick;
+    if (kind === "round_robin") {
+      const index = pickWeighted(entry, this.#admitsIn(entry.nodes));
+      if (index < 0) return undefined;
+      const record = entry.nodes[index];
+      return { ...record.node, inflight: this.#inflightOf(record), route_key: entry.key };
+    }
+    const inSelection = this.#admitsIn(entry.nodes);
+    // A score picks the same node again and again: failover must rule the failed ones out here.
+    const admits = exclude === undefined || exclude.size === 0
+      ? inSelection
+      : (record: NodeRecord) => !exclude.has(record.node.id) && inSelection(record);
+    const routeHint = kind === "affinity" ? hint?.() : undefined;
+    const decision = this.#affinity.decide(
+      kind,
+      entry.nodes,
+      admits,
+      this.#loadView,
+      this.#routing,
+      routeHint,
+    );
+    if (decision === undefined) return undefined;
+    const record = entry.nodes[decision.index];
+    const { candidates: _, bound_load: __, ...route } = decision;
+    return { ...record.node, inflight: this.#inflightOf(record), route_key: entry.key, route };
+  }
+
+  /**
+   * What the selection's pick would decide for a request now, with every candidate's numbers
+   * (`GET /skeid/route`); changes nothing. Undefined when no node admits; a `round_robin`
+   * selection is explained as `least_loaded` would see it, since its cursor is not a score.
+   */
+  explainPick(sel: Selection, hint?: RouteHint): PickExplanation | undefined {
+    const entry = this.#routes.entry(sel);
+    const kind = (sel.pick ?? this.#routing.pick) === "affinity" ? "affinity" : "least_loaded";
+    return this.#affinity.decide(
+      kind,
+      entry.nodes,
+      this.#admitsIn(entry.nodes),
+      this.#loadView,
+      this.#routing,
+      kind === "affinity" ? hint : undefined,
+      true,
+    );
+  }
+
+  /**
+   * What a finished request showed of its node: its TTFT against its uncached prompt tokens (the
+   * node's prefill cost is learned from these) and what the pick had predicted.
+   */
+  observeRoute(id: string, seen: RouteObservation): void {
+    const cached = seen.cached_tokens ?? 0;
+    const uncached = Math.max(0, seen.prompt_tokens - cached);
+    this.#affinity.costs.observeTtft(id, seen.ttft_ms, uncached, seen.predicted_ttft_ms);
+  }
+
+  /** The picks' counters, the prefix index's size and each node's learned numbers. */
+  routingMetrics(): RoutingMetrics {
+    const nodes: RoutingMetrics["nodes"] = [];
+    for (const record of this.#inventory.records()) {
+      const id = record.node.id;
+      nodes.push({ node_id: id, ...this.#affinity.costs.view(id) });
+    }
+    return {
+      picks: this.#affinity.picks(),
+      index_blocks: this.#affinity.indexSize(),
+      index_bytes: this.#affinity.indexBytes(),
+      nodes,
+    };
   }
 
   /**
@@ -632,6 +741,11 @@ export class RoutingCore {
     const duration = outcome.duration_ms;
     if (typeof duration === "number" && Number.isFinite(duration) && duration > 0) {
       counters.duration_ms_total += duration;
+      if (outcome.ok && !outcome.aborted) this.#affinity.costs.observeService(id, duration);
+    }
+    // An ejected node's cache is as good as gone: what the index remembers of it would mislead.
+    if (outcome.transport === "failure" && !this.#ejection.admits(id)) {
+      this.#affinity.forgetNode(id);
     }
     this.#notify();
     return true;
@@ -712,6 +826,18 @@ export class RoutingCore {
    */
   setCapacityReading(id: string, input: CapacityReadingInput): CapacityReading | undefined {
     if (!this.#inventory.get(id)) return undefined;
+    const queue = input.queue;
+    if (queue !== undefined) {
+      // A prefix-cache counter going down: the engine restarted (or its cache was reset).
+      const before = this.#capacity.get(id)?.queue?.prefix_queries;
+      const after = queue.prefix_queries;
+      if (before !== undefined && after !== undefined && after < before) {
+        this.#affinity.forgetNode(id);
+      }
+      this.#affinity.costs.observeRunning(id, queue.running);
+      const record = this.#inventory.get(id)!;
+      this.#affinity.observeQueue(id, queue.running + queue.waiting, this.#inflightOf(record));
+    }
     const reading = this.#capacity.set(id, input);
     this.#notify();
     return reading;
@@ -810,6 +936,15 @@ export class RoutingCore {
     if (out.size === 0) return this.#admits;
     return (record) => !out.has(record.node.id) && this.#admits(record);
   }
+
+  /**
+   * What the picks read of a node's load: this gateway's inflight now, plus the traffic from
+   * elsewhere its last probe reading showed; and the slots its share gives.
+   */
+  readonly #loadView: NodeLoadView = {
+    load: (record) => this.#inflightOf(record) + this.#affinity.external(record.node.id),
+    slots: (record) => record.share,
+  };
 
   /** Workers that divide max_conns: none beyond one when they share the inflight table. */
   #dividingWorkers(): number {

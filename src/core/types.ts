@@ -7,6 +7,7 @@
  *
  * @module
  */
+import type { PickDecision, PickKind } from "./pick.ts";
 import type { BudgetSettings, KeyLimits, ShareSettings } from "./key_policy.ts";
 
 /** The token counts a usage event bills; 0 where the upstream reported nothing. */
@@ -96,6 +97,8 @@ export interface PickedNode extends Node {
   inflight: number;
   /** The route key (`model|engine|tags|-denytags`) whose round-robin cursor picked the node. */
   route_key: string;
+  /** What a `least_loaded` or `affinity` pick decided; absent for `round_robin`. */
+  route?: PickDecision;
 }
 
 /** One tier of a route plan. */
@@ -108,6 +111,8 @@ export interface Tier {
   engine: string;
   /** How long to wait for capacity in this tier before falling through, ms. */
   wait_ms: number;
+  /** How this tier chooses among its admitting nodes; absent: `routing.pick`. */
+  pick?: PickKind;
   /** Tags of nodes this request must never reach (from the customer key's policy). */
   deny_tags: string[];
 }
@@ -160,6 +165,8 @@ export interface Selection {
   tags?: readonly string[];
   /** Tags a node must carry none of (the customer key's deny tags). */
   deny_tags?: readonly string[];
+  /** How to choose among the admitting nodes; absent: `routing.pick`. */
+  pick?: PickKind;
 }
 
 /** The answer of `routeState`. */
@@ -202,6 +209,22 @@ export interface CapacityReading {
   interval_ms?: number;
   /** Backoff: nothing is sent before this moment, epoch ms. */
   retry_after?: number;
+  /** The node's own queue and cache gauges, when a probe reads them (picks read them). */
+  queue?: NodeQueue;
+}
+
+/** A node's queue and KV cache as its engine's metrics tell them (`capacity/prometheus.ts`). */
+export interface NodeQueue {
+  /** Requests running. */
+  running: number;
+  /** Requests waiting in the engine's queue. */
+  waiting: number;
+  /** KV cache in use, 0..1; absent when the engine does not say. */
+  kv_usage?: number;
+  /** Prefix cache lookups so far (a counter: going down means the engine restarted). */
+  prefix_queries?: number;
+  /** Prefix cache hits so far. */
+  prefix_hits?: number;
 }
 
 /** What `setCapacityReading` takes. */
@@ -224,6 +247,8 @@ export interface CapacityReadingInput {
   expires_at?: number;
   /** How often this source reports, ms; ignored unless above 0. */
   interval_ms?: number;
+  /** The node's queue and cache gauges (a probe that reads them). */
+  queue?: NodeQueue;
 }
 
 /** How a request ended, for `finishRequest`. `aborted` wins over `ok`. */
@@ -380,4 +405,12 @@ export interface RoutingSettings {
    * this much.
    */
   max_reserve_tokens: number;
+  /** The pick of every selection whose tier names none (default `round_robin`). */
+  pick: PickKind;
+  /** `affinity`'s load bound: a node takes a session while below bound × mean (default 1.25). */
+  affinity_bound: number;
+  /** Prompt blocks the prefix index remembers, all nodes together (default 1,000,000). */
+  prefix_index_blocks: number;
+  /** How long the prefix index remembers a routed block, s (default 600). */
+  prefix_index_ttl_s: number;
 }

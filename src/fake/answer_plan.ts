@@ -83,6 +83,8 @@ export interface AnswerPlan {
   cutAfter: number | null;
   /** Split every SSE frame across two writes. */
   splitFrames: boolean;
+  /** Prompt tokens the simulated engine found cached (`prompt_tokens_details.cached_tokens`). */
+  cachedTokens?: number;
 }
 
 /** A request the fake model refuses (its `fake_*` fields are malformed). */
@@ -281,12 +283,17 @@ export function answerDelayMs(plan: AnswerPlan): number {
   return plan.ttftMs + plan.itlMs * Math.max(0, plan.completionTokens - 1);
 }
 
-function usageOf(plan: AnswerPlan, completion = plan.completionTokens) {
-  return {
+function usageOf(plan: AnswerPlan, completion = plan.completionTokens): Record<string, unknown> {
+  const usage: Record<string, unknown> = {
     prompt_tokens: plan.promptTokens,
     completion_tokens: completion,
     total_tokens: plan.promptTokens + completion,
   };
+  // As vLLM reports its prefix cache (with --enable-prompt-tokens-details).
+  if (plan.cachedTokens !== undefined) {
+    usage.prompt_tokens_details = { cached_tokens: plan.cachedTokens };
+  }
+  return usage;
 }
 
 /** The non-streamed answer (`chat.completion` or `text_completion`), usage always included. */
@@ -390,7 +397,7 @@ export function sseSteps(plan: AnswerPlan): TimedStep[] {
 }
 
 /** An SSE chunk frame (`data: {…}\n\n`) with `usage` added as its last field. */
-function withUsage(frame: string, usage: Record<string, number>): string {
+function withUsage(frame: string, usage: Record<string, unknown>): string {
   return `${frame.slice(0, -3)},"usage":${JSON.stringify(usage)}}\n\n`;
 }
 

@@ -59,6 +59,27 @@ export function chatPromptTokens(messages: unknown): number {
 }
 
 /**
+ * The prompt as the simulated engine tokenizes it: the words of every message's content text in
+ * order (a chat), or of the prompt (completions). Its length is `prompt_tokens`.
+ */
+export function promptWords(kind: "chat" | "completion", body: Record<string, unknown>): string[] {
+  const words: string[] = [];
+  const add = (text: string) => {
+    for (const word of text.match(/\S+/g) ?? []) words.push(word);
+  };
+  if (kind === "completion") {
+    const prompt = body.prompt;
+    if (typeof prompt === "string") add(prompt);
+    else if (Array.isArray(prompt)) { for (const p of prompt) if (typeof p === "string") add(p); }
+    return words;
+  }
+  if (Array.isArray(body.messages)) {
+    for (const m of body.messages) if (isJsonObject(m)) add(contentText(m.content));
+  }
+  return words;
+}
+
+/**
  * prompt_tokens of a completions or embeddings input: words of a string, the sum over a list
  * of strings, or the length of a token array (a list of numbers, or a list of such lists).
  */

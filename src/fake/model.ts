@@ -18,7 +18,21 @@ import {
   planAnswer,
   sseSteps,
 } from "./answer_plan.ts";
-import { embeddingBase64, embeddingInputs, embeddingVector, inputTokens } from "./content.ts";
+import {
+  embeddingBase64,
+  embeddingInputs,
+  embeddingVector,
+  inputTokens,
+  promptWords,
+} from "./content.ts";
+import {
+  engineMetricsText,
+  type EngineSettings,
+  type SequenceStart,
+  SequenceTooLong,
+  SimEngine,
+} from "./engine.ts";
+import { wallClock } from "./sim_clock.ts";
 import { withFakeOptions } from "./options.ts";
 import { FakeCut, timedStream } from "./stream.ts";
 import { isJsonObject } from "../core/json.ts";
@@ -39,6 +53,13 @@ export interface FakeModelOptions {
   modelName?: string;
   /** How many requests to keep in `requests` (default 1000; 0 keeps none — the benchmark). */
   record?: number;
+  /**
+   * Simulate an engine (KV block cache with prefix caching, `max_running` with a queue, TTFT
+   * from uncached tokens): chat and completions answers are timed by it, report
+   * `prompt_tokens_details.cached_tokens`, and `/metrics` shows its gauges. Absent: the plain
+   * fake model (timings from `ttftMs`/`itlMs` and the request's `fake_*` fields).
+   */
+  engine?: Partial<EngineSettings>;
 }
 
 /** One request the fake model received. */
@@ -93,6 +114,8 @@ export interface FakeModel {
   stats: FakeModelStats;
   /** Resolves once the server listens (it already does when `startFakeModel` returns). */
   ready: Promise<void>;
+  /** The simulated engine, when `engine` was given. */
+  engine?: SimEngine;
   /** Replaces the live `/metrics` gauges; `null` goes back to live values. */
   setMetrics(override: MetricsOverride | null): void;
   /** Stops listening and ends open streams. */
@@ -155,6 +178,7 @@ export function startFakeModel(opts: FakeModelOptions = {}): FakeModel {
     metricsRequests: 0,
   };
   let metricsOverride: MetricsOverride | null = null;
+  const engine = opts.engine ? new SimEngine(wallClock, opts.engine) : undefined;
   let seq = 0;
   // Aborted by close(): ends open streams and waits, which would otherwise hold shutdown().
   const stopping = new AbortController();
@@ -170,6 +194,7 @@ export function startFakeModel(opts: FakeModelOptions = {}): FakeModel {
   const metricsText = (): { status: number; text: string } => {
     const o = metricsOverride;
     if (o?.text !== undefined) return { status: o.status ?? 200, text: o.text };
+    if (engine && !o) return { status: 200, text: engineMetricsText(engine, defaults.modelName) };
     const running = o?.running ?? stats.inflight;
     const waiting = o?.waiting ?? 0;
     const label = `{model_name=${JSON.stringify(defaults.modelName)}}`;
@@ -180,6 +205,50 @@ export function startFakeModel(opts: FakeModelOptions = {}): FakeModel {
       "# TYPE vllm:num_requests_waiting gauge\n" +
       `vllm:num_requests_waiting${label} ${waiting.toFixed(1)}\n`;
     return { status: o?.status ?? 200, text };
+  };
+
+  /**
+   * Submits a chat or completions request to the engine and waits for its first token: answers
+   * the start and a cancel (the client left mid-answer), `aborted` when the client left first
+   * (the sequence is taken back), or a 400 answer when the prompt can never fit the cache.
+   */
+  const engineStart = (
+    engine: SimEngine,
+    plan: AnswerPlan,
+    words: string[],
+    req: Request,
+  ): Promise<{ start: SequenceStart; cancel: () => void } | "aborted" | Response> => {
+    const output = plan.pieces.length > 0
+      ? plan.pieces.map((p) => p.trim())
+      : Array.from({ length: Math.max(1, plan.completionTokens) }, (_, i) => `tök${i}`);
+    const { promise, resolve } = Promise.withResolvers<
+      { start: SequenceStart; cancel: () => void } | "aborted" | Response
+    >();
+    const signal = AbortSignal.any([req.signal, stopping.signal]);
+    let sequence: { cancel(): void };
+    const onAbort = () => {
+      sequence.cancel();
+      resolve("aborted");
+    };
+    try {
+      sequence = engine.submit(words, output, {
+        onFirstToken: (start) => {
+          signal.removeEventListener("abort", onAbort);
+          resolve({ start, cancel: () => sequence.cancel() });
+        },
+      });
+    } catch (e) {
+      if (!(e instanceof SequenceTooLong)) throw e;
+      return Promise.resolve(
+        new Response(errorBody(e.message, "invalid_request_error"), {
+          status: 400,
+          headers: JSON_HEADERS,
+        }),
+      );
+    }
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+    return promise;
   };
 
   /**
@@ -210,17 +279,24 @@ export function startFakeModel(opts: FakeModelOptions = {}): FakeModel {
     stats.aborted++;
   };
 
-  const streamAnswer = (plan: AnswerPlan, headers: Record<string, string>): Response => {
+  const streamAnswer = (
+    plan: AnswerPlan,
+    headers: Record<string, string>,
+    onAbort?: () => void,
+  ): Response => {
     const stream = timedStream(sseSteps(plan), {
       cut: plan.cutAfter !== null,
       split: plan.splitFrames,
       stop: stopping.signal,
       onEnd: (outcome) => {
-        if (outcome === "aborted" || outcome === "stopped") abortedNow();
-        else {
-          if (outcome === "cut") stats.cut++;
+        if (outcome === "aborted" || outcome === "stopped") {
+          onAbort?.();
+          abortedNow();
+        } else if (outcome === "cut") {
+          onAbort?.();
+          stats.cut++;
           finished();
-        }
+        } else finished();
       },
     });
     return new Response(stream, {
@@ -267,7 +343,24 @@ export function startFakeModel(opts: FakeModelOptions = {}): FakeModel {
         ++seq,
         Date.now(),
       );
-      if (plan.stream) return streamAnswer(plan, headers);
+      let cancel: (() => void) | undefined;
+      if (engine) {
+        // The engine decides when the first token comes and how fast the rest follow.
+        const started = await engineStart(engine, plan, promptWords(plan.kind, body), req);
+        if (started === "aborted") {
+          abortedNow();
+          return new Response(null, { status: 499 });
+        }
+        if (started instanceof Response) {
+          finished();
+          return started;
+        }
+        cancel = started.cancel;
+        plan.ttftMs = 0;
+        plan.itlMs = started.start.itlMs;
+        plan.cachedTokens = started.start.cachedTokens;
+      }
+      if (plan.stream) return streamAnswer(plan, headers, cancel);
       answer = JSON.stringify(jsonAnswer(plan));
       delay = answerDelayMs(plan);
     }
@@ -371,6 +464,7 @@ export function startFakeModel(opts: FakeModelOptions = {}): FakeModel {
     requests,
     stats,
     ready: Promise.resolve(),
+    engine,
     setMetrics(override) {
       metricsOverride = override;
     },

@@ -46,6 +46,7 @@ import { logRequest } from "./request_log.ts";
 import { continueConversation, type KeepTicket } from "../responses/response_keeper.ts";
 import { type NodeFaces, nodeFaces } from "./native.ts";
 import { RouteWalk } from "./walk.ts";
+import { routeHint } from "../core/route_hint.ts";
 import type { ProxyContext } from "./context.ts";
 
 /** What an attempt came to: the client's answer, the client gone, or a failure to fail over on. */
@@ -222,7 +223,9 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     this.#key = pass instanceof Promise ? await pass : pass;
 
     const walk = new RouteWalk(skeid, ctx.waiters, plan.tiers, this.requestedModel);
-    this.#walk = walk.sharing(id, upstream, routing.max_reserve_tokens);
+    const client = body;
+    this.#walk = walk.sharing(id, upstream, routing.max_reserve_tokens)
+      .hinting(() => routeHint(client, this.req.headers, upstream.body));
     const maxAttempts = Math.max(1, routing.max_attempts);
     let last: Failure | undefined;
     let keyMissing = 0;

@@ -5,8 +5,8 @@
  * @module
  */
 import type { RoutingCore } from "../core/routing_core.ts";
-import type { Node } from "../core/types.ts";
-import type { UsageEvent, UsageRecorder, UsageSource } from "../usage/types.ts";
+import type { Node, PickedNode } from "../core/types.ts";
+import type { RouteRecord, UsageEvent, UsageRecorder, UsageSource } from "../usage/types.ts";
 import type { Logger } from "../log.ts";
 import { errorMessage } from "../error_message.ts";
 import { buildUsageEvent, formatCreatedAt } from "../usage/event.ts";
@@ -64,8 +64,8 @@ export interface UsageFacts extends UsageOutcome {
   endpoint: string;
   /** The customer key id, or `anonymous`. */
   apiKeyId: string;
-  /** The node that served the last attempt. */
-  node: Pick<Node, "id" | "url" | "engine">;
+  /** The node that served the last attempt (and how it was picked, when not round-robin). */
+  node: Pick<Node, "id" | "url" | "engine"> & Pick<Partial<PickedNode>, "route">;
   /** The served model (the tier's `model`, else the requested model): it is what gets priced. */
   servedModel: string;
   /** The requested model (the client's `model`: an alias or a node model). */
@@ -129,7 +129,13 @@ export function usageEvent(skeid: RoutingCore, facts: UsageFacts): UsageEvent {
     ...(facts.contentBytes !== undefined ? { content_bytes: facts.contentBytes } : {}),
     ...(facts.ttftMs !== undefined ? { ttft_ms: Math.max(0, Math.round(facts.ttftMs)) } : {}),
     usage_source: facts.usageSource ?? "reported",
+    ...(facts.node.route !== undefined ? { route: routeRecord(facts.node.route) } : {}),
   }, skeid.now);
+}
+
+/** The usage event's `route` of a pick's decision. */
+function routeRecord(d: NonNullable<PickedNode["route"]>): RouteRecord {
+  return { pick: d.pick, key_kind: d.key_kind, hit: d.hit, spilled: d.spilled };
 }
 
 /** The request side of a usage event (an Exchange is one). */
@@ -170,7 +176,7 @@ export interface UsageSink {
 export function recordUsage(
   sink: UsageSink,
   req: UsageRequest,
-  node: Node,
+  node: Node & Pick<Partial<PickedNode>, "route">,
   servedModel: string,
   status: number,
   ok: boolean,
@@ -201,6 +207,15 @@ export function recordUsage(
       usageSource: extra.usageSource,
     });
     sink.recorder.record(event);
+    // A measured first token teaches the picks what this node's prefill costs.
+    if (event.ok && event.ttft_ms !== undefined && event.usage_source === "reported") {
+      skeid.observeRoute(node.id, {
+        ttft_ms: event.ttft_ms,
+        prompt_tokens: event.input_tokens,
+        cached_tokens: event.cached_tokens,
+        predicted_ttft_ms: node.route?.predicted_ttft_ms,
+      });
+    }
     if (extra.usageSource !== "estimated") {
       warnBadUsage(sink, node.id, extra.usage ?? extra.response);
     }

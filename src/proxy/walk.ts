@@ -18,13 +18,21 @@ import {
 import type { PickedNode, RouteState, Selection, Tier } from "../core/types.ts";
 import { type EstimatedRequest, requestTokensEstimate } from "./estimate.ts";
 import type { ShareTicket, Waiter, WaiterQueue } from "./wait.ts";
+import type { RouteHint } from "../core/route_hint.ts";
 
 /** What the walk needs from the core (a `RoutingCore` satisfies it). */
 export interface WalkCore {
   /** Whether any node is eligible for a selection, and whether any would be admitted now. */
   routeState(sel: Selection): RouteState;
-  /** The next node admission would take now, by weighted round-robin; does not admit. */
-  pickNode(sel: Selection): PickedNode | undefined;
+  /**
+   * The next node admission would take now, by the selection's pick; does not admit. `hint` is
+   * read only by the `affinity` pick; `exclude`d nodes are not picked (failover).
+   */
+  pickNode(
+    sel: Selection,
+    hint?: () => RouteHint | undefined,
+    exclude?: ReadonlySet<string>,
+  ): PickedNode | undefined;
   /** Admits one request on the node; false when another request took the slot in between. */
   startRequest(id: string): boolean;
   /** The core's clock, epoch ms. */
@@ -107,6 +115,8 @@ export class RouteWalk implements Waiter {
   #charged: EstimatedRequest | undefined;
   #maxReserve = 0;
   #policy: KeyPolicy | undefined;
+  /** The request's route hint, computed on the first pick that reads it (`hinting`). */
+  #hint: (() => RouteHint | undefined) | undefined;
 
   /**
    * A walk starting at the first tier; nothing is asked until `next()`.
@@ -132,6 +142,23 @@ export class RouteWalk implements Waiter {
     this.keyId = keyId;
     this.#charged = upstream;
     this.#maxReserve = maxReserve;
+    return this;
+  }
+
+  /**
+   * Gives the `affinity` pick the request's route hint: `source` runs at most once, on the first
+   * pick that reads it (a `round_robin` walk never does).
+   */
+  hinting(source: () => RouteHint | undefined): this {
+    let hint: RouteHint | undefined;
+    let done = false;
+    this.#hint = () => {
+      if (!done) {
+        done = true;
+        hint = source();
+      }
+      return hint;
+    };
     return this;
   }
 
@@ -244,7 +271,7 @@ export class RouteWalk implements Waiter {
     const excluded = this.#excluded;
     this.#sawFresh = excluded === undefined;
     for (let i = 0; i < MAX_PICKS; i++) {
-      const node = this.#core.pickNode(tier);
+      const node = this.#core.pickNode(tier, this.#hint, excluded);
       if (node === undefined) return false;
       if (excluded !== undefined && excluded.has(node.id)) continue;
       this.#sawFresh = true;

@@ -169,5 +169,14 @@ export function buildUsageEvent(
   };
   if (fields.content_bytes !== undefined) event.content_bytes = toCount(fields.content_bytes);
   if (fields.ttft_ms !== undefined) event.ttft_ms = toCount(fields.ttft_ms);
+  const route = record(fields.route);
+  if (route !== undefined) {
+    event.route = {
+      pick: text(route.pick),
+      key_kind: text(route.key_kind),
+      hit: route.hit === true,
+      spilled: route.spilled === true,
+    };
+  }
   return event;
 }

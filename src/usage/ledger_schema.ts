@@ -64,6 +64,8 @@ export const USAGE_COLUMNS: readonly UsageColumn[] = [
   { name: "attempts", sqlite: "INTEGER", postgresql: "INTEGER" },
   // ADR 0027: NULL (a row from before the column) reads as `reported`.
   { name: "usage_source", sqlite: "TEXT", postgresql: "TEXT" },
+  // The pick as JSON ({pick, key_kind, hit, spilled}); NULL for round_robin and older rows.
+  { name: "route", sqlite: "TEXT", postgresql: "TEXT" },
 ];
 
 /** Indexes; the event_id one is unique (the idempotency key of a replayed batch). */

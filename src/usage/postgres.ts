@@ -53,6 +53,8 @@ function pgValue(event: UsageEvent, name: string): Param {
   if (v === undefined || v === null) return null;
   if (typeof v === "boolean") return v;
   if (typeof v === "number") return Number.isFinite(v) ? v : 0;
+  // `route`: a small record of four fields.
+  if (typeof v === "object") return JSON.stringify(v);
   return String(v).replaceAll("\u0000", "");
 }
 

@@ -23,6 +23,8 @@ export function columnValue(event: UsageEvent, name: string): SQLInputValue {
   if (v === undefined || v === null) return null;
   if (typeof v === "boolean") return v ? 1 : 0;
   if (typeof v === "number") return Number.isFinite(v) ? v : 0;
+  // `route`: a small record of four fields.
+  if (typeof v === "object") return JSON.stringify(v);
   return String(v);
 }
 

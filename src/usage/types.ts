@@ -52,12 +52,26 @@ export interface UsageEvent extends TokenCounts, CostAmounts {
   ttft_ms?: number;
   /** How many upstream attempts this request took (failover). */
   attempts: number;
+  /** How the node was picked; absent for `round_robin` (and for events from before it). */
+  route?: RouteRecord;
   /**
    * Where the token counts come from (ADR 0027): `reported` by the upstream (exact; also an
    * event with no tokens at all), or `estimated` by Skeid for a request the client left before
    * the upstream reported its usage (from the request and the text relayed).
    */
   usage_source: UsageSource;
+}
+
+/** A usage event's pick: which pick, which session key kind, and how it went. */
+export interface RouteRecord {
+  /** `least_loaded` or `affinity`. */
+  pick: string;
+  /** The session key kind that decided (`prompt_cache_key`, …, `prompt`, `none`). */
+  key_kind: string;
+  /** Whether the node was the affinity node (the one most likely holding the prefix). */
+  hit: boolean;
+  /** Whether the load bound moved the request off the affinity node. */
+  spilled: boolean;
 }
 
 /** Where a usage event's token counts come from (ADR 0027). */

@@ -64,6 +64,8 @@ export type ToWorker =
     /** The group's fair-share board (`ShareBoard`), keyed by the key table's rows. */
     shareBuffer: SharedArrayBuffer;
     shareSize: ShareBoardSize;
+    /** The prefix index the workers' affinity picks share (ADR 0031). */
+    prefixBuffer: SharedArrayBuffer;
   }
   | ({ type: "config" } & ConfigVersion)
   | { type: "readings"; readings: [string, CapacityReadingInput | null][] }

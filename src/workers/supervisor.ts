@@ -16,6 +16,7 @@ import {
 } from "../core/inflight_table.ts";
 import { type ConfigFileSystem, denoFileSystem } from "../config/config_manager.ts";
 import type { CapacityReadingInput } from "../core/types.ts";
+import { PrefixIndex } from "../core/prefix_index.ts";
 import { errorMessage } from "../error_message.ts";
 import type { LogLevel } from "../log.ts";
 import { buildApp } from "../app.ts";
@@ -99,6 +100,11 @@ export class Supervisor {
   readonly keyTable: InflightTable;
   /** The fair-share board the workers share (ADR 0025). */
   readonly shareBuffer: SharedArrayBuffer;
+  /**
+   * The prefix index words every worker's affinity pick shares (ADR 0031), sized by the config
+   * at start; a reload to another size gives each worker an index of its own.
+   */
+  readonly prefixBuffer: SharedArrayBuffer;
   readonly shareSize: ShareBoardSize;
   readonly #share: ShareBoard;
   /** The group's rate windows and budgets (the supervisor's tenancy), asked by the workers. */
@@ -138,6 +144,7 @@ export class Supervisor {
     this.keyTable = InflightTable.shared(KEY_TABLE_CAPACITY, opts.workers);
     this.shareSize = { workers: opts.workers, keys: KEY_TABLE_CAPACITY };
     this.shareBuffer = ShareBoard.buffer(this.shareSize);
+    this.prefixBuffer = PrefixIndex.buffer(gateway.skeid.routing.prefix_index_blocks);
     this.#share = new ShareBoard(
       this.shareBuffer,
       this.shareSize,
@@ -417,6 +424,7 @@ export class Supervisor {
       keySize: { capacity: this.keyTable.capacity, workers: this.keyTable.workers },
       shareBuffer: this.shareBuffer,
       shareSize: this.shareSize,
+      prefixBuffer: this.prefixBuffer,
       gateway: {
         env: o.workerEnv,
         upstreamTimeoutMs: o.upstreamTimeoutMs,

@@ -153,6 +153,7 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
         // Posted before the request's key_admit (messages keep their order).
         grantRecorded: (grant) => post({ type: "grant", grant }),
       },
+      prefixIndex: msg.prefixBuffer,
       configFs: posted,
       wrap,
       keyBroker: msg.keyBroker ? remoteKeyBroker(createLogger(msg.gateway.logLevel)) : null,

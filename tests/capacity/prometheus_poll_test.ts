@@ -29,6 +29,7 @@ Deno.test("prometheus: used = running + waiting, limit = max_conns, 12 > 8 block
         limit: 8,
         at: f.time.now,
         interval_ms: 100,
+        queue: { running: 3, waiting: 1 },
       });
       assertEquals(f.probes.status()[0].url, fake.url.replace(/\/v1$/, "/metrics"));
       assertEquals(f.skeid.routeState({ model: "m" }).has_available, true);

@@ -4,6 +4,7 @@ import {
   DEFAULT_WAITING_METRICS,
   metricNames,
   parseMetrics,
+  queueFromMetrics,
   usedFromMetrics,
 } from "../../src/capacity/prometheus.ts";
 import { endpointUrl, loggableUrl, pollPeriodMs } from "../../src/capacity/probe.ts";
@@ -115,4 +116,44 @@ Deno.test("loggableUrl: user info and query never reach a log line", () => {
     "http://host:9/metrics",
   );
   assertEquals(loggableUrl("not a url"), "(invalid url)");
+});
+
+Deno.test("queue and cache gauges through the engine table: vLLM new and old names, SGLang, llama.cpp", () => {
+  const names = metricNames({});
+  const vllmNew = parseMetrics(`vllm:num_requests_running{model_name="q"} 5
+vllm:num_requests_waiting{model_name="q"} 2
+vllm:kv_cache_usage_perc{model_name="q"} 0.5
+vllm:gpu_cache_usage_perc{model_name="q"} 0.5
+vllm:prefix_cache_queries_total{model_name="q"} 1000
+vllm:prefix_cache_hits_total{model_name="q"} 800`);
+  assertEquals(queueFromMetrics(vllmNew, names), {
+    running: 5,
+    waiting: 2,
+    kv_usage: 0.5,
+    prefix_queries: 1000,
+    prefix_hits: 800,
+  });
+  // Before the rename: the old names alone still give the same reading.
+  const vllmOld = parseMetrics(`vllm:num_requests_running 1
+vllm:num_requests_waiting 0
+vllm:gpu_cache_usage_perc 0.25
+vllm:gpu_prefix_cache_queries_total 10
+vllm:gpu_prefix_cache_hits_total 4`);
+  assertEquals(queueFromMetrics(vllmOld, names), {
+    running: 1,
+    waiting: 0,
+    kv_usage: 0.25,
+    prefix_queries: 10,
+    prefix_hits: 4,
+  });
+  const sglang = parseMetrics(
+    "sglang:num_running_reqs 7\nsglang:num_queue_reqs 3\nsglang:token_usage 0.9",
+  );
+  assertEquals(queueFromMetrics(sglang, names), { running: 7, waiting: 3, kv_usage: 0.9 });
+  const llama = parseMetrics(
+    "llamacpp:requests_processing 2\nllamacpp:requests_deferred 1\nllamacpp:kv_cache_usage_ratio 0.3",
+  );
+  assertEquals(queueFromMetrics(llama, names), { running: 2, waiting: 1, kv_usage: 0.3 });
+  assertEquals(usedFromMetrics(llama, names), 3);
+  assertEquals(queueFromMetrics(parseMetrics("other 1"), names), undefined);
 });

@@ -208,3 +208,53 @@ Deno.test("check --workers N: workers share max_conns, only frontends split it (
     await tmp.cleanup();
   }
 });
+
+Deno.test("check: an unknown pick or a load bound of 1 or less fails with its path and line", async () => {
+  const { dir, cleanup } = await tempDir("skeid-check-");
+  const path = `${dir}/picks.yaml`;
+  try {
+    await Deno.writeTextFile(
+      path,
+      [
+        "nodes:",
+        "  - {id: a, url: 'http://a:8000/v1', model: m}",
+        "aliases:",
+        "  chat:",
+        "    tiers:",
+        "      - {model: m, pick: sticky}",
+        "routing:",
+        "  pick: random",
+        "  affinity_bound: 1",
+        "",
+      ].join("\n"),
+    );
+    const r = await check(["--config", path]);
+    assertEquals(r.code, 1);
+    assertEquals(r.err, [
+      `skeid check: ${path}: 3 errors`,
+      "error: aliases.chat.tiers[0].pick (line 6): must be one of round_robin, least_loaded, affinity",
+      "error: routing.pick (line 8): must be one of: round_robin, least_loaded, affinity (got text)",
+      "error: routing.affinity_bound (line 9): must be > 1 (got 1)",
+    ]);
+  } finally {
+    await cleanup();
+  }
+});
+
+Deno.test("check: the three picks and a bound above 1 pass", async () => {
+  const { dir, cleanup } = await tempDir("skeid-check-");
+  const path = `${dir}/picks-ok.yaml`;
+  try {
+    await Deno.writeTextFile(
+      path,
+      "nodes:\n  - {id: a, url: 'http://a:8000/v1', model: m}\naliases:\n  chat:\n" +
+        "    tiers:\n      - {model: m, pick: affinity}\n      - {model: m, pick: least_loaded}\n" +
+        "routing:\n  pick: round_robin\n  affinity_bound: 1.5\n  prefix_index_blocks: 200000\n",
+    );
+    const r = await check(["--config", path]);
+    assertEquals(r.err, []);
+    assertEquals(r.code, 0);
+  } finally {
+    await cleanup();
+  }
+});

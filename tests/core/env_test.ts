@@ -15,6 +15,10 @@ Deno.test("built-in routing settings with nothing in the environment", () => {
     budget_refresh_ms: 2000,
     max_retry_after_ms: 60_000,
     max_reserve_tokens: 1_000_000,
+    pick: "round_robin",
+    affinity_bound: 1.25,
+    prefix_index_blocks: 1_000_000,
+    prefix_index_ttl_s: 600,
   });
   assert.equal(skeid.capacityMaxAgeMs, 5000);
   assert.deepEqual(skeid.baseRouting, skeid.routing);

@@ -2,6 +2,25 @@ import { assertEquals, assertMatch } from "../_assert.ts";
 
 const MAIN = new URL("../../src/main.ts", import.meta.url).pathname;
 
+/** Starts `skeid fake-model` with `args` as a child process, stdout and stderr piped. */
+function spawnFakeModel(args: string[]): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--no-prompt",
+      "--allow-net=127.0.0.1",
+      "--allow-read",
+      "--allow-env",
+      MAIN,
+      "fake-model",
+      ...args,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+}
+
 /** Reads stdout until the first line, within `ms`. */
 async function firstLine(
   reader: ReadableStreamDefaultReader<Uint8Array>,
@@ -26,24 +45,7 @@ async function firstLine(
 }
 
 Deno.test("skeid fake-model prints its URL, serves, and exits 0 on SIGTERM", async () => {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--quiet",
-      "--no-prompt",
-      "--allow-net=127.0.0.1",
-      "--allow-read",
-      "--allow-env",
-      MAIN,
-      "fake-model",
-      "--listen",
-      "127.0.0.1:0",
-      "--tokens",
-      "2",
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
+  const child = spawnFakeModel(["--listen", "127.0.0.1:0", "--tokens", "2"]);
   const stderr = new Response(child.stderr).text();
   const reader = child.stdout.getReader();
   try {
@@ -79,4 +81,46 @@ Deno.test("skeid fake-model rejects a bad option with exit 2", async () => {
   }).output();
   assertEquals(out.code, 2);
   assertMatch(new TextDecoder().decode(out.stderr), /--tokens: expected a non-negative number/);
+});
+
+Deno.test("skeid fake-model --nodes 2 --sim serves two simulated nodes, one URL a line", async () => {
+  const child = spawnFakeModel([
+    "--listen",
+    "127.0.0.1:0",
+    "--nodes",
+    "2",
+    "--sim",
+    "--itl-ms",
+    "0",
+  ]);
+  const stderr = new Response(child.stderr).text();
+  const reader = child.stdout.getReader();
+  try {
+    const decoder = new TextDecoder();
+    let text = "";
+    for (let i = 0; i < 100 && text.split("\n").length < 3; i++) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    const urls = text.split("\n").slice(0, 2);
+    for (const url of urls) assertMatch(url, /^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+    assertEquals(new Set(urls).size, 2);
+    const messages = [{ role: "user", content: "a b c d e f g h i j k l m n o p q" }];
+    for (const url of urls) {
+      for (const expected of [0, 16]) {
+        const res = await fetch(`${url}/chat/completions`, {
+          method: "POST",
+          body: JSON.stringify({ model: "m", messages }),
+        });
+        // Each node has its own cache: the second request on each finds the first's block.
+        assertEquals((await res.json()).usage.prompt_tokens_details.cached_tokens, expected);
+      }
+    }
+  } finally {
+    child.kill("SIGTERM");
+    await reader.cancel();
+  }
+  const status = await child.status;
+  assertEquals({ code: status.code, stderr: await stderr }, { code: 0, stderr: "" });
 });

@@ -85,3 +85,18 @@ Deno.test("buildUsageEvent: numbers a store could reject become sane", () => {
   assertEquals([e.input_tokens, e.output_tokens, e.cost_total_usd, e.duration_ms], [12, 0, 0, 0]);
   assertEquals(formatCreatedAt(0), "1970-01-01T00:00:00Z");
 });
+
+Deno.test("a usage event keeps its pick's route; a round_robin one has none", () => {
+  const base = { request_id: "r", model: "m", status_code: 200 };
+  assertEquals(buildUsageEvent(base).route, undefined);
+  const e = buildUsageEvent({
+    ...base,
+    route: { pick: "affinity", key_kind: "prompt_cache_key", hit: true, spilled: false },
+  });
+  assertEquals(e.route, {
+    pick: "affinity",
+    key_kind: "prompt_cache_key",
+    hit: true,
+    spilled: false,
+  });
+});

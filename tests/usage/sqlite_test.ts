@@ -220,3 +220,29 @@ Deno.test("sqlite: usage_source round-trips and is shown apart; bill_estimated: 
     }
   }
 });
+
+Deno.test("sqlite: a pick's route is stored as JSON; a round_robin row has NULL", async () => {
+  const { dir, cleanup } = await tempDir();
+  const store = new SqliteStore(sqliteConfig({ path: `${dir}/u.sqlite` }));
+  try {
+    await store.prepare();
+    const route = { pick: "affinity", key_kind: "user", hit: true, spilled: false };
+    await store.write([
+      event({ ...ONE_EVENT, event_id: "e1", route }),
+      event({ ...ONE_EVENT, event_id: "e2" }),
+    ]);
+    const db = new DatabaseSync(`${dir}/u.sqlite`, { readOnly: true });
+    try {
+      const rows = db.prepare("SELECT event_id, route FROM usage_events ORDER BY event_id").all();
+      assertEquals(rows.map((r) => [r.event_id, r.route]), [["e1", JSON.stringify(route)], [
+        "e2",
+        null,
+      ]]);
+    } finally {
+      db.close();
+    }
+  } finally {
+    await store.close();
+    await cleanup();
+  }
+});

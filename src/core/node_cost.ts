@@ -1,0 +1,148 @@
+/**
+ * What the affinity pick predicts a node costs, learned online from what the node shows: its
+ * prefill cost per uncached prompt token (the slope of measured TTFT over uncached tokens, an
+ * exponentially weighted least-squares fit, so queue waits — uncorrelated with prompt size —
+ * land in the intercept, not the slope), its mean service time (arrival to last byte), and the
+ * most sequences it was seen running at once (where its queue starts).
+ *
+ * @module
+ */
+
+/** Prefill cost assumed before a node has shown enough, ms per token. */
+export const DEFAULT_PREFILL_MS_PER_TOKEN = 0.1;
+
+/** Service time assumed before a node has shown one, ms. */
+export const DEFAULT_SERVICE_MS = 1000;
+
+/** Weight of the newest observation in the running means. */
+const ALPHA = 0.05;
+
+/** Observations before the fitted slope replaces the default. */
+const MIN_SAMPLES = 8;
+
+/** The learned numbers of one node. */
+class NodeFit {
+  n = 0;
+  sx = 0;
+  sy = 0;
+  sxx = 0;
+  sxy = 0;
+  samples = 0;
+  service = DEFAULT_SERVICE_MS;
+  services = 0;
+  maxRunning = 0;
+  predicted = 0;
+  measured = 0;
+  compared = 0;
+
+  observe(x: number, y: number): void {
+    const keep = 1 - ALPHA;
+    this.n = this.n * keep + 1;
+    this.sx = this.sx * keep + x;
+    this.sy = this.sy * keep + y;
+    this.sxx = this.sxx * keep + x * x;
+    this.sxy = this.sxy * keep + x * y;
+    this.samples++;
+  }
+
+  get slope(): number {
+    if (this.samples < MIN_SAMPLES) return DEFAULT_PREFILL_MS_PER_TOKEN;
+    const varX = this.sxx - (this.sx * this.sx) / this.n;
+    // Prompts all of one size say nothing about the slope: keep a ratio through the origin.
+    if (varX <= 1e-9 * Math.max(1, this.sxx)) {
+      return this.sx > 0 ? Math.max(0, this.sy / this.sx) : DEFAULT_PREFILL_MS_PER_TOKEN;
+    }
+    const slope = (this.sxy - (this.sx * this.sy) / this.n) / varX;
+    return Math.min(100, Math.max(0, slope));
+  }
+}
+
+/** One node's learned numbers, as `/skeid/metrics` and `/skeid/route` show them. */
+export interface NodeCostView {
+  /** Prefill ms per uncached token. */
+  prefill_ms_per_token: number;
+  /** Mean service time, ms. */
+  service_ms: number;
+  /** Most sequences seen running at once (0: never seen). */
+  max_running_seen: number;
+  /** TTFT observations the fit has seen. */
+  samples: number;
+  /** Requests whose TTFT was both predicted by a pick and measured. */
+  compared: number;
+  /** Sum of their predicted TTFT, ms. */
+  predicted_ttft_ms_total: number;
+  /** Sum of their measured TTFT, ms. */
+  measured_ttft_ms_total: number;
+}
+
+/** The learned numbers of every node, by id. */
+export class NodeCosts {
+  readonly #fits = new Map<string, NodeFit>();
+
+  #fit(id: string): NodeFit {
+    let fit = this.#fits.get(id);
+    if (!fit) this.#fits.set(id, fit = new NodeFit());
+    return fit;
+  }
+
+  /** A TTFT the node showed for `uncached` prompt tokens; `predicted` what the pick expected. */
+  observeTtft(id: string, ttftMs: number, uncached: number, predicted?: number): void {
+    if (!(ttftMs >= 0) || !(uncached >= 0)) return;
+    const fit = this.#fit(id);
+    fit.observe(uncached, ttftMs);
+    if (predicted !== undefined && predicted >= 0) {
+      fit.predicted += predicted;
+      fit.measured += ttftMs;
+      fit.compared++;
+    }
+  }
+
+  /** A finished request's service time, ms. */
+  observeService(id: string, ms: number): void {
+    if (!(ms > 0)) return;
+    const fit = this.#fit(id);
+    fit.service = fit.services === 0 ? ms : fit.service * (1 - ALPHA) + ms * ALPHA;
+    fit.services++;
+  }
+
+  /** Sequences a probe saw running on the node. */
+  observeRunning(id: string, running: number): void {
+    if (!(running > 0)) return;
+    const fit = this.#fit(id);
+    if (running > fit.maxRunning) fit.maxRunning = running;
+  }
+
+  /** Prefill ms per uncached token. */
+  prefillMsPerToken(id: string): number {
+    return this.#fits.get(id)?.slope ?? DEFAULT_PREFILL_MS_PER_TOKEN;
+  }
+
+  /** Mean service time, ms. */
+  serviceMs(id: string): number {
+    return this.#fits.get(id)?.service ?? DEFAULT_SERVICE_MS;
+  }
+
+  /** Most sequences seen running at once; 0 when never seen. */
+  maxRunning(id: string): number {
+    return this.#fits.get(id)?.maxRunning ?? 0;
+  }
+
+  /** Forgets a node (removed, or its id now names another machine). */
+  forget(id: string): void {
+    this.#fits.delete(id);
+  }
+
+  /** The learned numbers of a node. */
+  view(id: string): NodeCostView {
+    const fit = this.#fits.get(id);
+    return {
+      prefill_ms_per_token: this.prefillMsPerToken(id),
+      service_ms: this.serviceMs(id),
+      max_running_seen: fit?.maxRunning ?? 0,
+      samples: fit?.samples ?? 0,
+      compared: fit?.compared ?? 0,
+      predicted_ttft_ms_total: fit?.predicted ?? 0,
+      measured_ttft_ms_total: fit?.measured ?? 0,
+    };
+  }
+}

@@ -1,0 +1,305 @@
+/**
+ * Picks: how a selection chooses among its nodes that can admit now. Admission is not a pick's
+ * business — eligibility, deny tags, max_conns shares, capacity readings and ejection have
+ * already ruled nodes out; a pick only orders what is left.
+ *
+ * - `round_robin`: smooth weighted round-robin (`router.ts`), the default.
+ * - `least_loaded`: the lowest predicted queue wait, then the lowest load per weight.
+ * - `affinity`: the node most likely to hold the request's prefix, unless it is over the load
+ *   bound; otherwise by score. Score = predicted uncached prefill (uncached tokens × the node's
+ *   learned cost) + predicted queue wait, over the nodes within the bound (load + 1 ≤
+ *   ⌈bound × mean⌉, the mean counting this request). A request no node holds goes to the
+ *   session key's rendezvous first choice among the nodes with the least predicted wait — so
+ *   every worker and frontend places a new session alike, and never on a busy node.
+ *
+ * Pure and synchronous: the caller gathers the candidates (`affinity.ts`).
+ *
+ * @module
+ */
+import { rendezvousScore } from "./rendezvous.ts";
+import type { KeyKind } from "./route_hint.ts";
+
+/** The pick kinds, in the order the docs list them. */
+export const PICK_KINDS = ["round_robin", "least_loaded", "affinity"] as const;
+
+/** How a selection chooses among its admitting nodes. */
+export type PickKind = typeof PICK_KINDS[number];
+
+/** Whether `value` names a pick kind. */
+export function isPickKind(value: unknown): value is PickKind {
+  return typeof value === "string" && (PICK_KINDS as readonly string[]).includes(value);
+}
+
+/** Default load bound of `affinity`: a node takes a session while below 1.25 × the mean load. */
+export const DEFAULT_LOAD_BOUND = 1.25;
+
+/** Sequences a node is assumed to run at once before anything says otherwise. */
+export const DEFAULT_SLOTS = 8;
+
+/** One admitting node as a pick sees it. */
+export interface Candidate {
+  /** Its index in the selection's node list. */
+  index: number;
+  /** Node id. */
+  id: string;
+  /** Hash of the id (rendezvous). */
+  hash: number;
+  /** Node weight. */
+  weight: number;
+  /** Requests at the node now: this gateway's inflight, or the probe's running + waiting. */
+  load: number;
+  /** Requests it runs before it queues (probe's max running seen, else max_conns share). */
+  slots: number;
+  /** Learned prefill cost, ms per uncached token. */
+  prefillMsPerToken: number;
+  /** Learned mean service time, ms. */
+  serviceMs: number;
+  /** Leading prompt tokens the prefix index says it holds. */
+  cachedTokens: number;
+}
+
+/** A candidate's numbers in a decision (what `GET /skeid/route` shows). */
+export interface CandidateScore {
+  /** Node id. */
+  node_id: string;
+  /** Its load. */
+  load: number;
+  /** Whether it was within the load bound. */
+  within_bound: boolean;
+  /** Prompt tokens it holds, per the prefix index. */
+  cached_tokens: number;
+  /** Predicted queue wait, ms. */
+  wait_ms: number;
+  /** Predicted uncached prefill, ms. */
+  prefill_ms: number;
+  /** Score: prefill + wait, plus the bound's charge for load over it, ms. */
+  score_ms: number;
+  /** Rank of the node for the session key (0 = first choice). */
+  rendezvous_rank: number;
+}
+
+/** What an `affinity` or `least_loaded` pick decided. */
+export interface PickDecision {
+  /** Index (in the selection's node list) of the chosen node. */
+  index: number;
+  /** Id of the chosen node. */
+  node_id: string;
+  /** The pick that decided. */
+  pick: PickKind;
+  /** Which session key kind decided (`none` without one). */
+  key_kind: KeyKind;
+  /** Whether the chosen node is the affinity node (the one most likely holding the prefix). */
+  hit: boolean;
+  /** Whether the load bound moved the request off the affinity node. */
+  spilled: boolean;
+  /** Predicted TTFT on the chosen node, ms. */
+  predicted_ttft_ms: number;
+  /** The chosen node's cached prompt tokens, per the prefix index. */
+  cached_tokens: number;
+}
+
+/** The decision with every candidate's numbers and the bound (for explaining a pick). */
+export interface PickExplanation extends PickDecision {
+  /** The load bound's ceiling: a node takes the request while load + 1 ≤ this. */
+  bound_load: number;
+  /** Candidates in rendezvous order. */
+  candidates: CandidateScore[];
+}
+
+/** The requests a node runs at once, as far as anyone knows. */
+function slotsOf(c: Candidate): number {
+  return c.slots > 0 ? c.slots : DEFAULT_SLOTS;
+}
+
+/** Predicted queue wait: the requests ahead of a free slot, each a share of a service time. */
+export function predictedWaitMs(c: Candidate): number {
+  const slots = slotsOf(c);
+  const ahead = c.load + 1 - slots;
+  return ahead > 0 ? (ahead * c.serviceMs) / slots : 0;
+}
+
+/** `least_loaded` over `candidates`: lowest wait, then load per weight, then `tie` order. */
+export function pickLeastLoaded(
+  candidates: readonly Candidate[],
+  tie: (c: Candidate) => number,
+): Candidate | undefined {
+  let best: Candidate | undefined;
+  let bestWait = 0;
+  let bestLoad = 0;
+  let bestTie = 0;
+  for (const c of candidates) {
+    const wait = predictedWaitMs(c);
+    const load = c.load / Math.max(c.weight, 1e-9);
+    const t = tie(c);
+    if (
+      best === undefined || wait < bestWait ||
+      (wait === bestWait && (load < bestLoad || (load === bestLoad && t > bestTie)))
+    ) {
+      best = c;
+      bestWait = wait;
+      bestLoad = load;
+      bestTie = t;
+    }
+  }
+  return best;
+}
+
+/**
+ * `least_loaded` without a session key: lowest wait, then load per weight; nodes tied on both
+ * take turns (`turn` counts picks), so equal nodes share the traffic evenly.
+ */
+export function pickLeastLoadedTurn(
+  candidates: readonly Candidate[],
+  turn: number,
+): Candidate | undefined {
+  let ties: Candidate[] = [];
+  let bestWait = Infinity;
+  let bestLoad = Infinity;
+  for (const c of candidates) {
+    const wait = predictedWaitMs(c);
+    const load = c.load / Math.max(c.weight, 1e-9);
+    if (wait < bestWait || (wait === bestWait && load < bestLoad)) {
+      ties = [c];
+      bestWait = wait;
+      bestLoad = load;
+    } else if (wait === bestWait && load === bestLoad) ties.push(c);
+  }
+  return ties.length === 0 ? undefined : ties[turn % ties.length];
+}
+
+/** The load ceiling of the bound: a node takes the request while `load + 1` ≤ it. */
+export function boundLoad(candidates: readonly Candidate[], bound: number): number {
+  let total = 1;
+  for (const c of candidates) total += c.load;
+  return Math.ceil((bound * total) / Math.max(1, candidates.length));
+}
+
+/** Options of one affinity decision. */
+export interface AffinityArgs {
+  /** The session key's hash. */
+  key: number;
+  /** Its kind. */
+  keyKind: KeyKind;
+  /** The prompt's estimated tokens. */
+  promptTokens: number;
+  /** The load bound (> 1). */
+  bound: number;
+  /** Pick by load this time, ignoring the cache (exploration keeps cost estimates fresh). */
+  explore: boolean;
+}
+
+/**
+ * The `affinity` decision over the admitting `candidates` (at least one). With `explain`, every
+ * candidate's numbers come back too.
+ */
+export function pickAffinity(
+  candidates: readonly Candidate[],
+  args: AffinityArgs,
+  explain = false,
+): PickExplanation {
+  const ceiling = boundLoad(candidates, args.bound);
+  const rank = (c: Candidate) => rendezvousScore(args.key, c.hash, c.weight);
+  const within = (c: Candidate) => c.load + 1 <= ceiling;
+  const prefillMs = (c: Candidate) =>
+    Math.max(0, args.promptTokens - c.cachedTokens) * c.prefillMsPerToken;
+  // Over the bound, each request beyond it counts as if it queued there: a warm node a little
+  // over the bound keeps a request whose prefill elsewhere would cost more than that, and loses
+  // one whose prefill is cheap. A hard cut would trade every such hit for a full prefill on a
+  // node that already holds its share (why hashing with bounded load alone falls short).
+  const overMs = (c: Candidate) => {
+    const over = c.load + 1 - ceiling;
+    return over > 0 ? (over * c.serviceMs) / slotsOf(c) : 0;
+  };
+  const score = (c: Candidate) => prefillMs(c) + predictedWaitMs(c) + overMs(c);
+
+  // The affinity node: the one holding the longest prefix; with none, the session's first choice.
+  let home: Candidate | undefined;
+  for (const c of candidates) {
+    if (c.cachedTokens <= 0) continue;
+    if (
+      home === undefined || c.cachedTokens > home.cachedTokens ||
+      (c.cachedTokens === home.cachedTokens && rank(c) > rank(home))
+    ) home = c;
+  }
+  const anyCached = home !== undefined;
+  if (home === undefined && args.keyKind !== "none") {
+    for (const c of candidates) if (home === undefined || rank(c) > rank(home)) home = c;
+  }
+
+  let pool = candidates.filter(within);
+  if (pool.length === 0) pool = candidates.slice();
+  let chosen: Candidate;
+  if (args.keyKind === "none" || args.explore) {
+    chosen = pickLeastLoaded(pool, rank)!;
+  } else if (anyCached) {
+    // Lowest predicted TTFT (over-bound load counted as waiting); among nodes scoring alike,
+    // the least loaded (a hot prefix warm on several nodes spreads over them), then the
+    // rendezvous order.
+    chosen = candidates[0];
+    let best = Infinity;
+    for (const c of candidates) {
+      const s = score(c);
+      if (
+        s < best ||
+        (s === best &&
+          (c.load < chosen.load || (c.load === chosen.load && rank(c) > rank(chosen))))
+      ) {
+        best = s;
+        chosen = c;
+      }
+    }
+  } else {
+    // Nothing cached anywhere: the first rendezvous choice among the least-waiting nodes.
+    let minWait = Infinity;
+    for (const c of pool) minWait = Math.min(minWait, predictedWaitMs(c));
+    chosen = pool[0];
+    let bestRank = -Infinity;
+    for (const c of pool) {
+      if (predictedWaitMs(c) !== minWait) continue;
+      const r = rank(c);
+      if (r > bestRank) {
+        bestRank = r;
+        chosen = c;
+      }
+    }
+  }
+  const hit = home !== undefined && chosen === home;
+  const decision: PickExplanation = {
+    index: chosen.index,
+    node_id: chosen.id,
+    pick: "affinity",
+    key_kind: args.keyKind,
+    hit,
+    spilled: home !== undefined && !hit && !within(home),
+    predicted_ttft_ms: prefillMs(chosen) + predictedWaitMs(chosen),
+    cached_tokens: chosen.cachedTokens,
+    bound_load: ceiling,
+    candidates: [],
+  };
+  if (explain) decision.candidates = candidateScores(candidates, rank, within, prefillMs, overMs);
+  return decision;
+}
+
+/**
+ * Every candidate's numbers, highest `rank` first (`GET /skeid/route`). `within` says whether
+ * it is within the load bound, `prefillMs` its predicted uncached prefill.
+ */
+export function candidateScores(
+  candidates: readonly Candidate[],
+  rank: (c: Candidate) => number,
+  within: (c: Candidate) => boolean,
+  prefillMs: (c: Candidate) => number,
+  overMs: (c: Candidate) => number = () => 0,
+): CandidateScore[] {
+  const ordered = candidates.slice().sort((a, b) => rank(b) - rank(a));
+  return ordered.map((c, i) => ({
+    node_id: c.id,
+    load: c.load,
+    within_bound: within(c),
+    cached_tokens: c.cachedTokens,
+    wait_ms: predictedWaitMs(c),
+    prefill_ms: prefillMs(c),
+    score_ms: prefillMs(c) + predictedWaitMs(c) + overMs(c),
+    rendezvous_rank: i,
+  }));
+}

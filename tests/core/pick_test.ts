@@ -1,0 +1,176 @@
+import { assert, assertEquals } from "../_assert.ts";
+import { core, counts, spec } from "./routing_helpers.ts";
+import { routeHint } from "../../src/core/route_hint.ts";
+import type { RoutingCore } from "../../src/core/routing_core.ts";
+
+const NODES = ["a", "b", "c", "d"];
+
+function fleet(extra: Record<string, unknown> = {}) {
+  const f = core();
+  for (const id of NODES) f.skeid.addNode(spec(id, { max_conns: 64, ...extra }));
+  return f;
+}
+
+const system = "Answer as the travel desk of a large airline would. ".repeat(40);
+const ask = (user: string, extra: Record<string, unknown> = {}) =>
+  routeHint({
+    model: "m",
+    messages: [{ role: "system", content: system }, { role: "user", content: user }],
+    ...extra,
+  });
+
+/** Picks and admits (the request stays in flight), answering the node id. */
+function send(skeid: RoutingCore, hint: ReturnType<typeof routeHint>, pick = "affinity" as const) {
+  const node = skeid.pickNode({ model: "m", pick }, () => hint)!;
+  assert(skeid.startRequest(node.id));
+  return node;
+}
+
+Deno.test("least_loaded: the node with the fewest requests in flight; equal loads take turns", () => {
+  const { skeid } = fleet();
+  const sel = { model: "m", pick: "least_loaded" as const };
+  for (let i = 0; i < 3; i++) skeid.startRequest("a");
+  skeid.startRequest("b");
+  skeid.startRequest("c");
+  assertEquals(skeid.pickNode(sel)?.id, "d");
+  skeid.startRequest("d");
+  // b, c, d at 1: they take turns; a (3) never comes up.
+  const ids = Array.from({ length: 6 }, () => skeid.pickNode(sel)!.id);
+  assertEquals(counts(ids), { b: 2, c: 2, d: 2 });
+  assertEquals(skeid.pickNode(sel)?.route?.pick, "least_loaded");
+});
+
+Deno.test("least_loaded reads the node's own queue where a probe reports it", () => {
+  const { skeid } = fleet();
+  // Traffic from elsewhere: b runs 6 and queues 3 though this gateway sent it nothing.
+  skeid.setCapacityReading("b", { source: "prometheus", queue: { running: 6, waiting: 3 } });
+  for (const id of ["a", "c", "d"]) skeid.startRequest(id);
+  const ids = Array.from(
+    { length: 6 },
+    () => skeid.pickNode({ model: "m", pick: "least_loaded" })!.id,
+  );
+  assert(!ids.includes("b"), ids.join(","));
+});
+
+Deno.test("round_robin stays the default and reads no hint", () => {
+  const { skeid } = fleet();
+  let asked = 0;
+  const ids = Array.from({ length: 8 }, () =>
+    skeid.pickNode({ model: "m" }, () => {
+      asked++;
+      return ask("x");
+    })!.id);
+  assertEquals(counts(ids), { a: 2, b: 2, c: 2, d: 2 });
+  assertEquals(asked, 0);
+  assertEquals(skeid.pickNode({ model: "m" })?.route, undefined);
+});
+
+Deno.test("affinity: one session stays on one node, and a second frontend places it alike", () => {
+  const one = fleet().skeid;
+  const two = fleet().skeid;
+  for (let s = 0; s < 20; s++) {
+    // Prompts of their own: no prefix in common that the first frontend's index would follow.
+    const hint = routeHint({
+      messages: [{ role: "user", content: `session ${s} asks something ${"long ".repeat(80)}` }],
+      prompt_cache_key: `session-${s}`,
+    });
+    const first = send(one, hint);
+    assertEquals(first.route?.key_kind, "prompt_cache_key");
+    // The second frontend has no shared state: it ranks the session the same way.
+    assertEquals(two.pickNode({ model: "m", pick: "affinity" }, () => hint)?.id, first.id);
+    one.finishRequest(first.id, { ok: true });
+    for (let turn = 0; turn < 3; turn++) {
+      const again = send(one, hint);
+      assertEquals(again.id, first.id);
+      assertEquals(again.route?.hit, true);
+      one.finishRequest(again.id, { ok: true });
+    }
+  }
+});
+
+Deno.test("affinity: a prompt sharing a long prefix goes where that prefix is warm", () => {
+  const { skeid } = fleet();
+  const home = send(skeid, ask("first user", { user: "alice" }));
+  skeid.finishRequest(home.id, { ok: true });
+  // Other users, other keys, the same system prompt: the index sends them to the warm node.
+  for (const user of ["bob", "carol", "dave"]) {
+    const node = skeid.pickNode(
+      { model: "m", pick: "affinity" },
+      () => ask(`hi from ${user}`, { user }),
+    )!;
+    assertEquals(node.id, home.id);
+    assertEquals(node.route?.hit, true);
+    assert(node.route!.cached_tokens > 0);
+  }
+});
+
+Deno.test("affinity: a key sent on every request (pinning a node) is held by the bound", () => {
+  // Nodes that run 8 at once: beyond the bound each request counts as queued there.
+  const { skeid } = fleet({ max_conns: 8 });
+  const hint = ask("the same question", { prompt_cache_key: "pinned" });
+  const held: string[] = [];
+  let spilled = 0;
+  for (let i = 0; i < 24; i++) {
+    const node = send(skeid, hint);
+    held.push(node.id);
+    if (node.route?.spilled) spilled++;
+  }
+  const loads = skeid.nodeMetrics().map((m) => m.inflight);
+  assert(spilled > 0);
+  // 24 in flight over 4 nodes: the bound's ceiling is 8; none beyond it, all four used.
+  assert(Math.max(...loads) <= Math.ceil((1.25 * 25) / 4), `loads ${loads}`);
+  assertEquals(Object.keys(counts(held)).length, 4, JSON.stringify(counts(held)));
+});
+
+Deno.test("affinity chooses only among nodes that admit now; excluded nodes are left out", () => {
+  const { skeid } = fleet({ max_conns: 1 });
+  const hint = ask("q", { prompt_cache_key: "k" });
+  const home = skeid.pickNode({ model: "m", pick: "affinity" }, () => hint)!.id;
+  skeid.startRequest(home);
+  const next = skeid.pickNode({ model: "m", pick: "affinity" }, () => hint)!;
+  assert(next.id !== home, "a full node is not admitted, whatever its cache");
+  const exclude = new Set(NODES.filter((id) => id !== "c"));
+  assertEquals(
+    skeid.pickNode({ model: "m", pick: "affinity" }, () => hint, exclude)?.id,
+    home === "c" ? undefined : "c",
+  );
+  for (const id of NODES) skeid.startRequest(id);
+  assertEquals(skeid.pickNode({ model: "m", pick: "affinity" }, () => hint), undefined);
+});
+
+Deno.test("routing.pick sets the default; a tier's pick wins over it", () => {
+  const { skeid } = fleet();
+  skeid.setRouting({ pick: "least_loaded" });
+  assertEquals(skeid.pickNode({ model: "m" })?.route?.pick, "least_loaded");
+  assertEquals(skeid.pickNode({ model: "m", pick: "round_robin" })?.route, undefined);
+  skeid.setModelAlias("chat", [{ tags: [], model: "m", pick: "affinity" }]);
+  const tier = skeid.routePlan({ model: "chat" }).tiers[0];
+  assertEquals(tier.pick, "affinity");
+  assertEquals(skeid.pickNode(tier, () => ask("q"))?.route?.pick, "affinity");
+});
+
+Deno.test("the index forgets a node whose prefix-cache counter went back (a restart)", () => {
+  const { skeid } = fleet();
+  skeid.setCapacityReading("a", {
+    source: "prometheus",
+    queue: { running: 0, waiting: 0, prefix_queries: 500 },
+  });
+  const hint = ask("q", { user: "u" });
+  const home = send(skeid, hint).id;
+  skeid.finishRequest(home, { ok: true });
+  const cached = () =>
+    skeid.explainPick({ model: "m", pick: "affinity" }, hint)!.candidates.find((c) =>
+      c.node_id === home
+    )!.cached_tokens;
+  assert(cached() > 0);
+  skeid.setCapacityReading(home, {
+    source: "prometheus",
+    queue: { running: 0, waiting: 0, prefix_queries: 900 },
+  });
+  assert(cached() > 0, "counting up: same engine");
+  skeid.setCapacityReading(home, {
+    source: "prometheus",
+    queue: { running: 0, waiting: 0, prefix_queries: 3 },
+  });
+  assertEquals(cached(), 0);
+});
