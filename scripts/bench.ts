@@ -319,20 +319,23 @@ async function countLines(path: string): Promise<number> {
   }
 }
 
+/** `skeid fake-model` on a free port, keeping no requests. */
+const FAKE_MODEL_ARGS = [
+  "run",
+  "--quiet",
+  "--no-prompt",
+  "--allow-net",
+  MAIN,
+  "fake-model",
+  "--listen",
+  "127.0.0.1:0",
+  "--record",
+  "0",
+];
+
 /** Starts the fake model on the load CPU; its base URL once healthy. */
 async function startFake(children: Child[], pin: boolean): Promise<{ url: string; pid: number }> {
-  const fake = spawnChild("fake model", DENO, [
-    "run",
-    "--quiet",
-    "--no-prompt",
-    "--allow-net",
-    MAIN,
-    "fake-model",
-    "--listen",
-    "127.0.0.1:0",
-    "--record",
-    "0",
-  ], { cpu: pin ? LOAD_CPU : undefined });
+  const fake = spawnChild("fake model", DENO, FAKE_MODEL_ARGS, { cpu: pin ? LOAD_CPU : undefined });
   children.push(fake);
   const url = (await fake.firstLine(60_000)).trim();
   if (!/^http:\/\/[^/]+\/v1$/.test(url)) throw new Error(`fake model printed '${url}'`);
@@ -669,18 +672,9 @@ async function main(): Promise<number> {
         "standing in for Skeid: the runtime's floor, not Skeid";
       unavailable = await sanityCheck(gatewayUrl);
     } else if (given === "fake") {
-      const second = spawnChild("second fake model", DENO, [
-        "run",
-        "--quiet",
-        "--no-prompt",
-        "--allow-net",
-        MAIN,
-        "fake-model",
-        "--listen",
-        "127.0.0.1:0",
-        "--record",
-        "0",
-      ], { cpu: pin ? GATEWAY_CPU : undefined });
+      const second = spawnChild("second fake model", DENO, FAKE_MODEL_ARGS, {
+        cpu: pin ? GATEWAY_CPU : undefined,
+      });
       children.push(second);
       gatewayUrl = (await second.firstLine(60_000)).trim();
       gatewayPid = second.pid;
