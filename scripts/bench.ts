@@ -31,6 +31,15 @@ import {
   type ScenarioRun,
   type SideRun,
 } from "./bench/report.ts";
+import {
+  type CheckFigures,
+  type CheckRound,
+  compareFigures,
+  parseFigures,
+  ratiosOf,
+  renderCheck,
+  type SideFigures,
+} from "./bench/check.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 const MAIN = `${ROOT}/src/main.ts`;
@@ -38,6 +47,8 @@ const CLIENT = `${ROOT}/scripts/bench/client.ts`;
 const BARE_PROXY = `${ROOT}/scripts/bench/bare_proxy.ts`;
 const DENO = Deno.execPath();
 const GATEWAY_CPU = 0;
+/** The committed figures `--check` compares against (`--check --save` writes them). */
+const CHECK_FIGURES = `${ROOT}/docs/bench/check.json`;
 const LOAD_CPU = 1;
 
 /** The gateway's CPUs: one core, or (`--workers N`, N > 1) one per worker where there are that many. */
@@ -308,6 +319,96 @@ async function countLines(path: string): Promise<number> {
   }
 }
 
+/** `skeid fake-model` on a free port, keeping no requests. */
+const FAKE_MODEL_ARGS = [
+  "run",
+  "--quiet",
+  "--no-prompt",
+  "--allow-net",
+  MAIN,
+  "fake-model",
+  "--listen",
+  "127.0.0.1:0",
+  "--record",
+  "0",
+];
+
+/** Starts the fake model on the load CPU; its base URL once healthy. */
+async function startFake(children: Child[], pin: boolean): Promise<{ url: string; pid: number }> {
+  const fake = spawnChild("fake model", DENO, FAKE_MODEL_ARGS, { cpu: pin ? LOAD_CPU : undefined });
+  children.push(fake);
+  const url = (await fake.firstLine(60_000)).trim();
+  if (!/^http:\/\/[^/]+\/v1$/.test(url)) throw new Error(`fake model printed '${url}'`);
+  const problem = await waitHealthy(`${url.replace(/\/v1$/, "")}/health`, fake, 30_000) ??
+    await sanityCheck(url);
+  if (problem) throw new Error(`fake model not usable: ${problem}`);
+  return { url, pid: fake.pid };
+}
+
+/** Starts the bare Deno proxy on the gateway CPU; its base URL and PID. */
+async function startBare(
+  children: Child[],
+  fakeUrl: string,
+  pin: boolean,
+): Promise<{ url: string; pid: number }> {
+  const bare = spawnChild("bare Deno proxy", DENO, [
+    "run",
+    "--quiet",
+    "--no-prompt",
+    "--allow-net",
+    BARE_PROXY,
+    "--upstream",
+    fakeUrl,
+  ], { cpu: pin ? GATEWAY_CPU : undefined });
+  children.push(bare);
+  return { url: (await bare.firstLine(60_000)).trim(), pid: bare.pid };
+}
+
+/** Starts `skeid serve` with the bench's config in `dir`; its base URL and child (not yet healthy). */
+async function startSkeid(
+  children: Child[],
+  opts: {
+    fakeUrl: string;
+    usage: string;
+    dir: string;
+    limits: boolean;
+    workers: number;
+    pin: boolean;
+  },
+): Promise<{ url: string; port: number; child: Child }> {
+  const config = `${opts.dir}/skeid.yaml`;
+  await Deno.mkdir(`${opts.dir}/usage`, { recursive: true });
+  await Deno.writeTextFile(
+    config,
+    gatewayConfig(opts.fakeUrl, opts.usage, opts.dir, opts.limits),
+  );
+  const port = freePort();
+  const gw = spawnChild("gateway", DENO, [
+    "run",
+    "--quiet",
+    "--no-prompt",
+    "--allow-net",
+    "--allow-read",
+    "--allow-write",
+    "--allow-env",
+    "--allow-sys",
+    "--unstable-net",
+    MAIN,
+    "serve",
+    "--config",
+    config,
+    "--listen",
+    `127.0.0.1:${port}`,
+    "--workers",
+    String(opts.workers),
+  ], {
+    cpu: opts.pin ? gatewayCpus(opts.workers) : undefined,
+    env: { SKEID_LOG_LEVEL: "warn" },
+  });
+  children.push(gw);
+  return { url: `http://127.0.0.1:${port}/v1`, port, child: gw };
+}
+
 async function machine(): Promise<string> {
   const cpuinfo = await readProc("/proc/cpuinfo") ?? "";
   const cpu = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? "unknown CPU";
@@ -325,6 +426,121 @@ async function cpuMs(pid: number): Promise<number | null> {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
+/** What `--check` needs from the command line. */
+interface CheckOptions {
+  pin: boolean;
+  useWrk: boolean;
+  usage: string;
+  limits: boolean;
+  workers: number;
+  rounds: number;
+  save: boolean;
+  transport: string;
+  command: string;
+  log: (msg: string) => void;
+}
+
+/**
+ * `--check`: direct, the bare proxy and Skeid measured back to back in `rounds` rounds (c=1
+ * latency, c=32 throughput and gateway CPU), reduced to ratios within each round and compared
+ * with the committed figures (`scripts/bench/check.ts`); `--save` writes them instead. Exit 1
+ * when a ratio is worse by more than the run-to-run spread.
+ */
+async function runCheck(opts: CheckOptions): Promise<number> {
+  const { log, pin } = opts;
+  let committed: CheckFigures | undefined;
+  if (!opts.save) {
+    let text: string;
+    try {
+      text = await Deno.readTextFile(CHECK_FIGURES);
+    } catch {
+      console.error(
+        `bench --check: no committed figures at docs/bench/check.json (run deno task bench --check --save)`,
+      );
+      return 1;
+    }
+    committed = parseFigures(text, "docs/bench/check.json");
+  }
+  const scope = await childScope("skeid-bench-check-", log);
+  try {
+    const { children, dir } = scope;
+    const fake = await startFake(children, pin);
+    const bare = await startBare(children, fake.url, pin);
+    const gw = await startSkeid(children, {
+      fakeUrl: fake.url,
+      usage: opts.usage,
+      dir,
+      limits: opts.limits,
+      workers: opts.workers,
+      pin,
+    });
+    const problem = await sanityCheck(bare.url) ??
+      await waitHealthy(`http://127.0.0.1:${gw.port}/health`, gw.child, 60_000) ??
+      await sanityCheck(gw.url);
+    if (problem) {
+      console.error(`bench --check: ${problem}`);
+      return 1;
+    }
+    const sc = scenarios(false, 1);
+    const c1: Scenario = { ...sc.c1, requests: 3000, durationMs: 3000, warmup: 500 };
+    const c32: Scenario = { ...sc.c32, durationMs: 3000, warmup: 1000 };
+    const measure = async (url: string, pid?: number): Promise<SideFigures> => {
+      const one = await runClient(url, c1, opts.transport, pin);
+      const before = pid === undefined ? null : await cpuMs(pid);
+      const many = opts.useWrk
+        ? await runWrk({
+          url: `${url}/chat/completions`,
+          concurrency: c32.concurrency,
+          seconds: Math.round(c32.durationMs / 1000),
+          body: JSON.stringify(c32.body),
+          dir,
+          cpu: pin ? LOAD_CPU : undefined,
+        })
+        : await runClient(url, c32, opts.transport, pin);
+      const after = pid === undefined ? null : await cpuMs(pid);
+      const errors = one.errors + many.errors;
+      if (errors > 0) {
+        throw new Error(
+          `${url}: ${errors} failed requests (${[...one.errorSamples, ...many.errorSamples][0]})`,
+        );
+      }
+      const cpu = before !== null && after !== null && many.completed > 0
+        ? ((after - before) * 1000) / many.completed
+        : undefined;
+      return { c1P50Ms: one.latency.p50, c32Rps: many.rps, c32CpuUs: cpu };
+    };
+    const rounds: CheckRound[] = [];
+    for (let i = 0; i < opts.rounds; i++) {
+      log(`check round ${i + 1} of ${opts.rounds}: direct, bare proxy, skeid`);
+      const direct = await measure(fake.url);
+      const bareSide = await measure(bare.url, bare.pid);
+      const skeid = await measure(gw.url, gw.child.pid);
+      rounds.push({ direct, bare: bareSide, skeid });
+    }
+    const figures: CheckFigures = {
+      date: new Date().toISOString(),
+      machine: await machine(),
+      command: opts.command,
+      rounds,
+      ratios: ratiosOf(rounds),
+    };
+    const json = JSON.stringify(figures, null, 2) + "\n";
+    if (opts.save) {
+      await Deno.writeTextFile(CHECK_FIGURES, json);
+      console.log(renderCheck(compareFigures(figures.ratios, figures.ratios)));
+      console.log(`figures: ${CHECK_FIGURES}`);
+      return 0;
+    }
+    await Deno.writeTextFile(`${ROOT}/docs/bench/check-last.tmp`, json);
+    const rows = compareFigures(committed!.ratios, figures.ratios);
+    console.log(`\ncommitted: ${committed!.date}; now: ${figures.date}\n`);
+    console.log(renderCheck(rows));
+    return rows.length > 0 && rows.every((r) => r.pass) ? 0 : 1;
+  } finally {
+    await scope.close();
+  }
+}
+
 async function main(): Promise<number> {
   const { values } = parseArgs({
     args: Deno.args,
@@ -338,6 +554,9 @@ async function main(): Promise<number> {
       streams: { type: "string" },
       limits: { type: "boolean", default: false },
       workers: { type: "string", default: "1" },
+      check: { type: "boolean", default: false },
+      save: { type: "boolean", default: false },
+      rounds: { type: "string", default: "3" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -345,7 +564,7 @@ async function main(): Promise<number> {
     console.log(
       "usage: deno task bench [--quick] [--out FILE] [--gateway-url URL|fake|bare] " +
         "[--usage jsonlog|jsonlog-direct|none] [--transport raw|fetch] [--wrk auto|yes|no] [--streams N] " +
-        "[--limits] [--workers N]",
+        "[--limits] [--workers N] [--check [--save] [--rounds N]]",
     );
     return 0;
   }
@@ -407,29 +626,32 @@ async function main(): Promise<number> {
         : `c=32 and c=256 throughput: the Deno client (${problem})`,
     );
   }
+  if (values.check || values.save) {
+    const rounds = Number(values.rounds);
+    if (!Number.isInteger(rounds) || rounds < 2) {
+      console.error(`bench: --rounds must be a whole number >= 2, got '${values.rounds}'`);
+      return 2;
+    }
+    return await runCheck({
+      pin,
+      useWrk,
+      usage: values.usage,
+      limits: values.limits,
+      workers,
+      rounds,
+      save: values.save,
+      transport: values.transport,
+      command,
+      log,
+    });
+  }
   const scope = await childScope("skeid-bench-", log);
   const { children, dir } = scope;
 
   try {
     // The fake model: the upstream of both sides.
-    const fake = spawnChild("fake model", DENO, [
-      "run",
-      "--quiet",
-      "--no-prompt",
-      "--allow-net",
-      MAIN,
-      "fake-model",
-      "--listen",
-      "127.0.0.1:0",
-      "--record",
-      "0",
-    ], { cpu: pin ? LOAD_CPU : undefined });
-    children.push(fake);
-    const fakeUrl = (await fake.firstLine(60_000)).trim();
-    if (!/^http:\/\/[^/]+\/v1$/.test(fakeUrl)) throw new Error(`fake model printed '${fakeUrl}'`);
-    const fakeProblem = await waitHealthy(`${fakeUrl.replace(/\/v1$/, "")}/health`, fake, 30_000) ??
-      await sanityCheck(fakeUrl);
-    if (fakeProblem) throw new Error(`fake model not usable: ${fakeProblem}`);
+    const fake = await startFake(children, pin);
+    const fakeUrl = fake.url;
     log(`fake model at ${fakeUrl} (pid ${fake.pid})`);
 
     // The gateway, or what stands in for it.
@@ -443,70 +665,37 @@ async function main(): Promise<number> {
       gatewayNote = `external OpenAI-compatible URL ${gatewayUrl} (not started here; no RSS)`;
       unavailable = await sanityCheck(gatewayUrl);
     } else if (given === "bare") {
-      const bare = spawnChild("bare Deno proxy", DENO, [
-        "run",
-        "--quiet",
-        "--no-prompt",
-        "--allow-net",
-        BARE_PROXY,
-        "--upstream",
-        fakeUrl,
-      ], { cpu: pin ? GATEWAY_CPU : undefined });
-      children.push(bare);
-      gatewayUrl = (await bare.firstLine(60_000)).trim();
+      const bare = await startBare(children, fakeUrl, pin);
+      gatewayUrl = bare.url;
       gatewayPid = bare.pid;
       gatewayNote = "a bare Deno proxy (Deno.serve + Skeid's HTTP/1.1 client, nothing else) " +
         "standing in for Skeid: the runtime's floor, not Skeid";
       unavailable = await sanityCheck(gatewayUrl);
     } else if (given === "fake") {
-      const second = spawnChild("second fake model", DENO, [
-        "run",
-        "--quiet",
-        "--no-prompt",
-        "--allow-net",
-        MAIN,
-        "fake-model",
-        "--listen",
-        "127.0.0.1:0",
-        "--record",
-        "0",
-      ], { cpu: pin ? GATEWAY_CPU : undefined });
+      const second = spawnChild("second fake model", DENO, FAKE_MODEL_ARGS, {
+        cpu: pin ? GATEWAY_CPU : undefined,
+      });
       children.push(second);
       gatewayUrl = (await second.firstLine(60_000)).trim();
       gatewayPid = second.pid;
       gatewayNote = "a second fake model standing in for Skeid (harness check, not Skeid)";
       unavailable = await sanityCheck(gatewayUrl);
     } else {
-      const config = `${dir}/skeid.yaml`;
-      await Deno.mkdir(`${dir}/usage`, { recursive: true });
-      await Deno.writeTextFile(config, gatewayConfig(fakeUrl, values.usage, dir, values.limits));
-      const port = freePort();
-      const gw = spawnChild("gateway", DENO, [
-        "run",
-        "--quiet",
-        "--no-prompt",
-        "--allow-net",
-        "--allow-read",
-        "--allow-write",
-        "--allow-env",
-        "--allow-sys",
-        "--unstable-net",
-        MAIN,
-        "serve",
-        "--config",
-        config,
-        "--listen",
-        `127.0.0.1:${port}`,
-        "--workers",
-        String(workers),
-      ], { cpu: pin ? gatewayCpus(workers) : undefined, env: { SKEID_LOG_LEVEL: "warn" } });
-      children.push(gw);
-      gatewayUrl = `http://127.0.0.1:${port}/v1`;
-      gatewayPid = gw.pid;
+      const gw = await startSkeid(children, {
+        fakeUrl,
+        usage: values.usage,
+        dir,
+        limits: values.limits,
+        workers,
+        pin,
+      });
+      const port = gw.port;
+      gatewayUrl = gw.url;
+      gatewayPid = gw.child.pid;
       gatewayNote = `\`skeid serve --workers ${workers}\` (src/main.ts) on 127.0.0.1:${port}, ` +
         "one node → the fake model" +
         (values.limits ? "; every key on a policy with rate limits and a budget (--limits)" : "");
-      unavailable = await waitHealthy(`http://127.0.0.1:${port}/health`, gw, 60_000) ??
+      unavailable = await waitHealthy(`http://127.0.0.1:${port}/health`, gw.child, 60_000) ??
         await sanityCheck(gatewayUrl);
     }
     if (unavailable) {

@@ -346,13 +346,15 @@ export class UsageLedger implements UsageRecorder {
     return run;
   }
 
-  /** Wakes the writer: now, or at the end of the flush interval (write-behind). */
+  /**
+   * Wakes the writer: at the end of the flush interval (write-behind), or — without one — on a
+   * task of its own right after this one. `record` is called while a request's answer is made;
+   * a run started in this task's microtasks would put the store's file operations ahead of that
+   * answer's write, and the answer would wait for them (ADR 0032).
+   */
   #kick(): void {
     if (!this.#healthy || this.#closed) return; // the retry timer wakes it
-    if (
-      this.#flushIntervalMs > 0 && this.#mode === "direct" &&
-      this.#queue.length < this.#maxBatch
-    ) {
+    if (this.#mode === "direct" && this.#queue.length < this.#maxBatch) {
       this.#flushTimer ??= setTimeout(() => {
         this.#flushTimer = undefined;
         this.#schedulePump();

@@ -66,6 +66,30 @@ Deno.test("ledger: record never writes on the caller's turn; a burst is one writ
   }
 });
 
+Deno.test("ledger without write-behind: the write waits for the caller's task to end, microtasks included", async () => {
+  // A request records its usage event while its answer is being made; a write started in that
+  // task's microtasks would put the store's file operations ahead of the answer's write.
+  const { dir, cleanup } = await tempDir();
+  const store = new FlakyStore();
+  const ledger = new UsageLedger({ logger: memoryLogger(), spillPath: `${dir}/spill.jsonl` });
+  try {
+    await ledger.installStore(store, cfg(dir, { flush_interval_ms: 0 }));
+    // The first run also recovers what a previous process left; from the second on the
+    // writer goes straight to the store.
+    ledger.record(event({ request_id: "r0" }));
+    assertEquals((await ledger.flush()).ok, true);
+    assertEquals(store.batches, [1]);
+    ledger.record(event({ request_id: "r1" }));
+    for (let i = 0; i < 50; i++) await Promise.resolve();
+    assertEquals(store.attempts, 1, "no write within the caller's microtasks");
+    await store.signal.until(() => store.batches.length === 2);
+    assertEquals(store.batches, [1, 1]);
+  } finally {
+    await ledger.close();
+    await cleanup();
+  }
+});
+
 Deno.test("ledger write-behind: N events in an interval → one transaction", async () => {
   const { dir, cleanup } = await tempDir();
   const sqlite = normalizeUsageStoreConfig(
