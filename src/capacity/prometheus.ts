@@ -35,7 +35,7 @@ export interface EngineMetricNames {
   prefix_hits: readonly string[];
 }
 
-/** The metric names per engine; README "Knowing the node's load" lists the same table. */
+/** The metric names per engine; docs/admission.md, "Engine metrics", lists the same table. */
 export const ENGINE_METRICS: readonly EngineMetricNames[] = Object.freeze([
   {
     engine: "vllm",
