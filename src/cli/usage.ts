@@ -198,7 +198,7 @@ type Cell = string | number;
 
 /** Aligned columns: text left, numbers right, two spaces apart. */
 export function table(header: string[], rows: Cell[][]): string {
-  const cells = [header, ...rows.map((r) => r.map((c) => String(c)))];
+  const cells = [header, ...rows.map((r) => r.map(cellText))];
   const numeric = header.map((_, i) =>
     rows.length > 0 && rows.every((r) => typeof r[i] === "number")
   );
@@ -206,6 +206,16 @@ export function table(header: string[], rows: Cell[][]): string {
   return cells.map((r) =>
     r.map((c, i) => numeric[i] ? c.padStart(width[i]) : c.padEnd(width[i])).join("  ").trimEnd()
   ).join("\n");
+}
+
+/**
+ * A cell as printed. A fraction (a cost in USD) is written in plain decimals to 12 places, its
+ * trailing zeros cut: sums of prices carry binary rounding noise (0.000059999999999999995 for
+ * 0.00006), and `String` writes a small cost in exponent form (1e-7).
+ */
+function cellText(c: Cell): string {
+  if (typeof c === "string" || Number.isInteger(c) || !Number.isFinite(c)) return String(c);
+  return c.toFixed(12).replace(/\.?0+$/, "");
 }
 
 function groups(rows: ReportGroup[] | undefined, field: "api_key_id" | "model"): Cell[][] {

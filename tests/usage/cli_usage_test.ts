@@ -186,6 +186,16 @@ Deno.test("table: numbers right-aligned, text left-aligned", () => {
   assertEquals(table(["NAME", "N"], [["a", 1], ["bbb", 100]]), "NAME    N\na       1\nbbb   100");
 });
 
+Deno.test("table: costs in plain decimals, without rounding noise or exponents", () => {
+  // 52 input and 4 output tokens at 1 and 2 USD per million: what the ledger sums to.
+  const cost = 52 * 1e-6 + 4 * 2e-6;
+  assertEquals(cost === 0.00006, false);
+  assertEquals(
+    table(["COST USD"], [[cost], [1e-7], [0.1 + 0.2], [12.5], [0]]),
+    " COST USD\n  0.00006\n0.0000001\n      0.3\n     12.5\n        0",
+  );
+});
+
 Deno.test("skeid usage through the real entry point (subprocess)", async () => {
   const { dir, cleanup } = await tempDir();
   try {
