@@ -48,9 +48,11 @@ export interface TierExplanation {
 export function explainRoute(skeid: RoutingCore, q: RouteQuery): Record<string, unknown> {
   const plan = skeid.routePlan({ model: q.model, api_key_id: q.apiKeyId });
   if (!plan.permitted) return { ok: false, model: q.model, reason: plan.reason, tiers: [] };
+  // No prompt is no message: an empty one would still be hashed (its role) and keyed as `prompt`.
+  const prompt = q.prompt ?? "";
   const body: Record<string, unknown> = {
     model: q.model,
-    messages: [{ role: "user", content: q.prompt ?? "" }],
+    messages: prompt === "" ? [] : [{ role: "user", content: prompt }],
   };
   if (q.session !== undefined && q.session !== "") body.prompt_cache_key = q.session;
   const hint = routeHint(body);

@@ -89,6 +89,9 @@ Deno.test("affinity through the gateway: sessions stick, events record the pick 
     assertEquals(explain.tiers[0].key_kind, "prompt_cache_key");
     assertEquals(explain.tiers[0].candidates.length, 3);
     assert(typeof explain.tiers[0].winner === "string");
+    // Nothing to key on (no prompt, no session): the pick goes by load, and no node is "home".
+    const bare = await (await fetch(`${t.base}/skeid/route?model=chat`, { headers: ADMIN })).json();
+    assertEquals([bare.tiers[0].key_kind, bare.tiers[0].hit], ["none", false]);
     const missing = await fetch(`${t.base}/skeid/route`, { headers: ADMIN });
     assertEquals(missing.status, 400);
     await missing.body?.cancel();
