@@ -37,7 +37,7 @@ import {
   upstreamRequest,
 } from "./intake.ts";
 import { admitKey, type KeyPass } from "./key_step.ts";
-import type { Linked } from "./linked_list.ts";
+import type { Linked } from "../core/linked_list.ts";
 import { type RelayOutcome, type RelayRequest, streamResponse } from "./relay.ts";
 import { nodeHeaders, upstreamUrl } from "./upstream.ts";
 import { type Abortable, readWhole, type UpstreamAnswer } from "./upstream_answer.ts";
