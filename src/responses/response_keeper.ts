@@ -1,7 +1,7 @@
 /**
- * The proxy's side of the response store (ADR 0028): the keeper the gateway holds (the store
- * opened on the usage store's database when `responses.store` is on), the intake step that
- * continues a conversation (`previous_response_id`: the earlier input and output go before this
+ * The serving side of the response store (ADR 0028): the keeper the gateway holds (the store
+ * opened on the usage store's database when `responses.store` is on), the Responses face's intake
+ * step that continues a conversation (`previous_response_id`: the earlier input and output go before this
  * request's input), the ticket that keeps the answer before the client gets its terminal event,
  * and `GET`/`DELETE /v1/responses/{id}`.
  *
