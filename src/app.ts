@@ -10,7 +10,15 @@ import type { Context } from "hono";
 import type { Gateway } from "./gateway.ts";
 import { adminRoutes } from "./admin/routes.ts";
 import { registrySnapshotRoute } from "./registry/route.ts";
-import { countTokens, faceFor, modelsBody, psBody, tagsBody, versionBody } from "./faces/index.ts";
+import {
+  countTokens,
+  faceFor,
+  modelsBody,
+  psBody,
+  ResponsesFace,
+  tagsBody,
+  versionBody,
+} from "./faces/index.ts";
 import type { FaceName } from "./faces/face.ts";
 import { handleProxy } from "./proxy/handler.ts";
 import { errorResponse, jsonResponse } from "./proxy/errors.ts";
@@ -41,7 +49,7 @@ export function buildApp(gw: Gateway): Hono {
     openai: faceFor("openai", { now: gw.skeid.now }),
     anthropic: faceFor("anthropic", { now: gw.skeid.now }),
     ollama: faceFor("ollama", { now: gw.skeid.now }),
-    responses: faceFor("responses", { now: gw.skeid.now }),
+    responses: new ResponsesFace({ now: gw.skeid.now, conversations: gw }),
   };
 
   app.get("/health", () => healthResponse(gw));

@@ -38,7 +38,7 @@ import { SecondStamp } from "./proxy/usage_facts.ts";
 import { type QueueGate, type QueueGroup, WaiterQueue } from "./proxy/wait.ts";
 import { type KeyLimiter, LocalKeyLimiter } from "./proxy/key_step.ts";
 import { shareKeyLabel } from "./proxy/share_stats.ts";
-import { LinkedList } from "./proxy/linked_list.ts";
+import { LinkedList } from "./core/linked_list.ts";
 import { ResponseKeeper } from "./responses/response_keeper.ts";
 import { loadResponses } from "./responses/responses_section.ts";
 import { type CapacityProbes, startCapacityProbes } from "./capacity/probe_manager.ts";
@@ -229,7 +229,7 @@ export class Gateway implements ProxyContext {
   readonly httpClient: Deno.HttpClient | undefined;
   readonly fetch: typeof fetch | undefined;
   readonly http1: Http1Client | undefined;
-  /** Requests in flight: an intrusive list, not a Set (see proxy/linked_list.ts for why). */
+  /** Requests in flight: an intrusive list, not a Set (see core/linked_list.ts for why). */
   readonly #exchanges = new LinkedList<Exchange>();
   readonly #stamp = new SecondStamp();
   #drained: (() => void) | undefined;

@@ -24,6 +24,7 @@
  * @module
  */
 import type { ShareSettings } from "./key_policy.ts";
+import { type Linked, LinkedList } from "./linked_list.ts";
 
 /**
  * What one queue of a group (the workers of a process, ADR 0025) shares with the others, so the
@@ -108,11 +109,9 @@ export interface BackloggedKey {
   counter: number;
 }
 
-interface Ticket<T> extends FairShareTicket<T> {
+interface Ticket<T> extends FairShareTicket<T>, Linked<Ticket<T>> {
   waiting: boolean;
   key: KeyState<T>;
-  prev: Ticket<T> | undefined;
-  next: Ticket<T> | undefined;
   charged: number;
 }
 
@@ -121,9 +120,8 @@ interface KeyState<T> {
   counter: number;
   weight: number;
   band: Band<T>;
-  head: Ticket<T> | undefined;
-  tail: Ticket<T> | undefined;
-  queued: number;
+  /** Its waiting requests, oldest first. */
+  readonly waiters: LinkedList<Ticket<T>>;
   /** Dispatched requests whose charge is not corrected yet (the key is kept while any is). */
   open: number;
   /** Position in the band's heap; -1 when not backlogged. */
@@ -156,7 +154,7 @@ export const RENORMALISE_AT = 2 ** 40;
 /** The counter order; ties go to the key whose oldest request came first (FIFO). */
 function before<T>(a: KeyState<T>, b: KeyState<T>): boolean {
   if (a.counter !== b.counter) return a.counter < b.counter;
-  return a.head!.seq < b.head!.seq;
+  return a.waiters.first!.seq < b.waiters.first!.seq;
 }
 
 /** Waiting requests ordered by priority band, then virtual counter, then arrival. */
@@ -189,7 +187,7 @@ export class FairShareQueue<T> {
 
   /** Waiting requests of one key. */
   queued(keyId: string): number {
-    return this.#keys.get(keyId)?.queued ?? 0;
+    return this.#keys.get(keyId)?.waiters.size ?? 0;
   }
 
   /**
@@ -214,7 +212,7 @@ export class FairShareQueue<T> {
   ): FairShareTicket<T> | null {
     const band = this.#band(share.priority);
     let key = this.#keys.get(keyId);
-    if (key && share.max_queued !== null && key.queued >= share.max_queued) return null;
+    if (key && share.max_queued !== null && key.waiters.size >= share.max_queued) return null;
     if (!key) {
       if (share.max_queued === 0) return null;
       key = {
@@ -222,9 +220,7 @@ export class FairShareQueue<T> {
         counter: this.#group?.counter(keyId) ?? 0,
         weight: share.weight,
         band,
-        head: undefined,
-        tail: undefined,
-        queued: 0,
+        waiters: new LinkedList(),
         open: 0,
         index: -1,
         blocked: false,
@@ -239,11 +235,12 @@ export class FairShareQueue<T> {
       seq: this.#group ? this.#group.nextSeq() : this.#seq++,
       waiting: true,
       key,
-      prev: key.tail,
-      next: undefined,
+      linkPrev: undefined,
+      linkNext: undefined,
+      linkList: undefined,
       charged: 0,
     };
-    if (key.queued === 0) {
+    if (key.waiters.size === 0) {
       // Becoming backlogged: start at the band's smallest counter, keep a debt, bank no credit.
       if (key.band !== band) {
         key.band = band;
@@ -251,10 +248,7 @@ export class FairShareQueue<T> {
       }
       this.#setCounter(key, Math.max(key.counter, this.#floor(band)));
     }
-    if (key.tail) key.tail.next = ticket;
-    else key.head = ticket;
-    key.tail = ticket;
-    key.queued++;
+    key.waiters.add(ticket);
     this.#size++;
     if (key.index < 0) this.#push(key);
     return ticket;
@@ -278,9 +272,9 @@ export class FairShareQueue<T> {
   #remove(t: Ticket<T>): boolean {
     if (!t.waiting) return false;
     const key = t.key;
-    const wasHead = key.head === t;
+    const wasHead = key.waiters.first === t;
     this.#unlink(t);
-    if (key.queued === 0) {
+    if (key.waiters.size === 0) {
       this.#removeFromHeap(key);
       this.#maybeForget(key);
     } else if (wasHead) this.#fix(key);
@@ -303,7 +297,9 @@ export class FairShareQueue<T> {
     const pick = (band: Band<T>): KeyState<T> | "yield" | undefined => {
       const key = band.heap[0];
       if (key === undefined) return undefined;
-      if (this.#group?.othersFirst(band.priority, key.counter, key.head!.seq)) return "yield";
+      if (this.#group?.othersFirst(band.priority, key.counter, key.waiters.first!.seq)) {
+        return "yield";
+      }
       return key;
     };
     const aside: KeyState<T>[] = [];
@@ -320,7 +316,9 @@ export class FairShareQueue<T> {
           if (key === undefined || key === "yield") break;
           // Acted on outside the lock: the admission attempts of the key's waiters.
           let taken: Ticket<T> | undefined;
-          for (let t = key.head; t && !taken; t = t.next) if (tryAdmit(t.item)) taken = t;
+          for (let t = key.waiters.first; t && !taken; t = t.linkNext) {
+            if (tryAdmit(t.item)) taken = t;
+          }
           this.#run(
             () => taken ? this.#dispatch(band, key, taken) : this.#setAside(key, aside),
             "inside",
@@ -351,7 +349,7 @@ export class FairShareQueue<T> {
     key.open++;
     this.#setCounter(key, key.counter + taken.estimate / key.weight);
     if (band.vtime > RENORMALISE_AT) this.#renormalise(band);
-    if (key.queued === 0) this.#removeFromHeap(key);
+    if (key.waiters.size === 0) this.#removeFromHeap(key);
     else this.#fix(key);
   }
 
@@ -364,7 +362,7 @@ export class FairShareQueue<T> {
 
   /** The keys set aside in a band go back into its heap. */
   #pushAll(aside: KeyState<T>[]): void {
-    for (const key of aside) if (key.index < 0 && key.queued > 0) this.#push(key);
+    for (const key of aside) if (key.index < 0 && key.waiters.size > 0) this.#push(key);
     aside.length = 0;
   }
 
@@ -393,7 +391,7 @@ export class FairShareQueue<T> {
       key.open++;
       this.#setCounter(key, key.counter + t.estimate / key.weight);
       if (key.counter > RENORMALISE_AT) this.#renormalise(key.band);
-      if (key.queued === 0) this.#removeFromHeap(key);
+      if (key.waiters.size === 0) this.#removeFromHeap(key);
       else this.#fix(key);
       return t;
     });
@@ -426,7 +424,7 @@ export class FairShareQueue<T> {
   /** Every waiting request, in no particular order (deadline scans). */
   *tickets(): IterableIterator<FairShareTicket<T>> {
     for (const key of this.#keys.values()) {
-      for (let t = key.head; t; t = t.next) yield t;
+      for (let t = key.waiters.first; t; t = t.linkNext) yield t;
     }
   }
 
@@ -440,7 +438,7 @@ export class FairShareQueue<T> {
           keyId: k.keyId,
           priority,
           weight: k.weight,
-          queued: k.queued,
+          queued: k.waiters.size,
           counter: k.counter,
         });
       }
@@ -561,7 +559,7 @@ export class FairShareQueue<T> {
     for (const priority of this.#order) {
       const top = this.#bands.get(priority)!.heap[0];
       if (top === undefined) continue;
-      heads.push({ priority, keyId: top.keyId, seq: top.head!.seq, blocked: top.blocked });
+      heads.push({ priority, keyId: top.keyId, seq: top.waiters.first!.seq, blocked: top.blocked });
     }
     return heads;
   }
@@ -571,19 +569,14 @@ export class FairShareQueue<T> {
    * a charge still to correct is kept, so the correction reaches the state the key queues on.
    */
   #maybeForget(key: KeyState<T>): void {
-    if (key.queued > 0 || key.open > 0 || key.counter > this.#floor(key.band)) return;
+    if (key.waiters.size > 0 || key.open > 0 || key.counter > this.#floor(key.band)) return;
     if (this.#keys.get(key.keyId) === key) this.#keys.delete(key.keyId);
   }
 
   #unlink(t: Ticket<T>): void {
     const key = t.key;
-    if (t.prev) t.prev.next = t.next;
-    else key.head = t.next;
-    if (t.next) t.next.prev = t.prev;
-    else key.tail = t.prev;
-    t.prev = t.next = undefined;
+    key.waiters.delete(t);
     t.waiting = false;
-    key.queued--;
     this.#size--;
   }
 

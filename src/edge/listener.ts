@@ -17,6 +17,7 @@
  * @module
  */
 import { errorMessage } from "../error_message.ts";
+import { type Linked, LinkedList } from "../core/linked_list.ts";
 
 /** What the listener hands each request to (Deno.serve's handler shape). */
 export type ServeHandler = (
@@ -118,7 +119,7 @@ export function serveOnConnection(): ServeOnConnection | undefined {
 }
 
 /** One accepted client connection. */
-class ClientConn {
+class ClientConn implements Linked<ClientConn> {
   readonly closer = new AbortController();
   /** Requests in flight on it. */
   inflight = 0;
@@ -130,36 +131,12 @@ class ClientConn {
   closeAfter = false;
   /** Epoch ms it was accepted or last became idle. */
   since: number;
-  prev?: ClientConn;
-  next?: ClientConn;
-  list?: ConnList;
+  /** The `fresh` or `idle` list links through these (a connection is in one at most). */
+  linkPrev?: ClientConn;
+  linkNext?: ClientConn;
+  linkList?: object;
   constructor(now: number) {
     this.since = now;
-  }
-}
-
-/** An insertion-ordered list of connections (oldest first), O(1) add and remove. */
-class ConnList {
-  head?: ClientConn;
-  tail?: ClientConn;
-  size = 0;
-  push(c: ClientConn): void {
-    c.list = this;
-    c.prev = this.tail;
-    c.next = undefined;
-    if (this.tail) this.tail.next = c;
-    else this.head = c;
-    this.tail = c;
-    this.size++;
-  }
-  remove(c: ClientConn): void {
-    if (c.list !== this) return;
-    if (c.prev) c.prev.next = c.next;
-    else this.head = c.next;
-    if (c.next) c.next.prev = c.prev;
-    else this.tail = c.prev;
-    c.prev = c.next = c.list = undefined;
-    this.size--;
   }
 }
 
@@ -185,9 +162,9 @@ export function listen(opts: ListenerOptions): ClientListener {
     ...(opts.reusePort ? { reusePort: true } : {}),
   });
   /** Connections never served yet, in accept order (header timeout). */
-  const fresh = new ConnList();
+  const fresh = new LinkedList<ClientConn>();
   /** Served connections with nothing in flight, in the order they became idle (idle timeout). */
-  const idle = new ConnList();
+  const idle = new LinkedList<ClientConn>();
   const open = new Set<ClientConn>();
   const stats: ListenerStats = {
     open: 0,
@@ -204,8 +181,8 @@ export function listen(opts: ListenerOptions): ClientListener {
   let connEnded: (() => void) | undefined;
 
   const close = (c: ClientConn): void => {
-    fresh.remove(c);
-    idle.remove(c);
+    fresh.delete(c);
+    idle.delete(c);
     // Called on a connection with nothing in flight, or past the drain's deadline: aborting its
     // server closes the socket at once (an answer not yet written is lost; a drain closes busy
     // connections gracefully instead, `shutdown`).
@@ -234,8 +211,8 @@ export function listen(opts: ListenerOptions): ClientListener {
   };
 
   const oldestIdle = (): ClientConn | undefined => {
-    const a = idle.head;
-    const b = fresh.head;
+    const a = idle.first;
+    const b = fresh.first;
     if (a === undefined) return b;
     if (b === undefined) return a;
     return a.since <= b.since ? a : b;
@@ -243,13 +220,13 @@ export function listen(opts: ListenerOptions): ClientListener {
 
   const sweep = (): void => {
     const t = now();
-    while (fresh.head !== undefined && t - fresh.head.since >= limits.headerTimeoutMs) {
+    while (fresh.first !== undefined && t - fresh.first.since >= limits.headerTimeoutMs) {
       stats.headerTimeouts++;
-      close(fresh.head);
+      close(fresh.first);
     }
-    while (idle.head !== undefined && t - idle.head.since >= limits.idleTimeoutMs) {
+    while (idle.first !== undefined && t - idle.first.since >= limits.idleTimeoutMs) {
       stats.idleTimeouts++;
-      close(idle.head);
+      close(idle.first);
     }
   };
   const sweepEveryMs = Math.max(
@@ -261,12 +238,12 @@ export function listen(opts: ListenerOptions): ClientListener {
   const serveConn = (conn: Deno.Conn): void => {
     const c = new ClientConn(now());
     open.add(c);
-    fresh.push(c);
+    fresh.add(c);
     stats.accepted++;
     const handler: ServeHandler = (req, info) => {
       if (c.inflight++ === 0) {
-        fresh.remove(c);
-        idle.remove(c);
+        fresh.delete(c);
+        idle.delete(c);
       }
       // `completed` settles once the response (stream included) was sent or the client left.
       info.completed.then(done, done);
@@ -295,14 +272,14 @@ export function listen(opts: ListenerOptions): ClientListener {
       // Draining: the graceful close `shutdown` asked for closes it once its answers are written.
       if (stopping) return;
       c.since = now();
-      idle.push(c);
+      idle.add(c);
     };
     let server: PerConnectionServer;
     try {
       server = serveOn(conn, c.closer.signal, handler, opts.onError, () => {});
     } catch (err) {
       open.delete(c);
-      fresh.remove(c);
+      fresh.delete(c);
       note("connection_failed", { error: errorMessage(err) });
       try {
         conn.close();
@@ -316,8 +293,8 @@ export function listen(opts: ListenerOptions): ClientListener {
     if (stopping) closeGracefully(c);
     const ended = (): void => {
       open.delete(c);
-      fresh.remove(c);
-      idle.remove(c);
+      fresh.delete(c);
+      idle.delete(c);
       const wake = connEnded;
       connEnded = undefined;
       wake?.();

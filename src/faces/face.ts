@@ -70,6 +70,33 @@ export interface UpstreamRequest {
   context?: JsonObject;
 }
 
+/** The request a face's own intake step (`Face.intake`) is for (an Exchange is one). */
+export interface FaceRequest {
+  /** The client-facing route. */
+  readonly endpoint: string;
+  /** The customer key id the request runs under. */
+  readonly apiKeyId: string;
+}
+
+/** Keeps a face's finished answer before the client gets its end (a Responses `KeepTicket`). */
+export interface ResponseTicket {
+  /** Keeps the response; settles once it is written (never rejects). */
+  keep(response: JsonObject | undefined): Promise<void>;
+}
+
+/** What a face's own intake step (`Face.intake`) made of a client body. */
+export interface FaceIntake {
+  /** The body to translate: the client's, or the step's rewrite of it. */
+  readonly body: JsonObject;
+  /**
+   * Fields the face's answers echo back that `body` no longer shows (the Responses face's
+   * `store` and `previous_response_id`); the proxy hands them unchanged to `toUpstream`.
+   */
+  readonly echo?: JsonObject;
+  /** Keeps the finished answer before the client gets its end; absent: nothing is kept. */
+  readonly ticket?: ResponseTicket;
+}
+
 /** How long an answer took, as the proxy measured it (Ollama reports it in nanoseconds). */
 export interface AnswerTimings {
   /** Milliseconds from routing start to the end of the answer. */
@@ -136,8 +163,17 @@ export interface Face {
    * ADR 0028): the request goes as it came, the answer passes through. Absent: none.
    */
   readonly native?: Face;
-  /** Client body → upstream request. Throws FaceError for a body the face cannot carry. */
-  toUpstream(endpoint: string, body: JsonObject): UpstreamRequest;
+  /**
+   * The face's own step on the parsed client body, before `toUpstream` (the Responses face
+   * continues a kept conversation here, ADR 0028); it may refuse (a `Refusal`). Absent: the body
+   * goes to `toUpstream` as it came.
+   */
+  intake?(req: FaceRequest, body: JsonObject): FaceIntake | Promise<FaceIntake>;
+  /**
+   * Client body → upstream request; `echo` is `FaceIntake.echo`. Throws FaceError for a body
+   * the face cannot carry.
+   */
+  toUpstream(endpoint: string, body: JsonObject, echo?: JsonObject): UpstreamRequest;
   /**
    * The body sent upstream for `served` (the served model): `raw`, the client's bytes, when the
    * face can send them unchanged, else `upstream.body` as JSON with the served model set.

@@ -13,7 +13,7 @@ import { errorMessage } from "../error_message.ts";
 import { clientLeft, streamEnd, watchClient } from "./abort_billing.ts";
 import { estimateInputTokens } from "./estimate.ts";
 import type { FinishOutcome, PickedNode } from "../core/types.ts";
-import type { Face, FaceName, UpstreamRequest } from "../faces/face.ts";
+import type { Face, FaceName, ResponseTicket, UpstreamRequest } from "../faces/face.ts";
 import type { JsonObject } from "../core/json.ts";
 import {
   answerResponse,
@@ -37,13 +37,12 @@ import {
   upstreamRequest,
 } from "./intake.ts";
 import { admitKey, type KeyPass } from "./key_step.ts";
-import type { Linked } from "./linked_list.ts";
+import type { Linked } from "../core/linked_list.ts";
 import { type RelayOutcome, type RelayRequest, streamResponse } from "./relay.ts";
 import { nodeHeaders, upstreamUrl } from "./upstream.ts";
 import { type Abortable, readWhole, type UpstreamAnswer } from "./upstream_answer.ts";
 import { recordUsage, type UsageOutcome } from "./usage_facts.ts";
 import { logRequest } from "./request_log.ts";
-import { continueConversation, type KeepTicket } from "../responses/response_keeper.ts";
 import { type NodeFaces, nodeFaces } from "./native.ts";
 import { RouteWalk } from "./walk.ts";
 import { routeHint } from "../core/route_hint.ts";
@@ -99,7 +98,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   /** AnswerTarget: the translated answer the client got. */
   clientBody: JsonObject | undefined;
   /** Keeps the answer in the response store (ADR 0028); undefined when it is not kept. */
-  responseTicket: KeepTicket | undefined;
+  responseTicket: ResponseTicket | undefined;
   /** AnswerTarget: the usage event's error type. */
   errorType: string | undefined;
   /** AnswerTarget: the usage event's error message. */
@@ -205,9 +204,16 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     this.#held = raw.byteLength;
     const scan = scanJson(raw);
     this.#rawBody = forwardableBody(raw, scan);
-    let body = continueConversation(ctx, this, jsonBody(raw, scan));
-    if (body instanceof Promise) body = await body;
-    const upstream = upstreamRequest(this.face, this.endpoint, body);
+    let body = jsonBody(raw, scan);
+    let echo: JsonObject | undefined;
+    if (this.face.intake !== undefined) {
+      // The face's own step (the Responses face continues a kept conversation, ADR 0028).
+      let taken = this.face.intake(this, body);
+      if (taken instanceof Promise) taken = await taken;
+      ({ body, echo } = taken);
+      this.responseTicket = taken.ticket;
+    }
+    const upstream = upstreamRequest(this.face, this.endpoint, body, echo);
     this.#faces = nodeFaces(this.face, this.endpoint, body, upstream);
     this.#upstream = upstream;
     this.faceContext = upstream.context;

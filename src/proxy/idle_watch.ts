@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type Linked, LinkedList } from "./linked_list.ts";
+import { type Linked, LinkedList } from "../core/linked_list.ts";
 
 /** Something a body inactivity watch can stop. */
 export interface Watched extends Linked<Watched> {

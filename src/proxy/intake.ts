@@ -325,10 +325,15 @@ export function jsonBody(bytes: Uint8Array, scan: JsonScan = scanJson(bytes)): J
  * The face's upstream request of the body; a body the face cannot carry, or whose output limit
  * or completion count is not a plain integer (`checkOutputFields`), is refused in its shape.
  */
-export function upstreamRequest(face: Face, endpoint: string, body: JsonObject): UpstreamRequest {
+export function upstreamRequest(
+  face: Face,
+  endpoint: string,
+  body: JsonObject,
+  echo?: JsonObject,
+): UpstreamRequest {
   try {
     checkOutputFields(body);
-    return face.toUpstream(endpoint, body);
+    return face.toUpstream(endpoint, body, echo);
   } catch (err) {
     if (err instanceof FaceError) {
       throw new Refusal(err.status, err.type, err.message, "bad_request");

@@ -30,6 +30,7 @@ import type {
   Face,
   JsonObject,
   RelayMode,
+  ResponseTicket,
   StreamTranslator,
   UpstreamRequest,
 } from "../faces/face.ts";
@@ -85,12 +86,6 @@ export interface RelayRequest extends RelayOwner {
   readonly startedAt: number;
   /** Keeps the finished response before its terminal event goes out (response store, ADR 0028). */
   readonly responseTicket?: ResponseTicket;
-}
-
-/** Where a finished Responses `response` is kept (a `KeepTicket`). */
-export interface ResponseTicket {
-  /** Keeps the response; settles once it is written (never rejects). */
-  keep(response: JsonObject | undefined): Promise<void>;
 }
 
 /** What relaying needs of the gateway (a ProxyContext is one). */

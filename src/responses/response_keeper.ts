@@ -1,16 +1,17 @@
 /**
- * The proxy's side of the response store (ADR 0028): the keeper the gateway holds (the store
- * opened on the usage store's database when `responses.store` is on), the intake step that
- * continues a conversation (`previous_response_id`: the earlier input and output go before this
+ * The serving side of the response store (ADR 0028): the keeper the gateway holds (the store
+ * opened on the usage store's database when `responses.store` is on), the Responses face's intake
+ * step that continues a conversation (`previous_response_id`: the earlier input and output go before this
  * request's input), the ticket that keeps the answer before the client gets its terminal event,
  * and `GET`/`DELETE /v1/responses/{id}`.
  *
  * @module
  */
 import { errorMessage } from "../error_message.ts";
-import { markKept } from "./responses_request.ts";
+import { keptEcho } from "./responses_request.ts";
 import { openaiErrorBody } from "../faces/errors.ts";
 import type { JsonObject } from "../core/json.ts";
+import type { FaceIntake, FaceRequest } from "../faces/face.ts";
 import type { Logger } from "../log.ts";
 import { openResponseStore, type ResponsesSettings, type ResponseStore } from "./response_store.ts";
 import type { NormalizedUsageStoreConfig } from "../usage/config.ts";
@@ -77,13 +78,16 @@ export class ResponseKeeper {
   }
 }
 
-/** What the store steps need of the gateway (a ProxyContext with a keeper). */
-export interface KeepContext extends IntakeContext {
+/** What the Responses face's intake step needs of the gateway (a Gateway is one). */
+export interface ConversationContext {
   /** The response keeper; absent in contexts that keep nothing. */
   readonly responses?: ResponseKeeper;
   /** The gateway's logger. */
   readonly logger: Logger;
 }
+
+/** What `GET`/`DELETE /v1/responses/{id}` need of the gateway. */
+export interface KeepContext extends IntakeContext, ConversationContext {}
 
 /** One request's promise to keep its answer: the conversation so far, and where it goes. */
 export class KeepTicket {
@@ -132,40 +136,33 @@ function inputItems(input: unknown): unknown[] {
   return Array.isArray(input) ? input : [];
 }
 
-/** The request a conversation step is for (an Exchange). */
-export interface KeepRequest {
-  /** The client-facing route. */
-  readonly endpoint: string;
-  /** The customer key id that owns what is kept. */
-  readonly apiKeyId: string;
-  /** Set: the ticket that keeps the answer (left undefined when nothing is kept). */
-  responseTicket: KeepTicket | undefined;
-}
-
 /**
- * The intake step of `/v1/responses` while responses are kept: with `previous_response_id`, the
+ * The Responses face's intake step while responses are kept: with `previous_response_id`, the
  * kept conversation (its input, then its output) goes before this request's input — an unknown
  * id, or another key's, is refused (400 `previous_response_not_found`); unless the request says
- * `store: false`, `req` gets a ticket to keep the answer. Everywhere else the body itself, at once.
+ * `store: false`, the result carries a ticket to keep the answer, and in `echo` what the
+ * response says of it. Otherwise (another route, nothing kept) the body itself, at once.
  */
 export function continueConversation(
-  ctx: KeepContext,
-  req: KeepRequest,
+  ctx: ConversationContext,
+  req: FaceRequest,
   body: JsonObject,
-): JsonObject | Promise<JsonObject> {
+): FaceIntake | Promise<FaceIntake> {
   const keeper = ctx.responses;
-  if (req.endpoint !== RESPONSES_ROUTE || keeper === undefined || !keeper.enabled) return body;
+  if (req.endpoint !== RESPONSES_ROUTE || keeper === undefined || !keeper.enabled) {
+    return { body };
+  }
   return withStore(ctx, keeper, req, body);
 }
 
 async function withStore(
-  ctx: KeepContext,
+  ctx: ConversationContext,
   keeper: ResponseKeeper,
-  req: KeepRequest,
+  req: FaceRequest,
   body: JsonObject,
-): Promise<JsonObject> {
+): Promise<FaceIntake> {
   const store = await keeper.store();
-  if (store === undefined) return body;
+  if (store === undefined) return { body };
   const apiKeyId = req.apiKeyId;
   const previous = body.previous_response_id;
   const input = inputItems(body.input);
@@ -197,12 +194,11 @@ async function withStore(
   }
   const keep = body.store !== false;
   if (keep) await withinLimits(store, apiKeyId, input);
-  markKept(out, { store: keep, previous: typeof previous === "string" ? previous : undefined });
-  if (keep) {
-    const link = typeof previous === "string" ? previous : undefined;
-    req.responseTicket = new KeepTicket(store, apiKeyId, input, link, ctx.logger, keeper.now);
-  }
-  return out;
+  const link = typeof previous === "string" ? previous : undefined;
+  const echo = keptEcho({ store: keep, previous: link });
+  if (!keep) return { body: out, echo };
+  const ticket = new KeepTicket(store, apiKeyId, input, link, ctx.logger, keeper.now);
+  return { body: out, echo, ticket };
 }
 
 /**

@@ -7,6 +7,9 @@
 import type {
   AnswerTimings,
   Face,
+  FaceIntake,
+  FaceOptions,
+  FaceRequest,
   JsonObject,
   StreamTranslator,
   UpstreamRequest,
@@ -29,17 +32,37 @@ import {
 } from "./responses_answer.ts";
 import { ResponsesStreamTranslator } from "./responses_stream.ts";
 import { NativeResponsesFace } from "./responses_native.ts";
+import { continueConversation, type ConversationContext } from "./response_keeper.ts";
 
 /** The route this face serves. */
 export const RESPONSES_ENDPOINT = "/v1/responses";
+
+/** Construction options of the Responses face. */
+export interface ResponsesFaceOptions extends FaceOptions {
+  /** The gateway whose response keeper continues conversations; absent: nothing is kept. */
+  conversations?: ConversationContext;
+}
 
 /** The Responses face. */
 export class ResponsesFace extends TranslatingFace implements Face {
   /** The face's name. */
   readonly name = "responses" as const;
+  readonly #conversations: ConversationContext | undefined;
+
+  /** `options.conversations`: the gateway that keeps responses (ADR 0028). */
+  constructor(options: ResponsesFaceOptions = {}) {
+    super(options);
+    this.#conversations = options.conversations;
+  }
+
+  /** With the response store on: the kept conversation goes before this turn's input. */
+  intake(req: FaceRequest, body: JsonObject): FaceIntake | Promise<FaceIntake> {
+    const ctx = this.#conversations;
+    return ctx === undefined ? { body } : continueConversation(ctx, req, body);
+  }
 
   /** A Responses body → the OpenAI chat request (path `/chat/completions`). */
-  toUpstream(endpoint: string, body: JsonObject): UpstreamRequest {
+  toUpstream(endpoint: string, body: JsonObject, echo?: JsonObject): UpstreamRequest {
     if (endpoint !== RESPONSES_ENDPOINT) {
       throw new FaceError(
         404,
@@ -54,7 +77,7 @@ export class ResponsesFace extends TranslatingFace implements Face {
       body: chat,
       stream: body.stream === true,
       requestedModel: body.model as string,
-      context: requestContext(body, custom),
+      context: requestContext(body, custom, echo),
     };
   }
 

@@ -8,7 +8,8 @@
  * (→ `response_format`), `reasoning.effort` (→ `reasoning_effort`), `prompt_cache_key`, `stream`.
  * Left out: hosted tools a chat node cannot run and their call items, `reasoning` items, `store`,
  * `include`, `truncation` and every other Responses-only field. Refused: `conversation`, and
- * `previous_response_id` unless the response store merged that conversation in (`markKept`).
+ * `previous_response_id` unless the response store merged that conversation in (the face's
+ * intake step, which then says so in the `echo` it hands `toUpstream`).
  *
  * @module
  */
@@ -309,32 +310,27 @@ export function mapTextFormat(text: unknown): JsonObject | undefined {
   return undefined;
 }
 
-/** How the response store took a request body (see `markKept`). */
-interface Kept {
+/** How the response store took a request body (the face's intake step, ADR 0028). */
+export interface KeptTurn {
   /** Whether its answer is kept. */
   store: boolean;
-  /** The response it continues. */
+  /** The response it continues (merged into `input`, gone from the body). */
   previous?: string;
 }
 
-const KEPT = new WeakMap<JsonObject, Kept>();
-
-/**
- * Notes, for the response the face builds of `body`, that the response store keeps it (`store`)
- * and that it continues `previous` (the proxy merged that conversation into `input`, ADR 0028).
- */
-export function markKept(body: JsonObject, kept: Kept): void {
-  KEPT.set(body, kept);
+/** The fields a response echoes of a kept turn (`FaceIntake.echo`). */
+export function keptEcho(kept: KeptTurn): JsonObject {
+  const echo: JsonObject = { store: kept.store };
+  if (kept.previous !== undefined) echo.previous_response_id = kept.previous;
+  return echo;
 }
 
-/** The request fields a response echoes back, plus the custom tool names (see `MappedTools`). */
-export function requestContext(body: JsonObject, custom: string[]): JsonObject {
-  const echo: JsonObject = {};
-  const kept = KEPT.get(body);
-  if (kept !== undefined) {
-    echo.store = kept.store;
-    if (kept.previous !== undefined) echo.previous_response_id = kept.previous;
-  }
+/**
+ * The request fields a response echoes back, plus the custom tool names (see `MappedTools`);
+ * `kept`: the fields the intake step echoes (`keptEcho`), first.
+ */
+export function requestContext(body: JsonObject, custom: string[], kept?: JsonObject): JsonObject {
+  const echo: JsonObject = kept === undefined ? {} : { ...kept };
   for (const field of ["instructions", "max_output_tokens", "metadata", "user"]) {
     if (body[field] !== undefined) echo[field] = body[field];
   }

@@ -5,6 +5,7 @@
 import { assert, assertEquals, assertStringIncludes, assertThrows } from "../_assert.ts";
 import { FaceError, type JsonObject } from "../../src/faces/face.ts";
 import { ResponsesFace } from "../../src/responses/responses_face.ts";
+import { keptEcho } from "../../src/responses/responses_request.ts";
 
 const face = new ResponsesFace();
 
@@ -349,4 +350,21 @@ Deno.test("responses request: model and input are required", () => {
     refusal({ model: "m1", input: [{ type: "item_reference", id: "msg_1" }] }).message,
     "input[0]",
   );
+});
+
+Deno.test("responses request: what the intake step kept reaches the answer through toUpstream", async () => {
+  // No response keeper: the intake step hands the body on as it came, keeping nothing.
+  const body = { model: "m1", input: "hi" };
+  const taken = await face.intake({ endpoint: "/v1/responses", apiKeyId: "k1" }, body);
+  assertEquals(taken, { body });
+  // A kept turn's echo (from the intake step, in the open) is what the response says of it.
+  const echo = keptEcho({ store: true, previous: "resp_1" });
+  const req = face.toUpstream("/v1/responses", { ...body, instructions: "Be brief." }, echo);
+  assertEquals((req.context as JsonObject).echo, {
+    store: true,
+    previous_response_id: "resp_1",
+    instructions: "Be brief.",
+  });
+  const plain = face.toUpstream("/v1/responses", body);
+  assertEquals((plain.context as JsonObject).echo, {});
 });

@@ -1,6 +1,7 @@
 /**
  * The one intrusive doubly-linked list of the tree: the things in flight (requests, watched
- * upstream waits, requests waiting for capacity).
+ * upstream waits, requests waiting for capacity), a key's waiters in fair share, and the client
+ * connections the listener times out (never served yet, idle).
  *
  * Why not a `Set`: a long-lived Set that gets one add and one delete per request reallocates its
  * hash table every few dozen requests, and an old table that was promoted to V8's old generation

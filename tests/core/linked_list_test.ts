@@ -1,5 +1,5 @@
 import { deepStrictEqual, strictEqual } from "node:assert/strict";
-import { type Linked, LinkedList } from "../../src/proxy/linked_list.ts";
+import { type Linked, LinkedList } from "../../src/core/linked_list.ts";
 
 class Item implements Linked<Item> {
   linkPrev?: Item;
