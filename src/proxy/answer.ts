@@ -1,7 +1,8 @@
 /**
  * The answer: what the client gets for a whole (non-streamed) upstream answer — passed through or
- * translated by its face — and for an upstream error, passed through or reshaped (ADR 0012). The
- * answer also notes, on its target, what the usage event needs (status, answer body, error).
+ * translated by its face — and for an upstream error, passed through or reshaped (ADR 0012). Each
+ * returns what it decided as an `Answered` record (the response and what the usage event needs:
+ * status, answer body, error); it writes nothing on the request it answers.
  *
  * @module
  */
@@ -11,7 +12,7 @@ import { isJsonObject, type JsonObject, parseJson } from "../core/json.ts";
 import { errorResponse, jsonResponse } from "./errors.ts";
 import { relayedResponse } from "./upstream.ts";
 
-/** The request an answer is for, and where the answer notes its outcome (an Exchange). */
+/** The request an answer is for (an Exchange): read only. */
 export interface AnswerTarget {
   /** The client's face: it decides between passing through and translating. */
   readonly face: Face;
@@ -23,16 +24,22 @@ export interface AnswerTarget {
   readonly requestId: string;
   /** `UpstreamRequest.context`, handed to the face's `fromUpstream`. */
   readonly faceContext: JsonObject | undefined;
-  /** Noted: the status the client got. */
-  answerStatus: number;
-  /** Noted: the upstream's answer when it was a JSON object (usage and tool calls are read off it). */
-  answerBody: JsonObject | undefined;
-  /** Noted: the translated answer the client got (a face that does not pass through). */
-  clientBody?: JsonObject;
-  /** Noted: the usage event's `error_type` for an answer that is an error, else undefined. */
-  errorType: string | undefined;
-  /** Noted: the usage event's `error_message` for an answer that is an error, else undefined. */
-  errorMessage: string | undefined;
+}
+
+/** What an answer step decided: the client's response and what its usage event needs. */
+export interface Answered {
+  /** The client's response. */
+  readonly response: Response;
+  /** The status the client got. */
+  readonly status: number;
+  /** The upstream's answer when it was a JSON object (usage and tool calls are read off it). */
+  readonly body: JsonObject | undefined;
+  /** The translated answer the client got (a face that does not pass through). */
+  readonly clientBody: JsonObject | undefined;
+  /** The usage event's `error_type` for an answer that is an error, else undefined. */
+  readonly errorType: string | undefined;
+  /** The usage event's `error_message` for an answer that is an error, else undefined. */
+  readonly errorMessage: string | undefined;
 }
 
 /** An upstream answer's status and headers (an `UpstreamAnswer` is one). */
@@ -62,37 +69,46 @@ export function answerResponse(
   bytes: Uint8Array<ArrayBuffer>,
   nodeId: string,
   totalMs: number,
-): Response {
+): Answered {
   const status = head.status;
   const parsed = parseAnswer(bytes);
+  if (status >= 400) return upstreamErrorResponse(t, head, bytes, parsed, nodeId);
   const answer = isJsonObject(parsed) ? parsed : undefined;
   const face = t.face;
-  t.answerBody = answer;
-  if (status >= 400) return upstreamErrorResponse(t, head, bytes, parsed, nodeId);
   if (face.passesThrough) {
-    t.answerStatus = status;
-    return passedThrough(t, head, bytes, nodeId);
+    return answered(passedThrough(t, head, bytes, nodeId), status, answer, undefined, undefined);
   }
   if (answer === undefined) {
     // A translated face cannot carry an answer that is not a JSON object.
-    t.answerStatus = 502;
-    t.errorType = "upstream_error";
-    t.errorMessage = "Upstream answer is not a JSON object";
-    const message = `Upstream error: ${t.errorMessage}`;
-    return errorResponse(face, 502, "upstream_error", message, t.requestId, nodeId);
+    const error = "Upstream answer is not a JSON object";
+    const response = errorResponse(
+      face,
+      502,
+      "upstream_error",
+      `Upstream error: ${error}`,
+      t.requestId,
+      nodeId,
+    );
+    return answered(response, 502, undefined, "upstream_error", error);
   }
-  t.answerStatus = status;
   const client = face.fromUpstream(t.endpoint, answer, t.requestedModel, t.faceContext, {
     totalMs,
   });
-  t.clientBody = client;
-  return jsonResponse(status, client, t.requestId, nodeId);
+  const response = jsonResponse(status, client, t.requestId, nodeId);
+  return {
+    response,
+    status,
+    body: answer,
+    clientBody: client,
+    errorType: undefined,
+    errorMessage: undefined,
+  };
 }
 
 /**
  * The client's answer to an upstream error answer (status >= 400, `parsed` its JSON value or
  * undefined): passed through by a face that passes through, else reshaped by the face with the
- * upstream's status and message (ADR 0012). Notes the error for the usage event.
+ * upstream's status and message (ADR 0012), with the error for the usage event.
  */
 export function upstreamErrorResponse(
   t: AnswerTarget,
@@ -100,13 +116,30 @@ export function upstreamErrorResponse(
   bytes: Uint8Array<ArrayBuffer>,
   parsed: unknown,
   nodeId: string,
-): Response {
+): Answered {
   const status = head.status;
-  t.answerStatus = status;
-  t.errorType = "upstream_error";
-  t.errorMessage = readUpstreamError(status, parsed ?? decoder.decode(bytes)).message;
-  if (t.face.passesThrough) return passedThrough(t, head, bytes, nodeId);
-  return jsonResponse(status, t.face.upstreamErrorBody(status, parsed), t.requestId, nodeId);
+  const error = readUpstreamError(status, parsed ?? decoder.decode(bytes)).message;
+  const response = t.face.passesThrough
+    ? passedThrough(t, head, bytes, nodeId)
+    : jsonResponse(status, t.face.upstreamErrorBody(status, parsed), t.requestId, nodeId);
+  return answered(
+    response,
+    status,
+    isJsonObject(parsed) ? parsed : undefined,
+    "upstream_error",
+    error,
+  );
+}
+
+/** An answer with no translated body. */
+function answered(
+  response: Response,
+  status: number,
+  body: JsonObject | undefined,
+  errorType: string | undefined,
+  errorMessage: string | undefined,
+): Answered {
+  return { response, status, body, clientBody: undefined, errorType, errorMessage };
 }
 
 /** The upstream's status, headers and bytes as they came, plus the node and the request id. */
@@ -128,11 +161,10 @@ export function transportFailureResponse(
   t: AnswerTarget,
   reason: string,
   nodeId: string,
-): Response {
-  t.answerStatus = 502;
-  t.errorType = "upstream_error";
-  t.errorMessage = `Upstream error: ${reason}`;
-  return errorResponse(t.face, 502, "upstream_error", t.errorMessage, t.requestId, nodeId);
+): Answered {
+  const error = `Upstream error: ${reason}`;
+  const response = errorResponse(t.face, 502, "upstream_error", error, t.requestId, nodeId);
+  return answered(response, 502, undefined, "upstream_error", error);
 }
 
 /** Tool calls of a non-streamed chat answer (`choices[0].message.tool_calls`). */
