@@ -11,6 +11,7 @@ import { readUpstreamError } from "../faces/errors.ts";
 import { isJsonObject, type JsonObject, parseJson } from "../core/json.ts";
 import { errorResponse, jsonResponse } from "./errors.ts";
 import { relayedResponse } from "./upstream.ts";
+import type { UsageOutcome } from "./usage_facts.ts";
 
 /** The request an answer is for (an Exchange): read only. */
 export interface AnswerTarget {
@@ -26,20 +27,27 @@ export interface AnswerTarget {
   readonly faceContext: JsonObject | undefined;
 }
 
-/** What an answer step decided: the client's response and what its usage event needs. */
-export interface Answered {
+/**
+ * What an answer step decided: the client's response, and the usage event's facts of it (the
+ * record is those facts, so the event is built from it without another object).
+ */
+export interface Answered extends UsageOutcome {
   /** The client's response. */
-  readonly response: Response;
+  readonly reply: Response;
   /** The status the client got. */
   readonly status: number;
-  /** The upstream's answer when it was a JSON object (usage and tool calls are read off it). */
-  readonly body: JsonObject | undefined;
+  /** The upstream's answer when it was a JSON object (usage is read off it). */
+  readonly response: JsonObject | undefined;
   /** The translated answer the client got (a face that does not pass through). */
   readonly clientBody: JsonObject | undefined;
+  /** Tool calls of an answer that is not an error (`choices[0].message.tool_calls`). */
+  readonly toolCalls: unknown[] | undefined;
   /** The usage event's `error_type` for an answer that is an error, else undefined. */
   readonly errorType: string | undefined;
   /** The usage event's `error_message` for an answer that is an error, else undefined. */
   readonly errorMessage: string | undefined;
+  /** Arrival to the answer, ms (`totalMs`); undefined when the caller did not say. */
+  readonly durationMs: number | undefined;
 }
 
 /** An upstream answer's status and headers (an `UpstreamAnswer` is one). */
@@ -72,37 +80,25 @@ export function answerResponse(
 ): Answered {
   const status = head.status;
   const parsed = parseAnswer(bytes);
-  if (status >= 400) return upstreamErrorResponse(t, head, bytes, parsed, nodeId);
+  if (status >= 400) return upstreamErrorResponse(t, head, bytes, parsed, nodeId, totalMs);
   const answer = isJsonObject(parsed) ? parsed : undefined;
   const face = t.face;
   if (face.passesThrough) {
-    return answered(passedThrough(t, head, bytes, nodeId), status, answer, undefined, undefined);
+    const reply = passedThrough(t, head, bytes, nodeId);
+    return answered(reply, status, answer, undefined, undefined, totalMs);
   }
   if (answer === undefined) {
     // A translated face cannot carry an answer that is not a JSON object.
     const error = "Upstream answer is not a JSON object";
-    const response = errorResponse(
-      face,
-      502,
-      "upstream_error",
-      `Upstream error: ${error}`,
-      t.requestId,
-      nodeId,
-    );
-    return answered(response, 502, undefined, "upstream_error", error);
+    const message = `Upstream error: ${error}`;
+    const reply = errorResponse(face, 502, "upstream_error", message, t.requestId, nodeId);
+    return answered(reply, 502, undefined, undefined, error, totalMs);
   }
   const client = face.fromUpstream(t.endpoint, answer, t.requestedModel, t.faceContext, {
     totalMs,
   });
-  const response = jsonResponse(status, client, t.requestId, nodeId);
-  return {
-    response,
-    status,
-    body: answer,
-    clientBody: client,
-    errorType: undefined,
-    errorMessage: undefined,
-  };
+  const reply = jsonResponse(status, client, t.requestId, nodeId);
+  return answered(reply, status, answer, client, undefined, totalMs);
 }
 
 /**
@@ -116,30 +112,39 @@ export function upstreamErrorResponse(
   bytes: Uint8Array<ArrayBuffer>,
   parsed: unknown,
   nodeId: string,
+  totalMs?: number,
 ): Answered {
   const status = head.status;
   const error = readUpstreamError(status, parsed ?? decoder.decode(bytes)).message;
-  const response = t.face.passesThrough
+  const reply = t.face.passesThrough
     ? passedThrough(t, head, bytes, nodeId)
     : jsonResponse(status, t.face.upstreamErrorBody(status, parsed), t.requestId, nodeId);
-  return answered(
-    response,
-    status,
-    isJsonObject(parsed) ? parsed : undefined,
-    "upstream_error",
-    error,
-  );
+  const answer = isJsonObject(parsed) ? parsed : undefined;
+  return answered(reply, status, answer, undefined, error, totalMs);
 }
 
-/** An answer with no translated body. */
+/**
+ * The record of an answer: an error (`errorMessage` set) is an `upstream_error`; the tool calls
+ * are those of an answer below 400.
+ */
 function answered(
-  response: Response,
+  reply: Response,
   status: number,
-  body: JsonObject | undefined,
-  errorType: string | undefined,
+  response: JsonObject | undefined,
+  clientBody: JsonObject | undefined,
   errorMessage: string | undefined,
+  durationMs: number | undefined,
 ): Answered {
-  return { response, status, body, clientBody: undefined, errorType, errorMessage };
+  return {
+    reply,
+    status,
+    response,
+    clientBody,
+    toolCalls: status < 400 ? toolCallsOf(response) : undefined,
+    errorType: errorMessage === undefined ? undefined : "upstream_error",
+    errorMessage,
+    durationMs,
+  };
 }
 
 /** The upstream's status, headers and bytes as they came, plus the node and the request id. */
@@ -163,8 +168,8 @@ export function transportFailureResponse(
   nodeId: string,
 ): Answered {
   const error = `Upstream error: ${reason}`;
-  const response = errorResponse(t.face, 502, "upstream_error", error, t.requestId, nodeId);
-  return answered(response, 502, undefined, "upstream_error", error);
+  const reply = errorResponse(t.face, 502, "upstream_error", error, t.requestId, nodeId);
+  return answered(reply, 502, undefined, undefined, error, undefined);
 }
 
 /** Tool calls of a non-streamed chat answer (`choices[0].message.tool_calls`). */

@@ -27,7 +27,6 @@ import {
   answerResponse,
   type AnswerTarget,
   parseAnswer,
-  toolCallsOf,
   transportFailureResponse,
   upstreamErrorResponse,
 } from "./answer.ts";
@@ -526,29 +525,23 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
       whole.durationMs,
     );
     const ticket = this.responseTicket;
+    const durationMs = whole.durationMs;
     if (answered.status < 400 && ticket !== undefined) {
-      return this.#kept(ticket, answered, whole.durationMs);
+      return this.#kept(ticket, answered, durationMs);
     }
-    return this.#answered(answered, whole.durationMs);
+    return this.#answered(answered, durationMs);
   }
 
   /** Keeps the answer (ADR 0028), then its usage event. */
   async #kept(ticket: KeepTicket, answered: Answered, durationMs: number): Promise<Response> {
-    await ticket.keep(answered.clientBody ?? answered.body);
+    await ticket.keep(answered.clientBody ?? answered.response);
     return this.#answered(answered, durationMs);
   }
 
-  /** A whole answer's usage event, metrics and log line; the client's response. */
+  /** A whole answer's usage event (the record is its facts), metrics and log line. */
   #answered(answered: Answered, durationMs: number): Response {
-    const ok = answered.status < 400;
-    this.#done(this.#node!, answered.status, ok, {
-      response: answered.body,
-      toolCalls: ok ? toolCallsOf(answered.body) : undefined,
-      errorType: answered.errorType,
-      errorMessage: answered.errorMessage,
-      durationMs,
-    });
-    return answered.response;
+    this.#done(this.#node!, answered.status, answered.status < 400, durationMs, answered);
+    return answered.reply;
   }
 
   /** Releases the slot held, with the outcome `end` maps to (`finishOutcome`). */
@@ -578,7 +571,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
       this.#release(end, this.#upstreamStatus, durationMs);
       if (end === "broken") this.ctx.metrics.attemptFailed(node.id, "stream_broken");
       const facts = streamEnd(outcome, this.#upstreamStatus, this.#inputTokens);
-      this.#done(node, facts.status, end === "done", {
+      this.#done(node, facts.status, end === "done", durationMs, {
         usage: facts.usage,
         usageSource: facts.usageSource,
         toolCalls: outcome.toolCalls,
@@ -612,12 +605,13 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
       ? upstreamErrorResponse(this, answer, body, parseAnswer(body), node.id)
       : transportFailureResponse(this, last.reason, node.id);
     this.#node = node;
-    this.#done(node, answered.status, false, {
+    // Not the record itself: a failure's event reads no usage off the upstream's error body.
+    this.#done(node, answered.status, false, durationMs, {
       errorType: answered.errorType,
       errorMessage: answered.errorMessage,
       durationMs,
     }, "upstream_failed");
-    return answered.response;
+    return answered.reply;
   }
 
   /** A forwarded request ended with a whole answer: its usage event, metrics and log line. */
@@ -625,11 +619,12 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     node: PickedNode,
     status: number,
     ok: boolean,
-    extra: UsageOutcome & { durationMs: number },
+    durationMs: number,
+    extra: UsageOutcome & { durationMs?: number },
     outcome = ok ? "ok" : "upstream_error",
   ): void {
     this.#record(status, ok, extra);
-    this.ctx.metrics.requestDone(node.id, status, extra.durationMs);
+    this.ctx.metrics.requestDone(node.id, status, durationMs);
     this.#log(status, outcome);
   }
 

@@ -59,7 +59,7 @@ Deno.test("answer openai: the upstream's status, headers and bytes, plus node an
     "node-a",
     12,
   );
-  const res = a.response;
+  const res = a.reply;
   assertEquals(res.status, 200);
   assertEquals(await res.text(), text, "bytes unchanged");
   assertEquals(res.headers.get("x-request-id"), "rid-1", "our request id replaces the upstream's");
@@ -67,14 +67,14 @@ Deno.test("answer openai: the upstream's status, headers and bytes, plus node an
   assertEquals(res.headers.get("x-upstream"), "1");
   assertEquals(res.headers.get("content-length"), null, "the upstream's framing is dropped");
   assertEquals(a.status, 200);
-  assertEquals(a.body, chatAnswer, "the answer object is noted for the usage event");
+  assertEquals(a.response, chatAnswer, "the answer object is noted for the usage event");
   assertEquals(a.errorType, undefined);
 });
 
 Deno.test("answer anthropic: a JSON answer is translated; anything else is a 502", async () => {
   const t = target("anthropic", "/v1/messages");
   const a = answerResponse(t, head(200, []), enc.encode(JSON.stringify(chatAnswer)), "n", 12);
-  const res = a.response;
+  const res = a.reply;
   assertEquals(res.status, 200);
   assertEquals(res.headers.get("x-request-id"), "rid-1");
   assertEquals(res.headers.get("x-skeid-node"), "n");
@@ -91,7 +91,7 @@ Deno.test("answer anthropic: a JSON answer is translated; anything else is a 502
     "n",
     12,
   );
-  const res502 = bad.response;
+  const res502 = bad.reply;
   assertEquals(res502.status, 502);
   assertEquals(await res502.json(), {
     type: "error",
@@ -112,13 +112,13 @@ Deno.test("answer upstream error: passed through by openai, reshaped by ollama; 
     "n",
     1,
   );
-  const passed = o.response;
+  const passed = o.reply;
   assertEquals(passed.status, 400);
   assertEquals(await passed.json(), upstreamError, "the upstream's body as it was");
   assertEquals(passed.headers.get("x-a"), "1");
   assertEquals(o.errorType, "upstream_error");
   assertEquals(o.errorMessage, "context too long");
-  assertEquals(o.body, upstreamError);
+  assertEquals(o.response, upstreamError);
 
   const l = upstreamErrorResponse(
     target("ollama", "/api/chat"),
@@ -127,7 +127,7 @@ Deno.test("answer upstream error: passed through by openai, reshaped by ollama; 
     undefined,
     "n",
   );
-  const reshaped = l.response;
+  const reshaped = l.reply;
   assertEquals(reshaped.status, 503);
   assertEquals(reshaped.headers.get("content-type"), "application/json");
   // The face reshapes what parsed (nothing here); the usage event keeps the upstream's text.
@@ -142,7 +142,7 @@ Deno.test("answer transport failure: 502 in the face's shape with the reason", a
     "connection refused",
     "node-b",
   );
-  const res = t.response;
+  const res = t.reply;
   assertEquals(res.status, 502);
   assertEquals(res.headers.get("x-skeid-node"), "node-b");
   assertEquals(await res.json(), {
