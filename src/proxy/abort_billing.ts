@@ -10,7 +10,7 @@
  */
 import type { JsonObject } from "../core/json.ts";
 import type { UsageSource } from "../usage/types.ts";
-import type { CallHolder } from "./call.ts";
+import type { Abortable } from "./upstream_answer.ts";
 import { CHARS_PER_TOKEN, estimateInputTokens } from "./estimate.ts";
 import type { RelayOutcome } from "./relay.ts";
 import type { UsageOutcome } from "./usage_facts.ts";
@@ -103,16 +103,16 @@ export class ClientWatch {
   /** The client went away during the call. */
   gone = false;
   readonly #signal: AbortSignal;
-  readonly #holder: CallHolder;
+  readonly #call: Abortable;
   readonly #onAbort = () => {
     this.gone = true;
-    this.#holder.upstreamCall?.abort();
+    this.#call.abort();
   };
 
-  /** Starts watching `client.signal` for `holder`'s call. */
-  constructor(client: { readonly signal: AbortSignal }, holder: CallHolder) {
+  /** Starts watching `client.signal` for the upstream call `call` stops. */
+  constructor(client: { readonly signal: AbortSignal }, call: Abortable) {
     this.#signal = client.signal;
-    this.#holder = holder;
+    this.#call = call;
     if (this.#signal.aborted) this.gone = true;
     else this.#signal.addEventListener("abort", this.#onAbort, { once: true });
   }
@@ -126,8 +126,8 @@ export class ClientWatch {
 /** A watch over the client of a non-streamed attempt; none for a stream (its relay sees it). */
 export function watchClient(
   client: { readonly signal: AbortSignal },
-  holder: CallHolder,
+  call: Abortable,
   stream: boolean,
 ): ClientWatch | undefined {
-  return stream ? undefined : new ClientWatch(client, holder);
+  return stream ? undefined : new ClientWatch(client, call);
 }

@@ -1,7 +1,8 @@
 /**
  * The answer: what the client gets for a whole (non-streamed) upstream answer — passed through or
- * translated by its face — and for an upstream error, passed through or reshaped (ADR 0012). The
- * answer also notes, on its target, what the usage event needs (status, answer body, error).
+ * translated by its face — and for an upstream error, passed through or reshaped (ADR 0012). Each
+ * returns what it decided as an `Answered` record (the response and what the usage event needs:
+ * status, answer body, error); it writes nothing on the request it answers.
  *
  * @module
  */
@@ -10,8 +11,9 @@ import { readUpstreamError } from "../faces/errors.ts";
 import { isJsonObject, type JsonObject, parseJson } from "../core/json.ts";
 import { errorResponse, jsonResponse } from "./errors.ts";
 import { relayedResponse } from "./upstream.ts";
+import type { UsageOutcome } from "./usage_facts.ts";
 
-/** The request an answer is for, and where the answer notes its outcome (an Exchange). */
+/** The request an answer is for (an Exchange): read only. */
 export interface AnswerTarget {
   /** The client's face: it decides between passing through and translating. */
   readonly face: Face;
@@ -23,16 +25,29 @@ export interface AnswerTarget {
   readonly requestId: string;
   /** `UpstreamRequest.context`, handed to the face's `fromUpstream`. */
   readonly faceContext: JsonObject | undefined;
-  /** Noted: the status the client got. */
-  answerStatus: number;
-  /** Noted: the upstream's answer when it was a JSON object (usage and tool calls are read off it). */
-  answerBody: JsonObject | undefined;
-  /** Noted: the translated answer the client got (a face that does not pass through). */
-  clientBody?: JsonObject;
-  /** Noted: the usage event's `error_type` for an answer that is an error, else undefined. */
-  errorType: string | undefined;
-  /** Noted: the usage event's `error_message` for an answer that is an error, else undefined. */
-  errorMessage: string | undefined;
+}
+
+/**
+ * What an answer step decided: the client's response, and the usage event's facts of it (the
+ * record is those facts, so the event is built from it without another object).
+ */
+export interface Answered extends UsageOutcome {
+  /** The client's response. */
+  readonly reply: Response;
+  /** The status the client got. */
+  readonly status: number;
+  /** The upstream's answer when it was a JSON object (usage is read off it). */
+  readonly response: JsonObject | undefined;
+  /** The translated answer the client got (a face that does not pass through). */
+  readonly clientBody: JsonObject | undefined;
+  /** Tool calls of an answer that is not an error (`choices[0].message.tool_calls`). */
+  readonly toolCalls: unknown[] | undefined;
+  /** The usage event's `error_type` for an answer that is an error, else undefined. */
+  readonly errorType: string | undefined;
+  /** The usage event's `error_message` for an answer that is an error, else undefined. */
+  readonly errorMessage: string | undefined;
+  /** Arrival to the answer, ms (`totalMs`); undefined when the caller did not say. */
+  readonly durationMs: number | undefined;
 }
 
 /** An upstream answer's status and headers (an `UpstreamAnswer` is one). */
@@ -62,37 +77,34 @@ export function answerResponse(
   bytes: Uint8Array<ArrayBuffer>,
   nodeId: string,
   totalMs: number,
-): Response {
+): Answered {
   const status = head.status;
   const parsed = parseAnswer(bytes);
+  if (status >= 400) return upstreamErrorResponse(t, head, bytes, parsed, nodeId, totalMs);
   const answer = isJsonObject(parsed) ? parsed : undefined;
   const face = t.face;
-  t.answerBody = answer;
-  if (status >= 400) return upstreamErrorResponse(t, head, bytes, parsed, nodeId);
   if (face.passesThrough) {
-    t.answerStatus = status;
-    return passedThrough(t, head, bytes, nodeId);
+    const reply = passedThrough(t, head, bytes, nodeId);
+    return answered(reply, status, answer, undefined, undefined, totalMs);
   }
   if (answer === undefined) {
     // A translated face cannot carry an answer that is not a JSON object.
-    t.answerStatus = 502;
-    t.errorType = "upstream_error";
-    t.errorMessage = "Upstream answer is not a JSON object";
-    const message = `Upstream error: ${t.errorMessage}`;
-    return errorResponse(face, 502, "upstream_error", message, t.requestId, nodeId);
+    const error = "Upstream answer is not a JSON object";
+    const message = `Upstream error: ${error}`;
+    const reply = errorResponse(face, 502, "upstream_error", message, t.requestId, nodeId);
+    return answered(reply, 502, undefined, undefined, error, totalMs);
   }
-  t.answerStatus = status;
   const client = face.fromUpstream(t.endpoint, answer, t.requestedModel, t.faceContext, {
     totalMs,
   });
-  t.clientBody = client;
-  return jsonResponse(status, client, t.requestId, nodeId);
+  const reply = jsonResponse(status, client, t.requestId, nodeId);
+  return answered(reply, status, answer, client, undefined, totalMs);
 }
 
 /**
  * The client's answer to an upstream error answer (status >= 400, `parsed` its JSON value or
  * undefined): passed through by a face that passes through, else reshaped by the face with the
- * upstream's status and message (ADR 0012). Notes the error for the usage event.
+ * upstream's status and message (ADR 0012), with the error for the usage event.
  */
 export function upstreamErrorResponse(
   t: AnswerTarget,
@@ -100,13 +112,39 @@ export function upstreamErrorResponse(
   bytes: Uint8Array<ArrayBuffer>,
   parsed: unknown,
   nodeId: string,
-): Response {
+  totalMs?: number,
+): Answered {
   const status = head.status;
-  t.answerStatus = status;
-  t.errorType = "upstream_error";
-  t.errorMessage = readUpstreamError(status, parsed ?? decoder.decode(bytes)).message;
-  if (t.face.passesThrough) return passedThrough(t, head, bytes, nodeId);
-  return jsonResponse(status, t.face.upstreamErrorBody(status, parsed), t.requestId, nodeId);
+  const error = readUpstreamError(status, parsed ?? decoder.decode(bytes)).message;
+  const reply = t.face.passesThrough
+    ? passedThrough(t, head, bytes, nodeId)
+    : jsonResponse(status, t.face.upstreamErrorBody(status, parsed), t.requestId, nodeId);
+  const answer = isJsonObject(parsed) ? parsed : undefined;
+  return answered(reply, status, answer, undefined, error, totalMs);
+}
+
+/**
+ * The record of an answer: an error (`errorMessage` set) is an `upstream_error`; the tool calls
+ * are those of an answer below 400.
+ */
+function answered(
+  reply: Response,
+  status: number,
+  response: JsonObject | undefined,
+  clientBody: JsonObject | undefined,
+  errorMessage: string | undefined,
+  durationMs: number | undefined,
+): Answered {
+  return {
+    reply,
+    status,
+    response,
+    clientBody,
+    toolCalls: status < 400 ? toolCallsOf(response) : undefined,
+    errorType: errorMessage === undefined ? undefined : "upstream_error",
+    errorMessage,
+    durationMs,
+  };
 }
 
 /** The upstream's status, headers and bytes as they came, plus the node and the request id. */
@@ -128,11 +166,10 @@ export function transportFailureResponse(
   t: AnswerTarget,
   reason: string,
   nodeId: string,
-): Response {
-  t.answerStatus = 502;
-  t.errorType = "upstream_error";
-  t.errorMessage = `Upstream error: ${reason}`;
-  return errorResponse(t.face, 502, "upstream_error", t.errorMessage, t.requestId, nodeId);
+): Answered {
+  const error = `Upstream error: ${reason}`;
+  const reply = errorResponse(t.face, 502, "upstream_error", error, t.requestId, nodeId);
+  return answered(reply, 502, undefined, undefined, error, undefined);
 }
 
 /** Tool calls of a non-streamed chat answer (`choices[0].message.tool_calls`). */

@@ -6,7 +6,6 @@
  * @module
  */
 import { errorMessage } from "../error_message.ts";
-import type { PickedNode } from "../core/types.ts";
 import { Http1Abort, type Http1Client } from "./http1.ts";
 import { UnknownCoding } from "./http1_decode.ts";
 import { BadHead } from "./http1_head.ts";
@@ -35,56 +34,46 @@ export interface UpstreamClients {
 /** Upstream statuses that fail over to the next node (before the first byte). */
 export const FAILOVER_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
 
-/** An attempt that failed before the first byte (the request fails over on it). */
-export interface Failure {
-  /** The node the attempt went to. */
-  node: PickedNode;
-  /** Set when the upstream answered (429/5xx): passed on when it is the last failure. */
-  answer?: UpstreamAnswer;
-  /** The body of that answer. */
-  body?: Uint8Array<ArrayBuffer>;
-  /** Why it failed (connection refused, `upstream answered 503`, ...). */
-  reason: string;
-}
+/** A call's stop handle: the HTTP/1.1 client's, or fetch's controller. */
+export type CallStop = Http1Abort | AbortController;
 
-/** Who holds the call's stop handle (shutdown and the relay stop the call through it). */
-export interface CallHolder {
-  /** The stop handle of the call in flight, set before the request is sent. */
-  upstreamCall: Abortable | undefined;
+/**
+ * The stop handle for a call to `url`, made before the call is sent so that its caller holds it
+ * while the call runs (shutdown and the client watch stop the call through it): the HTTP/1.1
+ * client's when the URL is plain `http:` and there is one, else an `AbortController` for fetch.
+ */
+export function callStop(clients: UpstreamClients, url: string): CallStop {
+  return clients.http1 !== undefined && isPlainHttp(url) ? new Http1Abort() : new AbortController();
 }
 
 const encoder = new TextEncoder();
 
 /**
- * Sends one upstream request and waits for its headers: through the HTTP/1.1 client when the URL
- * is plain `http:` and there is one (no `Request`, `Response`, `Headers` or `AbortController` on
- * the way), else through `fetch`. Sets `holder.upstreamCall` before sending. Throws
- * `UpstreamTransportError` (connect / timeout / aborted).
+ * Sends one upstream request and waits for its headers: through the HTTP/1.1 client when `stop`
+ * is its handle (`callStop`: no `Request`, `Response`, `Headers` or `AbortController` on the way),
+ * else through `fetch`. Throws `UpstreamTransportError` (connect / timeout / aborted).
  */
 export function callUpstream(
   clients: UpstreamClients,
   url: string,
   headers: [string, string][],
   body: Uint8Array<ArrayBuffer> | string,
-  holder: CallHolder,
+  stop: CallStop,
 ): Promise<UpstreamAnswer> {
+  if (stop instanceof AbortController) return fetchAnswer(clients, url, headers, body, stop);
   const http1 = clients.http1;
-  if (http1 !== undefined && isPlainHttp(url)) {
-    const abort = new Http1Abort();
-    holder.upstreamCall = abort;
-    return sendUpstream({
-      client: http1,
-      url,
-      headers,
-      body: typeof body === "string" ? encoder.encode(body) : body,
-      abort,
-      timeoutMs: clients.upstreamTimeoutMs,
-      watch: clients.idle,
-    });
+  if (http1 === undefined) {
+    return Promise.reject(new Error("an HTTP/1.1 stop handle needs the HTTP/1.1 client"));
   }
-  const controller = new AbortController();
-  holder.upstreamCall = controller;
-  return fetchAnswer(clients, url, headers, body, controller);
+  return sendUpstream({
+    client: http1,
+    url,
+    headers,
+    body: typeof body === "string" ? encoder.encode(body) : body,
+    abort: stop,
+    timeoutMs: clients.upstreamTimeoutMs,
+    watch: clients.idle,
+  });
 }
 
 async function fetchAnswer(
