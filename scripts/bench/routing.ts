@@ -630,6 +630,8 @@ async function main(): Promise<number> {
       quick: { type: "boolean" },
       out: { type: "string" },
       requests: { type: "string" },
+      only: { type: "string" },
+      load: { type: "string" },
     },
   });
   const count = Number(values.requests ?? (values.quick ? 600 : 3000));
@@ -637,6 +639,28 @@ async function main(): Promise<number> {
     `${ROOT}/docs/bench/${values.quick ? "routing-quick.tmp" : "routing.md"}`;
   const started = performance.now();
   const workloads = [sharedPrefix, multiTurn, hotPrefix, unique];
+  if (values.only !== undefined) {
+    // One workload (at one load, or all three), printed only: for looking into one row.
+    const w = workloads.find((x) => x.name === values.only);
+    if (w === undefined) {
+      console.error(`--only: no workload "${values.only}" (${workloads.map((x) => x.name)})`);
+      return 2;
+    }
+    const loads = values.load !== undefined ? [Number(values.load)] : LOADS;
+    for (const load of loads) {
+      console.log(`## ${w.name} @ ${load}`);
+      const rs = ROUTERS.map((r) => runOnce(w, load, r, count, 4));
+      console.log(table(rs).join("\n"));
+      for (const r of rs) {
+        console.log(
+          `${r.router}: sticky ${pct(r.sticky)} affinity node ${pct(r.hits)} spilled ${
+            pct(r.spills)
+          }`,
+        );
+      }
+    }
+    return 0;
+  }
   const all = new Map<string, RunResult[]>();
   const lines: string[] = [];
   for (const w of workloads) {

@@ -131,7 +131,7 @@ export class AffinityRouter {
       if (!admits(record)) continue;
       const id = record.node.id;
       const hash = this.nodeHash(id);
-      const slots = this.costs.maxRunning(id) || view.slots(record) || DEFAULT_SLOTS;
+      const slots = this.costs.slots(id, view.slots(record) || DEFAULT_SLOTS);
       candidates.push({
         index: i,
         id,

@@ -3,7 +3,7 @@
  * prefill cost per uncached prompt token (the slope of measured TTFT over uncached tokens, an
  * exponentially weighted least-squares fit, so queue waits — uncorrelated with prompt size —
  * land in the intercept, not the slope), its mean service time (arrival to last byte), and the
- * most sequences it was seen running at once (where its queue starts).
+ * most sequences it was seen running at once while requests waited (where its queue starts).
  *
  * @module
  */
@@ -31,6 +31,8 @@ class NodeFit {
   service = DEFAULT_SERVICE_MS;
   services = 0;
   maxRunning = 0;
+  /** Most sequences seen running while others waited: the node's limit, once known. */
+  fullRunning = 0;
   predicted = 0;
   measured = 0;
   compared = 0;
@@ -65,6 +67,8 @@ export interface NodeCostView {
   service_ms: number;
   /** Most sequences seen running at once (0: never seen). */
   max_running_seen: number;
+  /** Most sequences seen running while requests waited: the node's limit (0: never seen). */
+  slots_seen: number;
   /** TTFT observations the fit has seen. */
   samples: number;
   /** Requests whose TTFT was both predicted by a pick and measured. */
@@ -105,11 +109,17 @@ export class NodeCosts {
     fit.services++;
   }
 
-  /** Sequences a probe saw running on the node. */
-  observeRunning(id: string, running: number): void {
+  /**
+   * Sequences a probe saw running on the node, and waiting behind them. Only a reading with a
+   * queue shows the node's limit: without one, the running count is whatever traffic was there,
+   * and taking it for the limit would make a lightly used node look full, keep traffic off it,
+   * and never let it show more.
+   */
+  observeRunning(id: string, running: number, waiting = 0): void {
     if (!(running > 0)) return;
     const fit = this.#fit(id);
     if (running > fit.maxRunning) fit.maxRunning = running;
+    if (waiting > 0 && running > fit.fullRunning) fit.fullRunning = running;
   }
 
   /** Prefill ms per uncached token. */
@@ -127,6 +137,17 @@ export class NodeCosts {
     return this.#fits.get(id)?.maxRunning ?? 0;
   }
 
+  /**
+   * The sequences the node runs before it queues: the most seen running while others waited;
+   * before any queue was seen, `fallback` (what the configuration says), raised to the most
+   * seen running.
+   */
+  slots(id: string, fallback: number): number {
+    const fit = this.#fits.get(id);
+    if (fit === undefined) return fallback;
+    return fit.fullRunning > 0 ? fit.fullRunning : Math.max(fit.maxRunning, fallback);
+  }
+
   /** Forgets a node (removed, or its id now names another machine). */
   forget(id: string): void {
     this.#fits.delete(id);
@@ -139,6 +160,7 @@ export class NodeCosts {
       prefill_ms_per_token: this.prefillMsPerToken(id),
       service_ms: this.serviceMs(id),
       max_running_seen: fit?.maxRunning ?? 0,
+      slots_seen: fit?.fullRunning ?? 0,
       samples: fit?.samples ?? 0,
       compared: fit?.compared ?? 0,
       predicted_ttft_ms_total: fit?.predicted ?? 0,

@@ -834,7 +834,7 @@ export class RoutingCore {
       if (before !== undefined && after !== undefined && after < before) {
         this.#affinity.forgetNode(id);
       }
-      this.#affinity.costs.observeRunning(id, queue.running);
+      this.#affinity.costs.observeRunning(id, queue.running, queue.waiting);
       const record = this.#inventory.get(id)!;
       this.#affinity.observeQueue(id, queue.running + queue.waiting, this.#inflightOf(record));
     }

@@ -174,3 +174,22 @@ Deno.test("the index forgets a node whose prefix-cache counter went back (a rest
   });
   assertEquals(cached(), 0);
 });
+
+Deno.test("affinity: a node seen running a few with nothing waiting is not taken for full", () => {
+  const { skeid } = fleet();
+  const hint = ask("a turn of a conversation", { user: "erin" });
+  const home = send(skeid, hint).id;
+  skeid.finishRequest(home, { ok: true });
+  // Three in flight everywhere; the probe saw the home node running its three, none waiting:
+  // the node had room for more, so three is not where its queue starts.
+  for (const id of NODES) for (let i = 0; i < 3; i++) skeid.startRequest(id);
+  skeid.setCapacityReading(home, { source: "prometheus", queue: { running: 3, waiting: 0 } });
+  const next = skeid.pickNode({ model: "m", pick: "affinity" }, () => hint)!;
+  assertEquals(next.id, home, JSON.stringify(next.route));
+  assertEquals(next.route?.hit, true);
+  // Seen running three with others waiting: three is its limit, and a fourth would queue.
+  skeid.setCapacityReading(home, { source: "prometheus", queue: { running: 3, waiting: 1 } });
+  const wait = skeid.explainPick({ model: "m", pick: "affinity" }, hint)!.candidates
+    .find((c) => c.node_id === home)!.wait_ms;
+  assert(wait > 0, `wait ${wait}`);
+});
