@@ -154,6 +154,8 @@ export interface StartOptions {
   now?: () => number;
   /** false: events go to the configured usage store instead of the test's sink. */
   sink?: boolean;
+  /** The level `logger` keeps (default `warn`; `debug` keeps the per-request lines). */
+  logLevel?: "debug" | "warn";
 }
 
 /** Starts a gateway on 127.0.0.1:0 with `config` (written as YAML to a temp file). */
@@ -168,7 +170,7 @@ export async function startGateway(
   // SKEID_TEST_UPSTREAM_CLIENT=fetch runs the suite over fetch instead of the HTTP/1.1 client.
   const client = Deno.env.get("SKEID_TEST_UPSTREAM_CLIENT");
   if (client) env.SKEID_UPSTREAM_CLIENT = client;
-  const logger = memoryLogger("warn");
+  const logger = memoryLogger(opts.logLevel ?? "warn");
   const options = {
     hostname: "127.0.0.1",
     port: 0,
