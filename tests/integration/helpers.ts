@@ -315,6 +315,16 @@ export function scriptedUpstream(
   };
 }
 
+/** A whole chat completion answer ("hi", 1 + 1 tokens), for a scripted upstream. */
+export function chatAnswer(): Response {
+  return Response.json({
+    id: "c",
+    object: "chat.completion",
+    choices: [{ index: 0, message: { role: "assistant", content: "hi" }, finish_reason: "stop" }],
+    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+  });
+}
+
 /** A body written in the given pieces (empty pieces included), one write each. */
 export function piecewise(pieces: string[]): ReadableStream<Uint8Array> {
   const enc = new TextEncoder();

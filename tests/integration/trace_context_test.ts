@@ -4,20 +4,11 @@
  * HTTP/1.1 client and over fetch.
  */
 import { assert, assertEquals, assertNotEquals } from "../_assert.ts";
-import { chat, post, scriptedUpstream, startGateway } from "./helpers.ts";
+import { chat, chatAnswer as answer, post, scriptedUpstream, startGateway } from "./helpers.ts";
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT = "00f067aa0ba902b7";
 const SENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-(0[01])$/;
-
-function answer(): Response {
-  return Response.json({
-    id: "c",
-    object: "chat.completion",
-    choices: [{ index: 0, message: { role: "assistant", content: "hi" }, finish_reason: "stop" }],
-    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-  });
-}
 
 /** The trace id, parent id and flags of the traceparent a node got (asserted well-formed). */
 function sent(headers: Headers): { trace: string; parent: string; flags: string } {
