@@ -53,6 +53,7 @@ import { admitKey, type KeyPass } from "./key_step.ts";
 import type { Linked } from "../core/linked_list.ts";
 import { type RelayOutcome, type RelayRequest, streamResponse } from "./relay.ts";
 import { nodeHeaders, upstreamUrl } from "./upstream.ts";
+import { type TraceContext, traceContextOf } from "./trace_context.ts";
 import { type Abortable, readWhole, type UpstreamAnswer } from "./upstream_answer.ts";
 import { recordUsage, type UsageOutcome } from "./usage_facts.ts";
 import { logRequest } from "./request_log.ts";
@@ -169,6 +170,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   readonly startedAt: number;
   /** The client's `x-request-id` (1–200 chars) or a generated one; sent back in the answer. */
   readonly requestId: string;
+  /** The request's trace (the client's `traceparent` continued, or a new one) and its span. */
+  readonly trace: TraceContext;
   /** Keeps the answer in the response store (ADR 0028); undefined when it is not kept. */
   responseTicket: ResponseTicket | undefined;
   #face: Face;
@@ -204,7 +207,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   /** The non-streamed attempt's watch over its client (ADR 0027). */
   #watch: ReturnType<typeof watchClient>;
 
-  /** Stamps the start time and the request id; nothing else happens until `run()`. */
+  /** Stamps the start time, the request id and the trace; nothing else happens until `run()`. */
   constructor(ctx: ProxyContext, face: Face, endpoint: string, req: Request) {
     this.ctx = ctx;
     this.#face = face;
@@ -213,6 +216,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     this.req = req;
     this.startedAt = ctx.skeid.now();
     this.requestId = requestIdOf(req.headers, this.startedAt);
+    this.trace = traceContextOf(req.headers);
   }
 
   /** The face of the current attempt: the client's, or its native sibling (`native.ts`). */
@@ -425,7 +429,14 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   ): Promise<AttemptResult> {
     const ctx = this.ctx;
     const upstream = this.#upstream!;
-    const headers = nodeHeaders(this.req.headers, node, key, this.#hops, this.#apiKeyId);
+    const headers = nodeHeaders(
+      this.req.headers,
+      node,
+      key,
+      this.#hops,
+      this.#apiKeyId,
+      this.trace,
+    );
     let res: UpstreamAnswer;
     try {
       res = await callUpstream(ctx, url, headers, this.#bodyFor(this.#servedModel), stop);

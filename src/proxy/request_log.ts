@@ -5,11 +5,13 @@
  * @module
  */
 import type { ProxyContext } from "./context.ts";
+import type { TraceContext } from "./trace_context.ts";
 
 /** What the line says about the request. */
 export interface LoggedRequest {
   readonly ctx: ProxyContext;
   readonly requestId: string;
+  readonly trace: TraceContext;
   readonly endpoint: string;
   readonly apiFormat: string;
   readonly apiKeyId: string;
@@ -30,6 +32,8 @@ export function logRequest(
   if (!ctx.logRequests) return;
   ctx.logger.debug("request", {
     request_id: req.requestId,
+    trace_id: req.trace.traceId,
+    span_id: req.trace.spanId,
     endpoint: req.endpoint,
     api_format: req.apiFormat,
     api_key_id: req.apiKeyId,

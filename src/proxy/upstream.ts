@@ -7,6 +7,7 @@
 import type { Node } from "../core/types.ts";
 import { basicAuthorization, withoutCredentials } from "../url_credentials.ts";
 import { ANONYMOUS } from "./identity.ts";
+import { attemptTraceparent, type TraceContext } from "./trace_context.ts";
 
 /**
  * The upstream URL of a path below `/v1`: the node URL without trailing `/`; when it ends in `/v1`
@@ -46,6 +47,13 @@ export const DROPPED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
  */
 export const IDENTITY_HEADERS: ReadonlySet<string> = new Set(["x-skeid-key-id", "x-api-key-id"]);
 
+/**
+ * The client's trace context headers: never forwarded as they are. Each attempt sends its own
+ * `traceparent` (the request's trace, the attempt's span id) and the `tracestate` kept when it
+ * was well-formed (`trace_context.ts`).
+ */
+export const TRACE_HEADERS: ReadonlySet<string> = new Set(["traceparent", "tracestate"]);
+
 /** The client's credential and provider-account headers: never sent to a node with its own key. */
 export const CREDENTIAL_HEADERS: ReadonlySet<string> = new Set([
   "authorization",
@@ -74,7 +82,9 @@ export const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
  * headers the client's `Connection` names are never forwarded. `keyId`, when given, goes as
  * `x-skeid-key-id` (a node with `forward_key_id`). `basic` (the node URL's credentials, see
  * `basicAuthorization`) counts as the node's own key when it has none. `hops` is this request's
- * hop count (`x-skeid-hops`), one more than it arrived with.
+ * hop count (`x-skeid-hops`), one more than it arrived with. `trace`, when given, is the
+ * request's trace context: the attempt's own `traceparent` (a new span id) and its `tracestate`
+ * go instead of the client's (`TRACE_HEADERS`).
  */
 export function upstreamHeaders(
   client: Headers,
@@ -82,6 +92,7 @@ export function upstreamHeaders(
   hops = 1,
   keyId?: string,
   basic?: string,
+  trace?: TraceContext,
 ): [string, string][] {
   // Pairs, not a Headers object: fetch builds its own from them, and a Headers handed over would
   // be iterated (sorted) a second time. `forEach` walks the same sorted, combined list as
@@ -93,7 +104,7 @@ export function upstreamHeaders(
     if (DROPPED_REQUEST_HEADERS.has(name) || name === "content-type" || name === HOPS_HEADER) {
       return;
     }
-    if (IDENTITY_HEADERS.has(name) || named?.has(name)) return;
+    if (IDENTITY_HEADERS.has(name) || TRACE_HEADERS.has(name) || named?.has(name)) return;
     if ((nodeKey !== undefined || basic !== undefined) && CREDENTIAL_HEADERS.has(name)) return;
     // Anthropic-only headers mean nothing to an OpenAI-compatible node (ADR 0003); a client's
     // x-api-key travels as the Bearer token the node reads (below), never as itself.
@@ -106,13 +117,18 @@ export function upstreamHeaders(
     out.push(["authorization", `Bearer ${client.get("x-api-key")}`]);
   }
   if (keyId !== undefined) out.push(["x-skeid-key-id", keyId]);
+  if (trace !== undefined) {
+    out.push(["traceparent", attemptTraceparent(trace)]);
+    if (trace.tracestate !== undefined) out.push(["tracestate", trace.tracestate]);
+  }
   out.push(["content-type", "application/json"], [HOPS_HEADER, String(hops)]);
   return out;
 }
 
 /**
  * The upstream headers of a call to `node`: its own key, its URL credentials, and with
- * `forward_key_id` the request's resolved customer key id (`apiKeyId`, never `anonymous`).
+ * `forward_key_id` the request's resolved customer key id (`apiKeyId`, never `anonymous`), and
+ * the attempt's own `traceparent` of the request's `trace`.
  */
 export function nodeHeaders(
   client: Headers,
@@ -120,9 +136,10 @@ export function nodeHeaders(
   nodeKey: string | undefined,
   hops: number,
   apiKeyId: string,
+  trace: TraceContext,
 ): [string, string][] {
   const keyId = node.forward_key_id && apiKeyId !== ANONYMOUS ? apiKeyId : undefined;
-  return upstreamHeaders(client, nodeKey, hops, keyId, basicAuthorization(node.url));
+  return upstreamHeaders(client, nodeKey, hops, keyId, basicAuthorization(node.url), trace);
 }
 
 /** The header names the client's `Connection` header lists (hop-by-hop, RFC 9110 §7.6.1). */

@@ -12,6 +12,7 @@ import { errorMessage } from "../error_message.ts";
 import { buildUsageEvent, formatCreatedAt } from "../usage/event.ts";
 import { usageProblem } from "../core/usage_reading.ts";
 import { withoutCredentials } from "../url_credentials.ts";
+import type { TraceContext } from "./trace_context.ts";
 
 /**
  * `created_at` stamps (UTC, second precision) formatted once per second instead of once per
@@ -58,6 +59,8 @@ export interface UsageFacts extends UsageOutcome {
   createdAt?: string;
   /** The request id (the client's `x-request-id` or a generated one). */
   requestId: string;
+  /** The request's trace id and the request span's id (`trace_context.ts`). */
+  trace?: Pick<TraceContext, "traceId" | "spanId">;
   /** The face the client spoke: `openai`, `anthropic` or `ollama`. */
   apiFormat: string;
   /** The client-facing endpoint path. */
@@ -100,6 +103,9 @@ export function usageEvent(skeid: RoutingCore, facts: UsageFacts): UsageEvent {
   return buildUsageEvent({
     ...(facts.createdAt !== undefined ? { created_at: facts.createdAt } : {}),
     request_id: facts.requestId,
+    ...(facts.trace !== undefined
+      ? { trace_id: facts.trace.traceId, span_id: facts.trace.spanId }
+      : {}),
     api_format: facts.apiFormat,
     endpoint: facts.endpoint,
     api_key_id: facts.apiKeyId,
@@ -142,6 +148,8 @@ function routeRecord(d: NonNullable<PickedNode["route"]>): RouteRecord {
 export interface UsageRequest {
   /** The request id. */
   readonly requestId: string;
+  /** The request's trace and its request span. */
+  readonly trace: TraceContext;
   /** The face the client spoke. */
   readonly apiFormat: string;
   /** The client-facing endpoint path. */
@@ -187,6 +195,7 @@ export function recordUsage(
     const event = usageEvent(skeid, {
       createdAt: sink.createdAt(skeid.now()),
       requestId: req.requestId,
+      trace: req.trace,
       apiFormat: req.apiFormat,
       endpoint: req.endpoint,
       apiKeyId: req.apiKeyId,

@@ -64,8 +64,8 @@ function text(value: unknown, fallback = ""): string {
 /**
  * Builds one usage event. Explicit fields win; token counts then follow the derivation chains
  * of usage-and-cost §4; `created_at` defaults to `now()` in UTC; `requested_model` to `model`;
- * `ok` to a 2xx status without an error type; `event_id` to a fresh UUID. `content_bytes` and
- * `ttft_ms` appear only when given.
+ * `ok` to a 2xx status without an error type; `event_id` to a fresh UUID. `content_bytes`,
+ * `ttft_ms`, `trace_id` and `span_id` appear only when given and not empty.
  */
 export function buildUsageEvent(
   fields: UsageEventFields,
@@ -167,6 +167,10 @@ export function buildUsageEvent(
     attempts: toCount(fields.attempts),
     usage_source: fields.usage_source === "estimated" ? "estimated" : "reported",
   };
+  if (typeof fields.trace_id === "string" && fields.trace_id !== "") {
+    event.trace_id = fields.trace_id;
+  }
+  if (typeof fields.span_id === "string" && fields.span_id !== "") event.span_id = fields.span_id;
   if (fields.content_bytes !== undefined) event.content_bytes = toCount(fields.content_bytes);
   if (fields.ttft_ms !== undefined) event.ttft_ms = toCount(fields.ttft_ms);
   const route = record(fields.route);

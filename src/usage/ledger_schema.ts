@@ -66,6 +66,9 @@ export const USAGE_COLUMNS: readonly UsageColumn[] = [
   { name: "usage_source", sqlite: "TEXT", postgresql: "TEXT" },
   // The pick as JSON ({pick, key_kind, hit, spilled}); NULL for round_robin and older rows.
   { name: "route", sqlite: "TEXT", postgresql: "TEXT" },
+  // W3C trace context of the request (its trace and request span); NULL for older rows.
+  { name: "trace_id", sqlite: "TEXT", postgresql: "TEXT" },
+  { name: "span_id", sqlite: "TEXT", postgresql: "TEXT" },
 ];
 
 /** Indexes; the event_id one is unique (the idempotency key of a replayed batch). */

@@ -74,6 +74,8 @@ export const RECENT_FIELDS = [
   ...TOKEN_COUNT_FIELDS,
   "cost_total_usd",
   "usage_source",
+  "trace_id",
+  "span_id",
 ] as const;
 
 const NUMERIC = new Set<string>(["status_code", ...TOKEN_COUNT_FIELDS]);

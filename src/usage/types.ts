@@ -18,6 +18,13 @@ export interface UsageEvent extends TokenCounts, CostAmounts {
   created_at: string;
   /** The request id, same as the `x-request-id` response header and the log lines. */
   request_id: string;
+  /**
+   * The W3C trace id (32 lowercase hex): the client's `traceparent` continued, else a new one.
+   * Absent on events from before it was recorded and on events not built by the proxy.
+   */
+  trace_id?: string;
+  /** The request span's id (16 lowercase hex), the parent of every attempt's `traceparent`. */
+  span_id?: string;
   /** `openai`, `anthropic` or `ollama`. */
   api_format: string;
   /** Client-facing route, e.g. `/v1/chat/completions`, `/v1/messages`, `/api/chat`. */

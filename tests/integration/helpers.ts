@@ -154,6 +154,8 @@ export interface StartOptions {
   now?: () => number;
   /** false: events go to the configured usage store instead of the test's sink. */
   sink?: boolean;
+  /** The level `logger` keeps (default `warn`; `debug` keeps the per-request lines). */
+  logLevel?: "debug" | "warn";
 }
 
 /** Starts a gateway on 127.0.0.1:0 with `config` (written as YAML to a temp file). */
@@ -168,7 +170,7 @@ export async function startGateway(
   // SKEID_TEST_UPSTREAM_CLIENT=fetch runs the suite over fetch instead of the HTTP/1.1 client.
   const client = Deno.env.get("SKEID_TEST_UPSTREAM_CLIENT");
   if (client) env.SKEID_UPSTREAM_CLIENT = client;
-  const logger = memoryLogger("warn");
+  const logger = memoryLogger(opts.logLevel ?? "warn");
   const options = {
     hostname: "127.0.0.1",
     port: 0,
@@ -311,6 +313,16 @@ export function scriptedUpstream(
       await server.finished;
     },
   };
+}
+
+/** A whole chat completion answer ("hi", 1 + 1 tokens), for a scripted upstream. */
+export function chatAnswer(): Response {
+  return Response.json({
+    id: "c",
+    object: "chat.completion",
+    choices: [{ index: 0, message: { role: "assistant", content: "hi" }, finish_reason: "stop" }],
+    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+  });
 }
 
 /** A body written in the given pieces (empty pieces included), one write each. */

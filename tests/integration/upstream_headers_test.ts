@@ -4,18 +4,9 @@
  * in (`forward_key_id`).
  */
 import { assertEquals, assertStringIncludes } from "../_assert.ts";
-import { chat, post, scriptedUpstream, startGateway } from "./helpers.ts";
+import { chat, chatAnswer as answer, post, scriptedUpstream, startGateway } from "./helpers.ts";
 import { ConfigLoadError, formatIssue } from "../../src/config/errors.ts";
 import { loadConfigText } from "../../src/config/load.ts";
-
-function answer(): Response {
-  return Response.json({
-    id: "c",
-    object: "chat.completion",
-    choices: [{ index: 0, message: { role: "assistant", content: "hi" }, finish_reason: "stop" }],
-    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-  });
-}
 
 Deno.test("upstream headers: identity, credentials and forward_key_id as decided", async () => {
   const plain = scriptedUpstream(answer);

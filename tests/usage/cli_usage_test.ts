@@ -7,6 +7,8 @@ import { event } from "./helpers.ts";
 import { exists, tempDir } from "../_helpers/temp.ts";
 
 const env = { env: () => undefined };
+const TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736";
+const SPAN_ID = "53995c3f42cd8ad8";
 
 /** Runs `skeid usage` in-process; answers the exit code and what it printed. */
 async function usage(args: string[], vars: Record<string, string> = {}) {
@@ -46,6 +48,8 @@ async function seed(raw: Record<string, unknown>, bId = "k_b"): Promise<void> {
       cost_total_usd: 0.003,
       created_at: "2026-09-02T12:00:00Z",
       usage_source: "estimated",
+      trace_id: TRACE_ID,
+      span_id: SPAN_ID,
     }),
   ]);
   await store.close();
@@ -67,6 +71,11 @@ Deno.test("skeid usage --db --json: the report of a SQLite store", async () => {
       total_tokens: 550,
       total_cost_usd: 0.005,
     });
+    assertEquals(
+      report.recent.map((e: Record<string, unknown>) => [e.trace_id, e.span_id]),
+      [[TRACE_ID, SPAN_ID], ["", ""], ["", ""]],
+      "each listed event says its trace and request span",
+    );
     const filtered = JSON.parse(
       (await usage([
         "--db",
@@ -126,6 +135,7 @@ Deno.test("skeid usage --config: usage_store from YAML (jsonlog), usage_db_path,
     assertEquals(a.code, 0, a.err);
     assertEquals(JSON.parse(a.out).backend, "jsonlog");
     assertEquals(JSON.parse(a.out).totals.requests, 3);
+    assertEquals(JSON.parse(a.out).recent[0].trace_id, TRACE_ID, "the jsonlog record keeps it");
 
     await seed({ path: `${dir}/old.sqlite` });
     await Deno.writeTextFile(`${dir}/b.yaml`, `usage_db_path: ${dir}/old.sqlite\n`);

@@ -70,7 +70,7 @@ Deno.test({
     const count = async (where = "") =>
       Number((await admin.unsafe(`SELECT COUNT(*)::int AS n FROM usage_events ${where}`))[0].n);
     try {
-      await t.step("an old table without requested_model is migrated", async () => {
+      await t.step("an old table without requested_model or trace_id is migrated", async () => {
         await admin.unsafe(`CREATE TABLE usage_events (
           id BIGSERIAL PRIMARY KEY, created_at TIMESTAMPTZ NOT NULL DEFAULT NOW(),
           request_id TEXT, api_format TEXT, endpoint TEXT, api_key_id TEXT, provider TEXT,
@@ -86,19 +86,36 @@ Deno.test({
         const ledger = new UsageLedger({ logger: memoryLogger(), spillPath: `${dir}/s1.jsonl` });
         try {
           await ledger.configure(pgConfig({ dsn: db.dsn }));
-          ledger.record(event({ model: "served", requested_model: "asked" }));
+          ledger.record(event({
+            model: "served",
+            requested_model: "asked",
+            trace_id: "0af7651916cd43dd8448eb211c80319c",
+            span_id: "b7ad6b7169203331",
+          }));
           const r = await ledger.report({});
           assertEquals(r.totals?.requests, 2);
           assertEquals(r.recent?.map((x) => [x.model, x.requested_model]), [
             ["served", "asked"],
             ["legacy", "legacy"],
           ]);
+          assertEquals(r.recent?.map((x) => [x.trace_id, x.span_id]), [
+            ["0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"],
+            ["", ""],
+          ], "the trace columns were added; an old row has none");
           const cols = (await admin.unsafe(
             `SELECT column_name FROM information_schema.columns WHERE table_name = 'usage_events'`,
           )).map((c) => c.column_name);
           assertEquals(r.recent?.[1].usage_source, "reported", "an old row reads as reported");
           for (
-            const c of ["requested_model", "cached_tokens", "event_id", "ttft_ms", "usage_source"]
+            const c of [
+              "requested_model",
+              "cached_tokens",
+              "event_id",
+              "ttft_ms",
+              "usage_source",
+              "trace_id",
+              "span_id",
+            ]
           ) {
             assert(cols.includes(c), c);
           }

@@ -106,7 +106,7 @@ Deno.test("sqlite: report filters, ordering and limit default/cap", async () => 
   }
 });
 
-Deno.test("sqlite: an old table without requested_model is migrated; both round-trip", async () => {
+Deno.test("sqlite: an old table without requested_model or trace_id is migrated; both round-trip", async () => {
   const { dir, cleanup } = await tempDir();
   const path = `${dir}/old.sqlite`;
   const old = new DatabaseSync(path);
@@ -125,18 +125,27 @@ Deno.test("sqlite: an old table without requested_model is migrated; both round-
   const ledger = new UsageLedger({ logger: memoryLogger(), spillPath: `${dir}/spill.jsonl` });
   try {
     await ledger.configure(sqliteConfig({ path }));
-    ledger.record(event({ model: "served", requested_model: "asked" }));
+    ledger.record(event({
+      model: "served",
+      requested_model: "asked",
+      trace_id: "0af7651916cd43dd8448eb211c80319c",
+      span_id: "b7ad6b7169203331",
+    }));
     const r = await ledger.report({});
     assertEquals(r.totals?.requests, 2);
     assertEquals(r.recent?.map((x) => [x.model, x.requested_model]), [
       ["served", "asked"],
       ["legacy", "legacy"],
     ]);
+    assertEquals(r.recent?.map((x) => [x.trace_id, x.span_id]), [
+      ["0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"],
+      ["", ""],
+    ], "the trace columns were added; an old row has none");
     const db = new DatabaseSync(path, { readOnly: true });
     try {
       const cols = db.prepare("PRAGMA table_info(usage_events)").all().map((c) => c.name);
       const added = ["requested_model", "cached_tokens", "event_id", "ttft_ms", "attempts"];
-      for (const c of [...added, "usage_source"]) {
+      for (const c of [...added, "usage_source", "trace_id", "span_id"]) {
         assert(cols.includes(c), c);
       }
       const idx = db.prepare("PRAGMA index_list(usage_events)").all().map((i) => i.name);
