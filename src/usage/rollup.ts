@@ -8,22 +8,20 @@
  *
  * @module
  */
+import { TOKEN_COUNT_FIELDS } from "./report.ts";
 import type { UsageEvent } from "./types.ts";
 
 /** The key columns of a roll-up row, after `hour` (`YYYY-MM-DDTHH`, UTC). */
 export const ROLLUP_KEYS = ["api_key_id", "requested_model", "model", "node_id"] as const;
 
+/** The event columns a roll-up sums as they are: the token counts and the cost. */
+const COUNTED = [...TOKEN_COUNT_FIELDS, "cost_total_usd"] as const;
+
 /** The summed columns of a roll-up row. */
 export const ROLLUP_SUMS = [
   "requests",
   "errors",
-  "input_tokens",
-  "output_tokens",
-  "total_tokens",
-  "cached_tokens",
-  "cache_write_tokens",
-  "tool_calls",
-  "cost_total_usd",
+  ...COUNTED,
   "estimated_requests",
   "estimated_tokens",
   "estimated_cost_usd",
@@ -50,13 +48,7 @@ export const ROLLUP_EVENT_COLUMNS: readonly string[] = [
   "created_at",
   ...ROLLUP_KEYS,
   "ok",
-  "input_tokens",
-  "output_tokens",
-  "total_tokens",
-  "cached_tokens",
-  "cache_write_tokens",
-  "tool_calls",
-  "cost_total_usd",
+  ...COUNTED,
   "usage_source",
 ];
 
@@ -98,9 +90,8 @@ export function eventRows(dialect: Dialect, source: string): string {
   return `(SELECT ${hourExpr(dialect)} AS hour, ${
     ROLLUP_KEYS.map((k) => `COALESCE(${k}, '') AS ${k}`).join(", ")
   }, 1 AS requests, CASE WHEN ok THEN 0 ELSE 1 END AS errors, ${
-    ["input_tokens", "output_tokens", "total_tokens", "cached_tokens", "cache_write_tokens"]
-      .map((c) => `${n(c)} AS ${c}`).join(", ")
-  }, ${n("tool_calls")} AS tool_calls, ${n("cost_total_usd")} AS cost_total_usd, ` +
+    COUNTED.map((c) => `${n(c)} AS ${c}`).join(", ")
+  }, ` +
     `CASE WHEN ${est} THEN 1 ELSE 0 END AS estimated_requests, ` +
     `CASE WHEN ${est} THEN ${n("total_tokens")} ELSE 0 END AS estimated_tokens, ` +
     `CASE WHEN ${est} THEN ${n("cost_total_usd")} ELSE 0 END AS estimated_cost_usd ` +
@@ -149,17 +140,7 @@ export function foldEvent(fold: Map<string, RollupRow>, e: UsageEvent): void {
   const estimated = e.usage_source === "estimated";
   row.requests += 1;
   row.errors += e.ok ? 0 : 1;
-  for (
-    const c of [
-      "input_tokens",
-      "output_tokens",
-      "total_tokens",
-      "cached_tokens",
-      "cache_write_tokens",
-      "tool_calls",
-      "cost_total_usd",
-    ] as const
-  ) row[c] += count(e[c]);
+  for (const c of COUNTED) row[c] += count(e[c]);
   row.estimated_requests += estimated ? 1 : 0;
   row.estimated_tokens += estimated ? count(e.total_tokens) : 0;
   row.estimated_cost_usd += estimated ? count(e.cost_total_usd) : 0;

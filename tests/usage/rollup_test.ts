@@ -117,9 +117,11 @@ async function scenario(db: Db): Promise<void> {
   await assertRollupsMatch(db);
   const viaRollups = await store.report({ limit: 5 });
   const since = await store.report({ since: "2026-09-01T11", api_key_id: "k_a", limit: 5 });
-  const series = await store.series!(parseSeriesQuery((n) =>
-    ({ from: "2026-09-01T00:00:00Z", to: "2026-09-02T00:00:00Z", by: "alias", step: "day" })[n]
-  ));
+  const series = await store.series!(
+    parseSeriesQuery((n) =>
+      ({ from: "2026-09-01T00:00:00Z", to: "2026-09-02T00:00:00Z", by: "alias", step: "day" })[n]
+    ),
+  );
   await store.close();
 
   // A ledger from before the roll-ups: none kept. Its report scans the events (read-only open).
