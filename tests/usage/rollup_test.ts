@@ -12,6 +12,8 @@ import { PostgresStore } from "../../src/usage/postgres.ts";
 import { parseSeriesQuery } from "../../src/usage/rollup.ts";
 import type { UsageEvent, UsageStore } from "../../src/usage/types.ts";
 import { event } from "./helpers.ts";
+import { UsageLedger } from "../../src/usage/ledger.ts";
+import { memoryLogger } from "../../src/log.ts";
 import { tempDir } from "../_helpers/temp.ts";
 import { freshPgDatabase, pgTestGate } from "../_helpers/pg.ts";
 
@@ -117,11 +119,10 @@ async function scenario(db: Db): Promise<void> {
   await assertRollupsMatch(db);
   const viaRollups = await store.report({ limit: 5 });
   const since = await store.report({ since: "2026-09-01T11", api_key_id: "k_a", limit: 5 });
-  const series = await store.series!(
-    parseSeriesQuery((n) =>
-      ({ from: "2026-09-01T00:00:00Z", to: "2026-09-02T00:00:00Z", by: "alias", step: "day" })[n]
-    ),
+  const query = parseSeriesQuery((n) =>
+    ({ from: "2026-09-01T00:00:00Z", to: "2026-09-02T00:00:00Z", by: "alias", step: "day" })[n]
   );
+  const series = await store.series!(query);
   await store.close();
 
   // A ledger from before the roll-ups: none kept. Its report scans the events (read-only open).
@@ -129,9 +130,11 @@ async function scenario(db: Db): Promise<void> {
   const reader = await db.open({ readOnly: true });
   const viaEvents = await reader.report({ limit: 5 });
   const sinceEvents = await reader.report({ since: "2026-09-01T11", api_key_id: "k_a", limit: 5 });
+  const seriesEvents = await reader.series!(query);
   await reader.close();
   assertEquals(viaRollups, viaEvents);
   assertEquals(since, sinceEvents);
+  assertEquals(series, seriesEvents);
   assertEquals(series.buckets.length, 1);
   assertEquals(
     series.buckets[0].groups.map((g) => [g.name, g.requests]),
@@ -211,4 +214,30 @@ Deno.test({
       await fresh.drop();
     }
   },
+});
+
+Deno.test("ledger.series writes what it holds first, then answers from the roll-ups", async () => {
+  const tmp = await tempDir();
+  const ledger = new UsageLedger({ logger: memoryLogger(), spillPath: `${tmp.dir}/spill.jsonl` });
+  try {
+    const cfg = normalizeUsageStoreConfig(
+      { backend: "sqlite", path: `${tmp.dir}/u.db`, flush_interval_ms: 60_000 },
+      { env: () => undefined },
+    );
+    await ledger.configure(cfg);
+    for (const e of batch(6)) ledger.record(e);
+    const answer = await ledger.series(
+      parseSeriesQuery((n) =>
+        ({ from: "2026-09-01T10:00:00Z", to: "2026-09-01T13:00:00Z", by: "key" })[n]
+      ),
+    );
+    assertEquals(
+      answer?.buckets.map((b) => b.groups.map((g) => [g.name, g.requests])),
+      [[["k_a", 1], ["k_b", 1]], [["k_a", 1], ["k_b", 1]], [["k_a", 1], ["k_b", 1]]],
+    );
+    assertEquals(answer?.since_start, false);
+  } finally {
+    await ledger.close();
+    await tmp.cleanup();
+  }
 });
