@@ -432,6 +432,7 @@ export class Gateway implements ProxyContext {
       configApplied: () => config.applied(),
       reload: () => config.reload(),
       usageReport: (filters: ReportFilters): Promise<UsageReport> => this.ledger.report(filters),
+      usageSeries: (q) => this.ledger.series(q),
       metrics: this.metrics,
       tenancy: this.tenancy,
       issuedKeys: this.issuedKeys,

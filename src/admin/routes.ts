@@ -13,6 +13,12 @@ import type { Context } from "hono";
 import type { RoutingCore } from "../core/routing_core.ts";
 import type { ReloadStatus } from "../core/types.ts";
 import type { ReportFilters, UsageReport } from "../usage/types.ts";
+import {
+  parseSeriesQuery,
+  type SeriesAnswer,
+  type SeriesQuery,
+  SeriesQueryError,
+} from "../usage/rollup.ts";
 import type { Logger } from "../log.ts";
 import { withPublicUrl } from "../url_credentials.ts";
 import { FunctionError, type FunctionTable, nodeMetricsToWire } from "../core/functions.ts";
@@ -44,6 +50,8 @@ export interface AdminDeps {
   reload(): Promise<unknown>;
   /** A usage report for the filters. */
   usageReport(filters: ReportFilters): Promise<UsageReport>;
+  /** The Usage page's series from the ledger's roll-ups; undefined when there is no store. */
+  usageSeries?(q: SeriesQuery): Promise<SeriesAnswer | undefined>;
   /** Volatile process counters for `/skeid/metrics`. */
   metrics: GatewayMetrics;
   /** Rate windows and budgets per customer key (`GET /skeid/keys/:key`). */
@@ -217,6 +225,30 @@ export function adminRoutes(deps: AdminDeps): Hono {
     } catch (e) {
       logger.error("admin_usage_report_failed", { error: String(e) });
       return json({ ok: false, enabled: false, error: "usage report failed" }, 500);
+    }
+  });
+
+  // The Usage page's charts: per bucket and group, from the hourly roll-ups (never a scan of a
+  // large ledger once they are built).
+  app.get("/skeid/usage/series", async (c) => {
+    let q: SeriesQuery;
+    try {
+      q = parseSeriesQuery((name) => c.req.query(name));
+    } catch (e) {
+      if (e instanceof SeriesQueryError) {
+        return json({ ok: false, error: e.message, param: e.param }, 400);
+      }
+      throw e;
+    }
+    try {
+      const answer = await deps.usageSeries?.(q);
+      if (!answer) {
+        return json({ ok: false, enabled: false, error: "usage_store not configured" }, 404);
+      }
+      return json(answer);
+    } catch (e) {
+      logger.error("admin_usage_series_failed", { error: String(e) });
+      return json({ ok: false, error: "usage series failed" }, 500);
     }
   });
 

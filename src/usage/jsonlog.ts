@@ -13,6 +13,8 @@ import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types
 import type { KeyPeriodTotals } from "./types.ts";
 import { toAmount, toCount } from "./event.ts";
 import { isJsonObject, parseJson } from "../core/json.ts";
+import { MemoryRollups } from "./memory_rollups.ts";
+import type { SeriesAnswer, SeriesQuery } from "./rollup.ts";
 
 const encoder = new TextEncoder();
 /** Lines serialized and written at a time in file mode. */
@@ -68,6 +70,8 @@ function parseRecord(line: string): Record<string, unknown> | undefined {
 
 /** A jsonlog store. */
 export class JsonlogStore implements UsageStore {
+  /** What the charts read: the files are not scanned for them. */
+  readonly #rollups = new MemoryRollups();
   /** Always `jsonlog`. */
   readonly backend = "jsonlog" as const;
   /** `jsonlog dir|file <path>`. */
@@ -111,6 +115,12 @@ export class JsonlogStore implements UsageStore {
     } else {
       await this.#append(events);
     }
+    this.#rollups.add(events);
+  }
+
+  /** The Usage page's series from the roll-ups kept in memory since this store opened. */
+  series(q: SeriesQuery): Promise<SeriesAnswer> {
+    return Promise.resolve(this.#rollups.series(q, "jsonlog"));
   }
 
   async #writeOne(event: UsageEvent): Promise<void> {

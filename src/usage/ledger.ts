@@ -24,6 +24,7 @@ import {
   SPILL_FILE_NAME,
 } from "./config.ts";
 import { createUsageStore } from "./open.ts";
+import type { SeriesAnswer, SeriesQuery } from "./rollup.ts";
 import { normalizeReportFilters, NOT_CONFIGURED, notConfiguredReport } from "./report.ts";
 import { errorMessage } from "./secret.ts";
 import { SpillFiles } from "./spill.ts";
@@ -303,6 +304,17 @@ export class UsageLedger implements UsageRecorder {
     } catch (err) {
       return { ok: false, enabled: true, backend: store.backend, error: errorMessage(err) };
     }
+  }
+
+  /**
+   * The Usage page's series from the store's roll-ups, after writing what this process holds.
+   * Undefined when no store is configured or the store keeps no roll-ups (a callback sink).
+   */
+  async series(q: SeriesQuery): Promise<SeriesAnswer | undefined> {
+    if (!this.#store?.series) return undefined;
+    await this.flush();
+    const store = this.#store;
+    return store?.series ? await store.series(q) : undefined;
   }
 
   /**

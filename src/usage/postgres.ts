@@ -14,6 +14,17 @@ import { type ReportDialect, type SqlArg, sqlPeriodTotals, sqlReport } from "./s
 import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";
 import type { KeyPeriodTotals } from "./types.ts";
 import { UsageWriteError } from "./write_error.ts";
+import {
+  BACKFILL_MARKER,
+  eventRows,
+  ROLLUP_EVENT_COLUMNS,
+  rollupTableStatements,
+  type SeriesAnswer,
+  seriesAnswer,
+  type SeriesQuery,
+  seriesSql,
+  upsertRollupsFrom,
+} from "./rollup.ts";
 
 /**
  * Rows per INSERT statement (33 columns × 500 stays far below the 65,535 parameter limit). The
@@ -85,6 +96,12 @@ export class PostgresStore implements UsageStore {
   #sql: postgres.Sql | undefined;
   #columns = new Set<string>();
   #conflict = false;
+  /** Whether each insert also upserts `usage_rollups` (the table and its columns exist). */
+  #rollups = false;
+  /** Set once the marker row was seen: the roll-ups are complete and reads may use them. */
+  #rollupsReadable = false;
+  /** The background build of an existing ledger's roll-ups, when one was started. */
+  #backfill: Promise<void> | undefined;
 
   /** `readOnly`: prepare connects and checks the table, without migrating. */
   constructor(cfg: PostgresStoreConfig, opts: { readOnly?: boolean } = {}) {
@@ -125,6 +142,7 @@ export class PostgresStore implements UsageStore {
         const have = await this.#readColumns(tx);
         for (const stmt of addColumnStatements("postgresql", have)) await tx.unsafe(stmt);
         for (const stmt of USAGE_INDEXES) await tx.unsafe(stmt);
+        for (const stmt of rollupTableStatements("postgresql")) await tx.unsafe(stmt);
         await tx.unsafe("COMMIT");
         tx.release();
       }
@@ -135,11 +153,69 @@ export class PostgresStore implements UsageStore {
            AND indexdef ILIKE 'CREATE UNIQUE INDEX%(event_id)'`,
       );
       this.#conflict = idx.length > 0;
+      const [t] = await sql.unsafe(
+        "SELECT to_regclass('usage_rollups') IS NOT NULL AS r, " +
+          "to_regclass('usage_rollup_state') IS NOT NULL AS s",
+      );
+      this.#rollups = !this.#readOnly && t?.r === true && t?.s === true &&
+        ROLLUP_EVENT_COLUMNS.every((c) => this.#columns.has(c));
+      if (t?.s === true && !(await this.#markerSeen(sql)) && this.#rollups) {
+        // Off the open: the build of a large ledger takes a while (batches wait for its lock).
+        this.#backfill = this.#buildRollups(sql).catch(() => {
+          // Left unbuilt: reads scan the events; the next open tries again.
+        });
+      }
     } catch (err) {
       this.#sql = undefined;
       await sql.end({ timeout: 0 }).catch(() => {});
       throw this.#fail("usage_store", err);
     }
+  }
+
+  async #markerSeen(sql: postgres.Sql | postgres.ReservedSql): Promise<boolean> {
+    if (this.#rollupsReadable) return true;
+    const rows = await sql.unsafe("SELECT 1 FROM usage_rollup_state WHERE name = $1", [
+      BACKFILL_MARKER,
+    ]);
+    this.#rollupsReadable = rows.length > 0;
+    return this.#rollupsReadable;
+  }
+
+  /**
+   * Builds the roll-ups from every stored event, with the marker, in one transaction holding
+   * the roll-up table against writers: a batch committed before it is in its scan, one after it
+   * adds its own sums to the built rows, so nothing counts twice. Under the migration lock, so
+   * of several processes opening one ledger only the first builds.
+   */
+  async #buildRollups(sql: postgres.Sql): Promise<void> {
+    const tx = await sql.reserve();
+    try {
+      await tx.unsafe("BEGIN");
+      await tx.unsafe(`SELECT pg_advisory_xact_lock(${MIGRATE_LOCK})`);
+      const done = await tx.unsafe("SELECT 1 FROM usage_rollup_state WHERE name = $1", [
+        BACKFILL_MARKER,
+      ]);
+      if (done.length === 0) {
+        await tx.unsafe("LOCK TABLE usage_rollups IN EXCLUSIVE MODE");
+        await tx.unsafe("DELETE FROM usage_rollups");
+        await tx.unsafe(upsertRollupsFrom(eventRows("postgresql", "usage_events")));
+        await tx.unsafe("INSERT INTO usage_rollup_state (name, done_at) VALUES ($1, $2)", [
+          BACKFILL_MARKER,
+          new Date().toISOString(),
+        ]);
+      }
+      await tx.unsafe("COMMIT");
+    } catch (err) {
+      await tx.unsafe("ROLLBACK").catch(() => {});
+      throw err;
+    } finally {
+      tx.release();
+    }
+  }
+
+  /** Settles when the roll-up build started by this open is over (at once when none was). */
+  async rollupsBuilt(): Promise<void> {
+    await this.#backfill;
   }
 
   async #readColumns(sql: postgres.Sql | postgres.TransactionSql): Promise<Set<string>> {
@@ -174,8 +250,17 @@ export class PostgresStore implements UsageStore {
         const rows = chunk.map((e) =>
           `(${cols.map((c) => (params.push(pgValue(e, c)), `$${params.length}`)).join(", ")})`
         );
+        const insert = `INSERT INTO usage_events (${cols.join(", ")}) VALUES ${
+          rows.join(", ")
+        }${tail}`;
+        // With roll-ups: one statement inserts the events and upserts the sums of the rows it
+        // really inserted (a replayed event_id returns none), one upsert per distinct key.
         await sql.unsafe(
-          `INSERT INTO usage_events (${cols.join(", ")}) VALUES ${rows.join(", ")}${tail}`,
+          this.#rollups
+            ? `WITH ins AS (${insert} RETURNING ${ROLLUP_EVENT_COLUMNS.join(", ")}) ${
+              upsertRollupsFrom(eventRows("postgresql", "ins"))
+            }`
+            : insert,
           params,
           { prepare: false },
         );
@@ -205,6 +290,7 @@ export class PostgresStore implements UsageStore {
         ? { condition: `created_at >= ${param}::timestamptz`, arg: ts }
         : { condition: `${CREATED_AT_TEXT} >= ${param}`, arg: since };
     },
+    float: "::float8",
   };
 
   /** Totals, by_key, by_model and recent in SQL (`sqlReport`); same shape as the SQLite store's. */
@@ -220,7 +306,13 @@ export class PostgresStore implements UsageStore {
     }
     try {
       const query = (text: string, args: SqlArg[]) => sql.unsafe(text, args);
-      return await sqlReport(query, this.#dialect, filters, { backend: "postgresql", db_path: "" });
+      return await sqlReport(
+        query,
+        this.#dialect,
+        filters,
+        { backend: "postgresql", db_path: "" },
+        await this.#readable(sql),
+      );
     } catch (err) {
       return {
         ok: false,
@@ -229,6 +321,28 @@ export class PostgresStore implements UsageStore {
         db_path: "",
         error: this.#fail("report", err).message,
       };
+    }
+  }
+
+  /** Whether reads may use the roll-ups: both tables there and the marker row written. */
+  async #readable(sql: postgres.Sql): Promise<boolean> {
+    if (this.#rollupsReadable) return true;
+    const [t] = await sql.unsafe("SELECT to_regclass('usage_rollup_state') IS NOT NULL AS s");
+    return t?.s === true && await this.#markerSeen(sql);
+  }
+
+  /** The Usage page's series: from the roll-ups once built, else from the events. */
+  async series(q: SeriesQuery): Promise<SeriesAnswer> {
+    const sql = this.#sql;
+    if (!sql) throw new Error(`${this.description}: store is not open`);
+    try {
+      const source = await this.#readable(sql)
+        ? "usage_rollups"
+        : eventRows("postgresql", "usage_events");
+      const rows = await sql.unsafe(seriesSql(q, source, (n) => `$${n}`), [q.from, q.to]);
+      return seriesAnswer(q, rows, "postgresql", false);
+    } catch (err) {
+      throw this.#fail("series", err);
     }
   }
 
@@ -252,6 +366,7 @@ export class PostgresStore implements UsageStore {
    * met a refused connect during an outage may never report its socket closed.
    */
   async close(): Promise<void> {
+    await this.#backfill;
     const sql = this.#sql;
     this.#sql = undefined;
     if (sql) await sql.end({ timeout: 1 }).catch(() => {});

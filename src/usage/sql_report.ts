@@ -12,6 +12,7 @@ import {
   recentRow,
   TOKEN_COUNT_FIELDS,
 } from "./report.ts";
+import { hourAlignedSince } from "./rollup.ts";
 import type { KeyPeriodTotals, ReportFilters, ReportGroup, UsageReport } from "./types.ts";
 
 /** A query argument of a report. */
@@ -31,6 +32,8 @@ export interface ReportDialect {
   recentColumn(name: string): string;
   /** The condition of a `since` filter with its argument at `param`, and that argument. */
   since(since: string, param: string): { condition: string; arg: SqlArg };
+  /** What makes a sum of the roll-ups a number this database hands back as one (`::float8`). */
+  readonly float: string;
 }
 
 /** Runs one query with its arguments; answers the rows. */
@@ -47,20 +50,16 @@ export interface ReportSource {
   db_path: string;
 }
 
-/**
- * The report of the `usage_events` table: totals, by_key, by_model and recent (newest first,
- * `filters.limit` rows), `filters` already normalized. A failing query rejects.
- */
-export async function sqlReport(
-  query: SqlQuery,
+/** The WHERE clause and arguments of `filters`, its `since` condition given. */
+function whereOf(
   dialect: ReportDialect,
   filters: ReportFilters,
-  source: ReportSource,
-): Promise<UsageReport> {
+  since: (param: string) => { condition: string; arg: SqlArg },
+): { w: string; args: SqlArg[] } {
   const where: string[] = [];
   const args: SqlArg[] = [];
   if (filters.since !== undefined) {
-    const { condition, arg } = dialect.since(filters.since, dialect.param(args.length + 1));
+    const { condition, arg } = since(dialect.param(args.length + 1));
     args.push(arg);
     where.push(condition);
   }
@@ -70,7 +69,35 @@ export async function sqlReport(
     args.push(value);
     where.push(`${field} = ${dialect.param(args.length)}`);
   }
-  const w = where.length ? ` WHERE ${where.join(" AND ")}` : "";
+  return { w: where.length ? ` WHERE ${where.join(" AND ")}` : "", args };
+}
+
+/**
+ * The report of the `usage_events` table: totals, by_key, by_model and recent (newest first,
+ * `filters.limit` rows), `filters` already normalized. A failing query rejects. With `rollups`
+ * (the roll-ups are built) and a `since` on a whole hour, the sums come from `usage_rollups`
+ * and only `recent` reads the events.
+ */
+export async function sqlReport(
+  query: SqlQuery,
+  dialect: ReportDialect,
+  filters: ReportFilters,
+  source: ReportSource,
+  rollups = false,
+): Promise<UsageReport> {
+  const hour = filters.since === undefined ? "" : hourAlignedSince(filters.since);
+  if (rollups && hour !== undefined) {
+    const sums = await rollupSums(query, dialect, filters, hour);
+    return {
+      ok: true,
+      enabled: true,
+      ...source,
+      since: filters.since ?? "",
+      ...sums,
+      recent: await recentRows(query, dialect, filters),
+    };
+  }
+  const { w, args } = whereOf(dialect, filters, (p) => dialect.since(filters.since!, p));
   const { count, sum } = dialect;
 
   const [t] = await query(
@@ -97,12 +124,7 @@ export async function sqlReport(
     };
   }
 
-  const recentArgs = [...args, filters.limit ?? DEFAULT_REPORT_LIMIT];
-  const recent = (await query(
-    `SELECT ${RECENT_FIELDS.map((f) => dialect.recentColumn(f)).join(", ")} ` +
-      `FROM usage_events${w} ORDER BY id DESC LIMIT ${dialect.param(recentArgs.length)}`,
-    recentArgs,
-  )).map((r) => recentRow(r));
+  const recent = await recentRows(query, dialect, filters);
 
   const group = async (field: "api_key_id" | "model"): Promise<ReportGroup[]> =>
     (await query(
@@ -111,12 +133,7 @@ export async function sqlReport(
       } AS total_tokens, ${sum("cost_total_usd")} AS total_cost_usd ` +
         `FROM usage_events${w} GROUP BY COALESCE(${field}, '')`,
       args,
-    )).map((r) => ({
-      [field]: String(r.name ?? ""),
-      requests: Number(r.requests),
-      total_tokens: Number(r.total_tokens),
-      total_cost_usd: Number(r.total_cost_usd),
-    })).sort(compareGroups);
+    )).map((r) => groupOf(r, field)).sort(compareGroups);
 
   return {
     ok: true,
@@ -128,6 +145,70 @@ export async function sqlReport(
     by_model: await group("model"),
     recent,
   };
+}
+
+/** One by_key or by_model group from its row (name, requests, total_tokens, total_cost_usd). */
+function groupOf(r: Record<string, unknown>, field: "api_key_id" | "model"): ReportGroup {
+  return {
+    [field]: String(r.name ?? ""),
+    requests: Number(r.requests),
+    total_tokens: Number(r.total_tokens),
+    total_cost_usd: Number(r.total_cost_usd),
+  };
+}
+
+/** The `recent` rows of a report: the last `filters.limit` matching events, newest first. */
+async function recentRows(
+  query: SqlQuery,
+  dialect: ReportDialect,
+  filters: ReportFilters,
+): Promise<Record<string, unknown>[]> {
+  const { w, args } = whereOf(dialect, filters, (p) => dialect.since(filters.since!, p));
+  const recentArgs = [...args, filters.limit ?? DEFAULT_REPORT_LIMIT];
+  return (await query(
+    `SELECT ${RECENT_FIELDS.map((f) => dialect.recentColumn(f)).join(", ")} ` +
+      `FROM usage_events${w} ORDER BY id DESC LIMIT ${dialect.param(recentArgs.length)}`,
+    recentArgs,
+  )).map((r) => recentRow(r));
+}
+
+/**
+ * Totals, by_key and by_model from `usage_rollups`: the rows of the hours at or after `hour`
+ * (`YYYY-MM-DDTHH` or a shorter prefix; '' for all time) that match the key and model filters.
+ */
+async function rollupSums(
+  query: SqlQuery,
+  dialect: ReportDialect,
+  filters: ReportFilters,
+  hour: string,
+): Promise<Pick<UsageReport, "totals" | "by_key" | "by_model">> {
+  const { w, args } = whereOf(dialect, filters, (p) => ({ condition: `hour >= ${p}`, arg: hour }));
+  const s = (c: string) => `COALESCE(SUM(${c}), 0)${dialect.float}`;
+  const [t] = await query(
+    `SELECT ${s("requests")} AS requests, ${
+      [...TOKEN_COUNT_FIELDS, "estimated_requests", "estimated_tokens", "estimated_cost_usd"]
+        .map((c) => `${s(c)} AS ${c}`).join(", ")
+    }, ${s("cost_total_usd")} AS total_cost_usd FROM usage_rollups${w}`,
+    args,
+  );
+  const totals = emptyTotals();
+  for (const k of [...TOKEN_COUNT_FIELDS, "requests", "total_cost_usd"] as const) {
+    totals[k] = Number(t?.[k] ?? 0);
+  }
+  totals.estimated = {
+    requests: Number(t?.estimated_requests ?? 0),
+    total_tokens: Number(t?.estimated_tokens ?? 0),
+    total_cost_usd: Number(t?.estimated_cost_usd ?? 0),
+  };
+  const group = async (field: "api_key_id" | "model"): Promise<ReportGroup[]> =>
+    (await query(
+      `SELECT ${field} AS name, ${s("requests")} AS requests, ${
+        s("total_tokens")
+      } AS total_tokens, ${s("cost_total_usd")} AS total_cost_usd ` +
+        `FROM usage_rollups${w} GROUP BY ${field}`,
+      args,
+    )).map((r) => groupOf(r, field)).sort(compareGroups);
+  return { totals, by_key: await group("api_key_id"), by_model: await group("model") };
 }
 
 /**

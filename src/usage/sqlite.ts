@@ -13,6 +13,22 @@ import { errorMessage } from "./secret.ts";
 import { type ReportDialect, type SqlArg, sqlPeriodTotals, sqlReport } from "./sql_report.ts";
 import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";
 import type { KeyPeriodTotals } from "./types.ts";
+import {
+  BACKFILL_MARKER,
+  eventRows,
+  foldEvent,
+  ROLLUP_EVENT_COLUMNS,
+  ROLLUP_KEYS,
+  ROLLUP_SUMS,
+  type RollupRow,
+  rollupTableStatements,
+  type SeriesAnswer,
+  seriesAnswer,
+  type SeriesQuery,
+  seriesSql,
+  upsertRollupsFrom,
+  upsertTail,
+} from "./rollup.ts";
 
 /** How long a writer waits for another process's lock (several workers, one file). */
 const BUSY_TIMEOUT_MS = 2000;
@@ -40,6 +56,12 @@ export class SqliteStore implements UsageStore {
   #columns = new Set<string>();
   #insert: StatementSync | undefined;
   #insertColumns: string[] = [];
+  /** The roll-up upsert, when the database has `usage_rollups` (auto_migrate makes it). */
+  #upsert: StatementSync | undefined;
+  /** The background build of an existing ledger's roll-ups, when one was started. */
+  #backfill: Promise<void> | undefined;
+  #backfillTimer: ReturnType<typeof setTimeout> | undefined;
+  #backfillEnd: (() => void) | undefined;
 
   /** `readOnly`: prepare opens an existing database without creating or migrating anything. */
   constructor(cfg: SqliteStoreConfig, opts: { readOnly?: boolean } = {}) {
@@ -72,11 +94,15 @@ export class SqliteStore implements UsageStore {
           db.exec(schema ?? createTable("sqlite"));
           for (const stmt of addColumnStatements("sqlite", this.#readColumns())) db.exec(stmt);
           for (const stmt of USAGE_INDEXES) db.exec(stmt);
+          for (const stmt of rollupTableStatements("sqlite")) db.exec(stmt);
         }
       }
       this.#columns = this.#readColumns();
       if (this.#columns.size === 0) throw new Error("table usage_events does not exist");
-      if (!this.#readOnly) this.#prepareInsert(db);
+      if (!this.#readOnly) {
+        this.#prepareInsert(db);
+        this.#prepareRollups(db);
+      }
     } catch (err) {
       this.#closeDb();
       throw new Error(`usage_store sqlite ${path}: ${errorMessage(err)}`);
@@ -102,6 +128,74 @@ export class SqliteStore implements UsageStore {
     }
   }
 
+  /** Whether the table `name` exists. */
+  #hasTable(db: DatabaseSync, name: string): boolean {
+    return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").all(name)
+      .length > 0;
+  }
+
+  /**
+   * With `usage_rollups` present (and every column it sums), each batch upserts its roll-ups;
+   * a ledger whose roll-ups were never built gets them built once, after this open.
+   */
+  #prepareRollups(db: DatabaseSync): void {
+    if (!this.#hasTable(db, "usage_rollups")) return;
+    if (!ROLLUP_EVENT_COLUMNS.every((c) => this.#columns.has(c))) return;
+    const cols = ["hour", ...ROLLUP_KEYS, ...ROLLUP_SUMS];
+    this.#upsert = db.prepare(
+      `INSERT INTO usage_rollups (${cols.join(", ")}) VALUES (${
+        cols.map(() => "?").join(", ")
+      })${upsertTail()}`,
+    );
+    if (this.#rollupsBuilt(db)) return;
+    // Off the open: a large ledger's build holds the write lock a while (batches wait for it).
+    this.#backfill = new Promise((resolve) => {
+      this.#backfillEnd = resolve;
+      this.#backfillTimer = setTimeout(() => {
+        this.#backfillTimer = undefined;
+        try {
+          this.#buildRollups();
+        } catch { /* left unbuilt: reads scan the events; the next open tries again */ }
+        resolve();
+      }, 0);
+    });
+  }
+
+  #rollupsBuilt(db: DatabaseSync): boolean {
+    return this.#hasTable(db, "usage_rollup_state") &&
+      db.prepare("SELECT 1 FROM usage_rollup_state WHERE name = ?").all(BACKFILL_MARKER).length >
+        0;
+  }
+
+  /**
+   * Builds the roll-ups from every stored event, in one transaction with the marker: what the
+   * batches upserted before it is replaced by the same sums, so nothing counts twice.
+   */
+  #buildRollups(): void {
+    const db = this.#db;
+    if (!db) return;
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      if (!this.#rollupsBuilt(db)) {
+        db.exec("DELETE FROM usage_rollups");
+        db.exec(upsertRollupsFrom(eventRows("sqlite", "usage_events")));
+        db.prepare("INSERT INTO usage_rollup_state (name, done_at) VALUES (?, ?)")
+          .run(BACKFILL_MARKER, new Date().toISOString());
+      }
+      db.exec("COMMIT");
+    } catch (err) {
+      try {
+        db.exec("ROLLBACK");
+      } catch { /* ended already */ }
+      throw err;
+    }
+  }
+
+  /** Settles when the roll-up build started by this open is over (at once when none was). */
+  async rollupsBuilt(): Promise<void> {
+    await this.#backfill;
+  }
+
   /** Inserts the batch in one transaction; an event_id already stored is skipped. */
   write(events: UsageEvent[]): Promise<void> {
     const db = this.#db;
@@ -113,7 +207,18 @@ export class SqliteStore implements UsageStore {
     try {
       db.exec("BEGIN IMMEDIATE");
       try {
-        for (const e of events) insert.run(...this.#insertColumns.map((c) => columnValue(e, c)));
+        // Only events actually inserted count: a replayed event_id changes nothing.
+        const fold = new Map<string, RollupRow>();
+        for (const e of events) {
+          const { changes } = insert.run(...this.#insertColumns.map((c) => columnValue(e, c)));
+          if (this.#upsert && Number(changes) > 0) foldEvent(fold, e);
+        }
+        // One upsert per distinct roll-up key of the batch, in the batch's transaction.
+        for (const row of fold.values()) {
+          this.#upsert!.run(
+            ...["hour", ...ROLLUP_KEYS, ...ROLLUP_SUMS].map((c) => row[c as keyof RollupRow]),
+          );
+        }
         db.exec("COMMIT");
       } catch (err) {
         try {
@@ -143,7 +248,7 @@ export class SqliteStore implements UsageStore {
       return await sqlReport(query, this.#dialect, filters, {
         backend: "sqlite",
         db_path: this.#cfg.path,
-      });
+      }, this.#rollupsReadable(db));
     } catch (err) {
       return {
         ok: false,
@@ -152,6 +257,26 @@ export class SqliteStore implements UsageStore {
         db_path: this.#cfg.path,
         error: `sqlite report ${this.#cfg.path}: ${errorMessage(err)}`,
       };
+    }
+  }
+
+  /** Whether reads may use the roll-ups: built, and kept by whoever writes this file. */
+  #rollupsReadable(db: DatabaseSync): boolean {
+    return this.#hasTable(db, "usage_rollups") && this.#rollupsBuilt(db);
+  }
+
+  /** The Usage page's series: from the roll-ups once built, else from the events. */
+  series(q: SeriesQuery): Promise<SeriesAnswer> {
+    const db = this.#db;
+    if (!db) return Promise.reject(new Error(`sqlite ${this.#cfg.path}: store is not open`));
+    try {
+      const source = this.#rollupsReadable(db)
+        ? "usage_rollups"
+        : eventRows("sqlite", "usage_events");
+      const rows = db.prepare(seriesSql(q, source, () => "?")).all(q.from, q.to);
+      return Promise.resolve(seriesAnswer(q, rows, "sqlite", false));
+    } catch (err) {
+      return Promise.reject(new Error(`sqlite series ${this.#cfg.path}: ${errorMessage(err)}`));
     }
   }
 
@@ -175,9 +300,15 @@ export class SqliteStore implements UsageStore {
     has: (name) => this.#columns.has(name),
     recentColumn: (name) => this.#columns.has(name) ? name : `NULL AS ${name}`,
     since: (since, param) => ({ condition: `created_at >= ${param}`, arg: since }),
+    float: "",
   };
 
   #closeDb(): void {
+    // A build not begun yet is left to the next open (the marker stays absent).
+    clearTimeout(this.#backfillTimer);
+    this.#backfillTimer = undefined;
+    this.#backfillEnd?.();
+    this.#upsert = undefined;
     try {
       this.#db?.close();
     } catch { /* already closed */ }

@@ -6,6 +6,7 @@
  */
 
 import type { CostAmounts, TokenCounts } from "../core/types.ts";
+import type { SeriesAnswer, SeriesQuery } from "./rollup.ts";
 
 // The core prices events and owns these shapes (it imports nothing from src/usage/).
 export type { CostAmounts, TokenCounts };
@@ -205,6 +206,11 @@ export interface UsageStore {
    * Throws when the store cannot answer. Absent on stores that cannot sum (a callback sink).
    */
   periodTotals?(since: string): Promise<Map<string, KeyPeriodTotals>>;
+  /**
+   * The Usage page's series (`GET /skeid/usage/series`): per bucket and group, from the hourly
+   * roll-ups. Absent on a callback sink. Throws when the store cannot answer.
+   */
+  series?(q: SeriesQuery): Promise<SeriesAnswer>;
   /** Releases files, handles and connections. */
   close(): Promise<void>;
 }

@@ -1,0 +1,243 @@
+/**
+ * The hourly roll-ups on SQLite and PostgreSQL: after batches, after a replay of events already
+ * stored, and after the build of a ledger that had none, they equal a direct aggregation of the
+ * stored events; the report read from them is the report read from the events.
+ */
+import { DatabaseSync } from "node:sqlite";
+import postgres from "postgres";
+import { assert, assertEquals } from "../_assert.ts";
+import { normalizeUsageStoreConfig } from "../../src/usage/config.ts";
+import { SqliteStore } from "../../src/usage/sqlite.ts";
+import { PostgresStore } from "../../src/usage/postgres.ts";
+import { parseSeriesQuery } from "../../src/usage/rollup.ts";
+import type { UsageEvent, UsageStore } from "../../src/usage/types.ts";
+import { event } from "./helpers.ts";
+import { UsageLedger } from "../../src/usage/ledger.ts";
+import { memoryLogger } from "../../src/log.ts";
+import { tempDir } from "../_helpers/temp.ts";
+import { freshPgDatabase, pgTestGate } from "../_helpers/pg.ts";
+
+const gate = await pgTestGate();
+
+/** Events over three hours, two keys, two aliases, two models, two nodes, errors, estimates. */
+function batch(n: number, offset = 0): UsageEvent[] {
+  return Array.from({ length: n }, (_, j) => {
+    const i = j + offset;
+    return event({
+      created_at: `2026-09-01T${String(10 + (i % 3)).padStart(2, "0")}:${
+        String(i % 60).padStart(2, "0")
+      }:07Z`,
+      api_key_id: i % 2 ? "k_a" : "k_b",
+      requested_model: i % 4 < 2 ? "fast" : "smart",
+      model: i % 5 ? "m1" : "m2",
+      node_id: i % 3 ? "n1" : "n2",
+      status_code: i % 7 ? 200 : 502,
+      usage: {
+        prompt_tokens: 10 + i,
+        completion_tokens: i % 9,
+        prompt_tokens_details: { cached_tokens: i % 4 },
+      },
+      cost_total_usd: (i % 5) * 0.25,
+      usage_source: i % 6 ? "reported" : "estimated",
+    });
+  });
+}
+
+type Row = Record<string, unknown>;
+
+/** The roll-up rows a direct aggregation of `events` gives (the test's own arithmetic). */
+function aggregateEvents(events: readonly Row[]): Row[] {
+  const out = new Map<string, Row>();
+  for (const e of events) {
+    const keys = [
+      String(e.created_at).slice(0, 13),
+      e.api_key_id ?? "",
+      e.requested_model ?? "",
+      e.model ?? "",
+      e.node_id ?? "",
+    ];
+    const k = JSON.stringify(keys);
+    const r = out.get(k) ?? {
+      key: keys.join("|"),
+      requests: 0,
+      errors: 0,
+      input_tokens: 0,
+      output_tokens: 0,
+      cached_tokens: 0,
+      cost: 0,
+      estimated: 0,
+    };
+    const n = (c: string) => Number(e[c] ?? 0);
+    r.requests = Number(r.requests) + 1;
+    r.errors = Number(r.errors) + (e.ok === true || e.ok === 1 ? 0 : 1);
+    for (const c of ["input_tokens", "output_tokens", "cached_tokens"]) r[c] = Number(r[c]) + n(c);
+    r.cost = Math.round((Number(r.cost) + n("cost_total_usd")) * 1e6) / 1e6;
+    r.estimated = Number(r.estimated) + (e.usage_source === "estimated" ? 1 : 0);
+    out.set(k, r);
+  }
+  return [...out.values()].sort((a, b) => String(a.key).localeCompare(String(b.key)));
+}
+
+function rollupRows(rows: readonly Row[]): Row[] {
+  return rows.map((r) => ({
+    key: [r.hour, r.api_key_id, r.requested_model, r.model, r.node_id].join("|"),
+    requests: Number(r.requests),
+    errors: Number(r.errors),
+    input_tokens: Number(r.input_tokens),
+    output_tokens: Number(r.output_tokens),
+    cached_tokens: Number(r.cached_tokens),
+    cost: Math.round(Number(r.cost_total_usd) * 1e6) / 1e6,
+    estimated: Number(r.estimated_requests),
+  })).sort((a, b) => String(a.key).localeCompare(String(b.key)));
+}
+
+/** How a test reads one database: its events and its roll-ups, and drops the roll-ups. */
+interface Db {
+  events(): Promise<Row[]>;
+  rollups(): Promise<Row[]>;
+  dropRollups(): Promise<void>;
+  open(opts?: { readOnly?: boolean }): Promise<UsageStore & { rollupsBuilt(): Promise<void> }>;
+}
+
+async function assertRollupsMatch(db: Db): Promise<void> {
+  const events = await db.events();
+  assert(events.length > 0);
+  assertEquals(rollupRows(await db.rollups()), aggregateEvents(events));
+}
+
+/** The scenario both databases run. */
+async function scenario(db: Db): Promise<void> {
+  const store = await db.open();
+  await store.rollupsBuilt();
+  const first = batch(40);
+  await store.write(first);
+  await store.write(batch(25, 40));
+  await assertRollupsMatch(db);
+  // A spill replay: events already stored come again, beside new ones; only new ones count.
+  await store.write([...first.slice(5, 30), ...batch(10, 65)]);
+  assertEquals((await db.events()).length, 75);
+  await assertRollupsMatch(db);
+  const viaRollups = await store.report({ limit: 5 });
+  const since = await store.report({ since: "2026-09-01T11", api_key_id: "k_a", limit: 5 });
+  const query = parseSeriesQuery((n) =>
+    ({ from: "2026-09-01T00:00:00Z", to: "2026-09-02T00:00:00Z", by: "alias", step: "day" })[n]
+  );
+  const series = await store.series!(query);
+  await store.close();
+
+  // A ledger from before the roll-ups: none kept. Its report scans the events (read-only open).
+  await db.dropRollups();
+  const reader = await db.open({ readOnly: true });
+  const viaEvents = await reader.report({ limit: 5 });
+  const sinceEvents = await reader.report({ since: "2026-09-01T11", api_key_id: "k_a", limit: 5 });
+  const seriesEvents = await reader.series!(query);
+  await reader.close();
+  assertEquals(viaRollups, viaEvents);
+  assertEquals(since, sinceEvents);
+  assertEquals(series, seriesEvents);
+  assertEquals(series.buckets.length, 1);
+  assertEquals(
+    series.buckets[0].groups.map((g) => [g.name, g.requests]),
+    [["fast", 38], ["smart", 37]],
+  );
+
+  // First writable open builds them in the background; a batch written meanwhile counts once.
+  const reopened = await db.open();
+  await reopened.write(batch(9, 100));
+  await reopened.rollupsBuilt();
+  await reopened.write(batch(4, 200));
+  assertEquals((await db.events()).length, 88);
+  await assertRollupsMatch(db);
+  await reopened.close();
+}
+
+Deno.test("sqlite roll-ups equal the events after batches, a replay and a backfill", async () => {
+  const tmp = await tempDir();
+  const path = `${tmp.dir}/usage.db`;
+  const cfg = normalizeUsageStoreConfig({ backend: "sqlite", path }, { env: () => undefined });
+  assert(cfg.backend === "sqlite");
+  const read = (sql: string) => {
+    const db = new DatabaseSync(path);
+    try {
+      return Promise.resolve(db.prepare(sql).all() as Row[]);
+    } finally {
+      db.close();
+    }
+  };
+  await scenario({
+    events: () => read("SELECT * FROM usage_events"),
+    rollups: () => read("SELECT * FROM usage_rollups"),
+    dropRollups: async () => {
+      await read("DROP TABLE usage_rollups");
+      await read("DROP TABLE usage_rollup_state");
+    },
+    open: async (opts) => {
+      const s = new SqliteStore(cfg, opts);
+      await s.prepare();
+      return s;
+    },
+  });
+  await tmp.cleanup();
+});
+
+Deno.test({
+  name: "postgresql roll-ups equal the events after batches, a replay and a backfill",
+  ignore: gate.ignore,
+  async fn() {
+    const fresh = await freshPgDatabase();
+    const sql = postgres(fresh.dsn, { max: 1, onnotice: () => {} });
+    try {
+      const cfg = normalizeUsageStoreConfig({ backend: "postgresql", dsn: fresh.dsn }, {
+        env: () => undefined,
+      });
+      assert(cfg.backend === "postgresql");
+      await scenario({
+        events: async () => [
+          ...await sql.unsafe(
+            `SELECT *, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+               AS created_at FROM usage_events`,
+          ),
+        ],
+        rollups: async () => [...await sql.unsafe("SELECT * FROM usage_rollups")],
+        dropRollups: async () => {
+          await sql.unsafe("DROP TABLE usage_rollups");
+          await sql.unsafe("DROP TABLE usage_rollup_state");
+        },
+        open: async (opts) => {
+          const s = new PostgresStore(cfg, opts);
+          await s.prepare();
+          return s;
+        },
+      });
+    } finally {
+      await sql.end({ timeout: 5 });
+      await fresh.drop();
+    }
+  },
+});
+
+Deno.test("ledger.series writes what it holds first, then answers from the roll-ups", async () => {
+  const tmp = await tempDir();
+  const ledger = new UsageLedger({ logger: memoryLogger(), spillPath: `${tmp.dir}/spill.jsonl` });
+  try {
+    const cfg = normalizeUsageStoreConfig(
+      { backend: "sqlite", path: `${tmp.dir}/u.db`, flush_interval_ms: 60_000 },
+      { env: () => undefined },
+    );
+    await ledger.configure(cfg);
+    for (const e of batch(6)) ledger.record(e);
+    const answer = await ledger.series(
+      parseSeriesQuery((n) =>
+        ({ from: "2026-09-01T10:00:00Z", to: "2026-09-01T13:00:00Z", by: "key" })[n]
+      ),
+    );
+    assertEquals(
+      answer?.buckets.map((b) => b.groups.map((g) => [g.name, g.requests])),
+      [[["k_a", 1], ["k_b", 1]], [["k_a", 1], ["k_b", 1]], [["k_a", 1], ["k_b", 1]]],
+    );
+    assertEquals(answer?.since_start, false);
+  } finally {
+    await ledger.close();
+    await tmp.cleanup();
+  }
+});
