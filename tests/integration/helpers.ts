@@ -186,7 +186,12 @@ export async function startGateway(
   // SKEID_TEST_WORKERS=2 runs the suite through `serve --workers 2` (a supervisor, two workers).
   const workers = Number(Deno.env.get("SKEID_TEST_WORKERS") ?? "1");
   const server = workers > 1
-    ? await Supervisor.start({ ...options, workers, workerEnv: env, logLevel: "warn" })
+    ? await Supervisor.start({
+      ...options,
+      workers,
+      workerEnv: env,
+      logLevel: opts.logLevel ?? "warn",
+    })
     : await startServer(options);
   const sink = new EventSink();
   if (opts.sink !== false) server.gateway.ledger.setCallbacks({ store: sink.store });
