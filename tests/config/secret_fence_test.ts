@@ -158,13 +158,13 @@ Deno.test("config file: no field names an own secret read for another purpose", 
   }
 });
 
-Deno.test("reload, POST /skeid/nodes, nodes.add and usage.configure hold the same fence", async () => {
-  const dir = await Deno.makeTempDir();
-  const configPath = `${dir}/skeid.yaml`;
-  await Deno.writeTextFile(configPath, JSON.stringify(base(false)));
-  const gw = await Gateway.open({ configPath, env, logger: memoryLogger(), keyBroker: null });
+/** POSTs to `gw`'s admin routes with the admin key: the status and the body's text. */
+function adminPost(gw: Gateway): (path: string, body: unknown) => Promise<{
+  status: number;
+  text: string;
+}> {
   const app = adminRoutes(gw.adminDeps());
-  const post = async (path: string, body: unknown) => {
+  return async (path, body) => {
     const res = await app.request(path, {
       method: "POST",
       headers: { authorization: `Bearer ${vars.MY_ADMIN}`, "content-type": "application/json" },
@@ -172,6 +172,14 @@ Deno.test("reload, POST /skeid/nodes, nodes.add and usage.configure hold the sam
     });
     return { status: res.status, text: await res.text() };
   };
+}
+
+Deno.test("reload, POST /skeid/nodes, nodes.add and usage.configure hold the same fence", async () => {
+  const dir = await Deno.makeTempDir();
+  const configPath = `${dir}/skeid.yaml`;
+  await Deno.writeTextFile(configPath, JSON.stringify(base(false)));
+  const gw = await Gateway.open({ configPath, env, logger: memoryLogger(), keyBroker: null });
+  const post = adminPost(gw);
   try {
     // PG_PASS is no secret of this gateway's config (it has no usage store).
     const own = OWN.filter(([s]) => s !== "PG_PASS");
@@ -258,15 +266,7 @@ Deno.test({
       logger: memoryLogger(),
       keyBroker: null,
     });
-    const app = adminRoutes(gw.adminDeps());
-    const post = async (path: string, body: unknown) => {
-      const res = await app.request(path, {
-        method: "POST",
-        headers: { authorization: `Bearer ${vars.MY_ADMIN}`, "content-type": "application/json" },
-        body: JSON.stringify(body),
-      });
-      return { status: res.status, text: await res.text() };
-    };
+    const post = adminPost(gw);
     try {
       const configured = await post("/skeid/call/usage.configure", {
         usage_store: { backend: "postgresql", dsn: db.dsn, password_env: "LIVE_PW" },
