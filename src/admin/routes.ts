@@ -194,7 +194,10 @@ export function adminRoutes(deps: AdminDeps): Hono {
 
   // ---- inventory ---------------------------------------------------------------------------
 
-  app.get("/skeid/nodes", () => json(publicNodes({ nodes: skeid.listNodes() })));
+  app.get("/skeid/nodes", () =>
+    json(publicNodes({
+      nodes: skeid.listNodes().map((n) => ({ ...n, draining: skeid.nodeDraining(n.id) === true })),
+    })));
 
   app.post("/skeid/nodes", async (c) => {
     let spec: unknown;
@@ -243,6 +246,30 @@ export function adminRoutes(deps: AdminDeps): Hono {
     }
     logger.info("admin_node_health", { node_id: id, healthy });
     return json({ ok: true, id, healthy });
+  });
+
+  // Draining: the node admits nothing new; what it runs finishes (with --workers N the
+  // supervisor hands it to every worker, as a health change).
+  app.post("/skeid/nodes/:id/drain", async (c) => {
+    const id = c.req.param("id");
+    if (skeid.nodeDraining(id) === undefined) {
+      return json({ ok: false, error: `unknown node '${id}'` }, 404);
+    }
+    let body: unknown;
+    try {
+      body = await readJson(c);
+    } catch {
+      return json({ ok: false, error: "body is not valid JSON" }, 400);
+    }
+    const draining = isJsonObject(body) ? body.draining : undefined;
+    if (typeof draining !== "boolean") {
+      return json({ ok: false, error: "draining must be true or false" }, 400);
+    }
+    skeid.setNodeDraining(id, draining);
+    logger.info("admin_node_draining", { node_id: id, draining });
+    const node = skeid.getNode(id);
+    const inflight = skeid.nodeMetrics(id)?.inflight ?? 0;
+    return json(publicNodes({ ok: true, node: { ...node, draining, inflight } }));
   });
 
   // ---- metrics -----------------------------------------------------------------------------

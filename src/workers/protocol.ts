@@ -226,7 +226,7 @@ export function forwardedToSupervisor(method: string, path: string): boolean {
   }
   if (method === "POST") {
     return path === "/skeid/nodes" || path === "/skeid/config/reload" ||
-      /^\/skeid\/nodes\/[^/]+\/health$/.test(path);
+      /^\/skeid\/nodes\/[^/]+\/(health|drain)$/.test(path);
   }
   return method === "DELETE" && /^\/skeid\/nodes\/[^/]+$/.test(path);
 }
