@@ -27,6 +27,7 @@ import type { GatewayMetrics } from "./metrics.ts";
 import type { Tenancy } from "../core/tenancy.ts";
 import { keyStatus } from "./keys.ts";
 import { tenancyListing } from "./tenancy_list.ts";
+import type { LiveFeed, LiveSnapshot } from "./live.ts";
 import type { IssuedKeyDirectory } from "../customer_keys/directory.ts";
 import { keysAdminRoutes } from "../customer_keys/admin_keys.ts";
 import { explainRoute } from "./route_explain.ts";
@@ -79,6 +80,10 @@ export interface AdminDeps {
   startedAt?: number;
   /** The `created_at` of a customer key's last usage event since start (`GET /skeid/tenancy`). */
   lastSeen?: (keyId: string) => string | null;
+  /** The Live page's one snapshot (`GET /skeid/live/snapshot`): this gateway's, or its group's. */
+  liveSnapshot?: () => Promise<LiveSnapshot>;
+  /** The live stream's producer (`GET /skeid/live`), one per gateway. */
+  live?: LiveFeed;
   /** The console sessions (ADR 0035); default a store of this admin plane's own. */
   sessions?: SessionStore;
   /** Lifetime of a new console session, s (`admin.session_ttl_s`). */
@@ -371,6 +376,24 @@ export function adminRoutes(deps: AdminDeps): Hono {
         lastSeen: deps.lastSeen,
       }),
     );
+  });
+
+  // ---- live ------------------------------------------------------------------------------
+
+  app.get("/skeid/live/snapshot", async () => {
+    if (!deps.liveSnapshot) return json({ ok: false, error: "live data not available" }, 404);
+    return json(await deps.liveSnapshot(), 200, { "cache-control": "no-store" });
+  });
+
+  app.get("/skeid/live", () => {
+    if (!deps.live) return json({ ok: false, error: "live data not available" }, 404);
+    return new Response(deps.live.open(), {
+      headers: {
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-store",
+        "x-accel-buffering": "no",
+      },
+    });
   });
 
   // ---- config ------------------------------------------------------------------------------
