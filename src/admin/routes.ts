@@ -20,6 +20,7 @@ import {
   SeriesQueryError,
 } from "../usage/rollup.ts";
 import type { Logger } from "../log.ts";
+import { seriesCsv, seriesCsvName } from "../usage/series_csv.ts";
 import { withPublicUrl } from "../url_credentials.ts";
 import { FunctionError, type FunctionTable, nodeMetricsToWire } from "../core/functions.ts";
 import { NodeSpecError } from "../core/inventory.ts";
@@ -333,6 +334,13 @@ export function adminRoutes(deps: AdminDeps): Hono {
   // The Usage page's charts: per bucket and group, from the hourly roll-ups (never a scan of a
   // large ledger once they are built).
   app.get("/skeid/usage/series", async (c) => {
+    const format = c.req.query("format") ?? "json";
+    if (format !== "json" && format !== "csv") {
+      return json(
+        { ok: false, error: `format: '${format}' is not json or csv`, param: "format" },
+        400,
+      );
+    }
     let q: SeriesQuery;
     try {
       q = parseSeriesQuery((name) => c.req.query(name));
@@ -346,6 +354,15 @@ export function adminRoutes(deps: AdminDeps): Hono {
       const answer = await deps.usageSeries?.(q);
       if (!answer) {
         return json({ ok: false, enabled: false, error: "usage_store not configured" }, 404);
+      }
+      if (format === "csv") {
+        return new Response(seriesCsv(answer), {
+          headers: {
+            "content-type": "text/csv; charset=utf-8",
+            "content-disposition": `attachment; filename="${seriesCsvName(answer)}"`,
+            "x-content-type-options": "nosniff",
+          },
+        });
       }
       return json(answer);
     } catch (e) {
