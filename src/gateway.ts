@@ -26,6 +26,8 @@ import type { AdminDeps } from "./admin/routes.ts";
 import { listedKeyBudgets } from "./admin/keys.ts";
 import { createLogger, type Logger, type LogLevel, parseLogLevel } from "./log.ts";
 import type { ProxyContext } from "./proxy/context.ts";
+import type { Telemetry } from "./telemetry/telemetry.ts";
+import { telemetryFor } from "./telemetry/otel.ts";
 import type { Exchange } from "./proxy/handler.ts";
 import { DEFAULT_CONNECT_TIMEOUT_MS, Http1Client } from "./proxy/http1.ts";
 import { abortDrainMs } from "./proxy/abort_billing.ts";
@@ -112,6 +114,11 @@ export interface GatewayOptions {
    * owning them. Absent: one process, which owns all of them.
    */
   group?: GatewayGroup;
+  /**
+   * Spans and GenAI metrics (ADR 0039); default: OpenTelemetry's when `OTEL_DENO=true`, else
+   * the quiet one. A worker of a group passes its own, naming the worker.
+   */
+  telemetry?: Telemetry;
 }
 
 /**
@@ -229,6 +236,8 @@ export class Gateway implements ProxyContext {
   readonly httpClient: Deno.HttpClient | undefined;
   readonly fetch: typeof fetch | undefined;
   readonly http1: Http1Client | undefined;
+  /** ProxyContext: spans and GenAI metrics, composed before the gateway serves (ADR 0039). */
+  readonly telemetry: Telemetry;
   /** Requests in flight: an intrusive list, not a Set (see core/linked_list.ts for why). */
   readonly #exchanges = new LinkedList<Exchange>();
   readonly #stamp = new SecondStamp();
@@ -244,6 +253,7 @@ export class Gateway implements ProxyContext {
   constructor(opts: GatewayOptions = {}) {
     const env = opts.env ?? ((name: string) => Deno.env.get(name));
     this.env = env;
+    this.telemetry = opts.telemetry ?? telemetryFor({ env });
     const group = opts.group;
     // First: a bad value is refused before anything is opened.
     this.bodyWatch = new IdleWatch(bodyTimeoutMs(env));
