@@ -1,0 +1,377 @@
+/**
+ * OpenTelemetry through `skeid serve` (ADR 0039), asserted on what a real OTLP/HTTP receiver
+ * decoded of Deno's protobuf export: one trace per request (Deno's server span, Skeid's request
+ * span, `skeid.admission`, a CLIENT span per attempt), parent links, a failover's two attempts,
+ * a stream's spans ending at its last byte, the node's `traceparent` naming the attempt span,
+ * the usage event's ids, the GenAI metrics, the four faces, `--workers 2`, nothing sent when off,
+ * and requests answered with the collector down.
+ */
+import { assert, assertEquals } from "../_assert.ts";
+import { startFakeModel } from "../../src/fake/model.ts";
+import { OtlpReceiver, type ReceivedSpan } from "../_helpers/otlp_receiver.ts";
+import { chatAnswer, scriptedUpstream } from "../integration/helpers.ts";
+import { DURATION_BUCKETS_S, TOKEN_BUCKETS, TTFT_BUCKETS_S } from "../../src/telemetry/genai.ts";
+import { otelEnv, type ServedGateway, serveGateway } from "./helpers.ts";
+
+const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT = "00f067aa0ba902b7";
+const SERVER = 2;
+const CLIENT = 3;
+const INTERNAL = 1;
+
+/** POSTs `body` to `path`; answers the status, the request id and the JSON (or text). */
+async function send(
+  gw: ServedGateway,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; requestId: string; text: string }> {
+  const res = await fetch(`${gw.base}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, requestId: res.headers.get("x-request-id") ?? "", text };
+}
+
+/** The spans of a request's trace once its request span and `attempts` attempt spans arrived. */
+async function traceOf(
+  receiver: OtlpReceiver,
+  traceId: string,
+  attempts: number,
+): Promise<{ server: ReceivedSpan; request: ReceivedSpan; spans: ReceivedSpan[] }> {
+  const spans = await receiver.waitFor(`trace ${traceId} with ${attempts} attempt(s)`, (r) => {
+    const all = r.trace(traceId);
+    const request = all.find((s) => s.scope === "skeid" && s.kind === SERVER);
+    const server = all.find((s) => s.scope === "deno" && s.kind === SERVER);
+    const n = all.filter((s) => s.kind === CLIENT && s.scope === "skeid").length;
+    return request !== undefined && server !== undefined && n >= attempts ? all : undefined;
+  });
+  return {
+    server: spans.find((s) => s.scope === "deno" && s.kind === SERVER)!,
+    request: spans.find((s) => s.scope === "skeid" && s.kind === SERVER)!,
+    spans,
+  };
+}
+
+function childrenOf(spans: ReceivedSpan[], parent: ReceivedSpan, kind: number): ReceivedSpan[] {
+  return spans.filter((s) => s.parentSpanId === parent.spanId && s.kind === kind)
+    .sort((a, b) => Number(a.startNs - b.startNs));
+}
+
+/** A gateway in front of a fake model (`m`) and a failover pair (`fo`), exporting to a receiver. */
+async function fixture(workers?: number) {
+  const receiver = new OtlpReceiver();
+  const fake = startFakeModel({ tokens: 4 });
+  // Whichever of the pair is tried first answers 503; the other answers.
+  let calls = 0;
+  const script = () =>
+    scriptedUpstream(() =>
+      calls++ === 0
+        ? Response.json({ error: { message: "busy", type: "server_error" } }, { status: 503 })
+        : chatAnswer()
+    );
+  const a = script();
+  const b = script();
+  const gw = await serveGateway({
+    routing: { max_attempts: 2 },
+    nodes: [
+      { id: "fake", url: fake.url, model: "m", engine: "vllm" },
+      { id: "a", url: a.url, model: "fo" },
+      { id: "b", url: b.url, model: "fo" },
+    ],
+  }, { env: otelEnv(receiver.endpoint), workers });
+  return {
+    receiver,
+    fake,
+    a,
+    b,
+    gw,
+    async close() {
+      await gw.stop();
+      await Promise.all([receiver.close(), fake.close(), a.close(), b.close()]);
+    },
+  };
+}
+
+Deno.test("otel: a request is one trace — server span, request span, admission, attempt", async () => {
+  const f = await fixture();
+  try {
+    const r = await send(f.gw, "/v1/chat/completions", {
+      model: "m",
+      max_tokens: 7,
+      temperature: 0.5,
+      top_p: 0.9,
+      messages: [{ role: "user", content: "a secret prompt" }],
+    }, {
+      traceparent: `00-${TRACE}-${PARENT}-01`,
+      authorization: "Bearer sk-customer-secret-123",
+    });
+    assertEquals(r.status, 200, r.text);
+    const event = await f.gw.event(r.requestId);
+    assertEquals(event.trace_id, TRACE, "the client's trace continued");
+    const { server, request, spans } = await traceOf(f.receiver, TRACE, 1);
+    assertEquals(server.parentSpanId, PARENT, "Deno's server span continues the client's span");
+    assertEquals(request.parentSpanId, server.spanId, "the request span is under Deno's");
+    assertEquals(request.name, "POST /v1/chat/completions");
+    assertEquals(request.spanId, event.span_id, "the usage event names the request span");
+    assertEquals(request.attributes["skeid.requested_model"], "m");
+    assertEquals(request.attributes["http.response.status_code"], 200);
+    assert(request.events.some((e) => e.name === "skeid.usage_event"), "the usage event");
+    assertEquals(request.resource["service.name"], "skeid-test");
+
+    const [admission] = childrenOf(spans, request, INTERNAL);
+    assertEquals(admission.name, "skeid.admission");
+    assertEquals(admission.attributes["skeid.admission.result"], "admitted");
+    assertEquals(admission.attributes["skeid.node.id"], "fake");
+    assertEquals(admission.attributes["skeid.pick"], "round_robin");
+
+    const [attempt] = childrenOf(spans, request, CLIENT);
+    assertEquals(attempt.name, "chat m");
+    const at = attempt.attributes;
+    assertEquals(at["gen_ai.operation.name"], "chat");
+    assertEquals(at["gen_ai.provider.name"], "vllm");
+    assertEquals(at["gen_ai.request.model"], "m");
+    assertEquals(at["gen_ai.response.model"], "m", "what the node said it served");
+    assertEquals(at["gen_ai.request.max_tokens"], 7);
+    assertEquals(at["gen_ai.request.temperature"], 0.5);
+    assertEquals(at["gen_ai.request.top_p"], 0.9);
+    assertEquals(at["gen_ai.usage.input_tokens"], event.input_tokens);
+    assertEquals(at["gen_ai.usage.output_tokens"], 4);
+    assertEquals(at["gen_ai.usage.cache_read.input_tokens"], 0);
+    assertEquals(at["gen_ai.usage.cache_creation_input_tokens"], 0);
+    assertEquals(at["gen_ai.response.finish_reasons"], ["stop"]);
+    assertEquals(typeof at["gen_ai.response.id"], "string");
+    assertEquals(at["server.address"], "127.0.0.1");
+    assertEquals(at["server.port"], f.fake.port);
+    assertEquals(at["skeid.node.id"], "fake");
+    assertEquals(at["skeid.attempt"], 1);
+    assert(attempt.startNs >= admission.endNs, "the attempt follows its admission");
+    assert(attempt.endNs <= request.endNs, "the attempt ends within the request");
+
+    const got = f.fake.requests.at(-1)!.headers["traceparent"];
+    assertEquals(got, `00-${TRACE}-${attempt.spanId}-01`, "the node continues the attempt span");
+
+    // No prompt text without the opt-in, and never a key.
+    const dump = JSON.stringify(
+      spans.map((s) => [s.attributes, s.events.map((e) => e.attributes)]),
+    );
+    assert(!dump.includes("a secret prompt"), "no prompt text");
+    assert(!dump.includes("sk-customer-secret"), "no key");
+    assert(!("gen_ai.input.messages" in at));
+
+    // The GenAI metrics, per node and model, with the spec's buckets.
+    const duration = await f.receiver.waitFor(
+      "gen_ai.client.operation.duration",
+      (rr) =>
+        rr.points.find((p) =>
+          p.metric === "gen_ai.client.operation.duration" &&
+          p.attributes["skeid.node.id"] === "fake"
+        ),
+    );
+    assertEquals(duration.bounds, DURATION_BUCKETS_S);
+    assertEquals(duration.unit, "s");
+    assertEquals(duration.attributes["gen_ai.request.model"], "m");
+    const tokens = await f.receiver.waitFor(
+      "gen_ai.client.token.usage output",
+      (rr) =>
+        rr.points.find((p) =>
+          p.metric === "gen_ai.client.token.usage" && p.attributes["gen_ai.token.type"] === "output"
+        ),
+    );
+    assertEquals(tokens.bounds, TOKEN_BUCKETS);
+    assert(tokens.sum >= 4);
+  } finally {
+    await f.close();
+  }
+});
+
+Deno.test("otel: a failover shows two attempt spans under one request span", async () => {
+  const f = await fixture();
+  try {
+    const r = await send(f.gw, "/v1/chat/completions", {
+      model: "fo",
+      messages: [{ role: "user", content: "hi" }],
+    });
+    assertEquals(r.status, 200, r.text);
+    const event = await f.gw.event(r.requestId);
+    assertEquals(event.attempts, 2);
+    const { request, spans } = await traceOf(f.receiver, event.trace_id!, 2);
+    const [first, second] = childrenOf(spans, request, CLIENT);
+    assertEquals([first.name, second.name], ["chat fo", "chat fo"]);
+    assertEquals([first.attributes["skeid.attempt"], second.attributes["skeid.attempt"]], [1, 2]);
+    assertEquals(first.attributes["error.type"], "503");
+    assertEquals(first.statusCode, 2, "the failed attempt is an error");
+    assertEquals(second.attributes["error.type"], undefined);
+    assert(first.attributes["skeid.node.id"] !== second.attributes["skeid.node.id"]);
+    assertEquals(childrenOf(spans, request, INTERNAL).length, 2, "an admission per walk step");
+    // Each node got the traceparent of its own attempt span.
+    const sent = [...f.a.requests, ...f.b.requests].map((q) => q.headers.get("traceparent"));
+    assertEquals(
+      sent.sort(),
+      [first, second].map((s) => `00-${event.trace_id}-${s.spanId}-01`).sort(),
+    );
+  } finally {
+    await f.close();
+  }
+});
+
+Deno.test("otel: a stream's spans end at its last byte, with the first chunk marked", async () => {
+  const f = await fixture();
+  try {
+    const res = await fetch(`${f.gw.base}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "m",
+        stream: true,
+        fake_ttft_ms: 40,
+        fake_itl_ms: 40,
+        fake_tokens: 5,
+        messages: [{ role: "user", content: "hi" }],
+      }),
+    });
+    assertEquals(res.status, 200);
+    const requestId = res.headers.get("x-request-id")!;
+    const reader = res.body!.getReader();
+    let firstMs = 0;
+    for (;;) {
+      const { done } = await reader.read();
+      if (done) break;
+      if (firstMs === 0) firstMs = performance.timeOrigin + performance.now();
+    }
+    const endMs = performance.timeOrigin + performance.now();
+    const event = await f.gw.event(requestId);
+    const { request, spans } = await traceOf(f.receiver, event.trace_id!, 1);
+    const [attempt] = childrenOf(spans, request, CLIENT);
+    const ms = (ns: bigint) => Number(ns / 1000n) / 1000;
+    const durationMs = ms(request.endNs - request.startNs);
+    assert(durationMs >= 200, `the request span covers the stream (${durationMs} ms)`);
+    for (const s of [request, attempt]) {
+      const off = Math.abs(ms(s.endNs) - endMs);
+      assert(
+        off < 5,
+        `${s.name} ends within 5 ms of the client's last byte (${off.toFixed(2)} ms)`,
+      );
+    }
+    const ttft = attempt.attributes["skeid.time_to_first_chunk_ms"];
+    assertEquals(ttft, event.ttft_ms);
+    const first = attempt.events.find((e) => e.name === "skeid.first_chunk");
+    assert(first !== undefined, "an event at the first chunk");
+    const off = Math.abs(ms(first.timeNs) - firstMs);
+    assert(off < 10, `the first chunk event is when the client got it (${off.toFixed(2)} ms)`);
+    const point = await f.receiver.waitFor(
+      "gen_ai.server.time_to_first_token",
+      (rr) => rr.points.find((p) => p.metric === "gen_ai.server.time_to_first_token"),
+    );
+    assertEquals(point.bounds, TTFT_BUCKETS_S);
+  } finally {
+    await f.close();
+  }
+});
+
+Deno.test("otel: the four faces each make one trace with their route and attempt", async () => {
+  const f = await fixture();
+  try {
+    const messages = [{ role: "user", content: "hi" }];
+    const faces: [string, unknown][] = [
+      ["/v1/chat/completions", { model: "m", messages }],
+      ["/v1/messages", { model: "m", max_tokens: 16, messages }],
+      ["/api/chat", { model: "m", stream: false, messages }],
+      ["/v1/responses", { model: "m", input: "hi" }],
+    ];
+    for (const [path, body] of faces) {
+      const r = await send(f.gw, path, body);
+      assertEquals(r.status, 200, `${path}: ${r.text}`);
+      const event = await f.gw.event(r.requestId);
+      const { request, spans } = await traceOf(f.receiver, event.trace_id!, 1);
+      assertEquals(request.name, `POST ${path}`);
+      assertEquals(request.spanId, event.span_id);
+      const [attempt] = childrenOf(spans, request, CLIENT);
+      assertEquals(attempt.name, "chat m", path);
+      assertEquals(attempt.attributes["gen_ai.usage.output_tokens"], event.output_tokens, path);
+    }
+  } finally {
+    await f.close();
+  }
+});
+
+Deno.test("otel: --workers 2 — every worker exports, each span says which worker", async () => {
+  const f = await fixture(2);
+  try {
+    const workers = new Set<unknown>();
+    for (let i = 0; i < 8; i++) {
+      const r = await send(f.gw, "/v1/chat/completions", {
+        model: "m",
+        messages: [{ role: "user", content: "hi" }],
+      }, { connection: "close" });
+      assertEquals(r.status, 200, r.text);
+      const event = await f.gw.event(r.requestId);
+      const { request, spans } = await traceOf(f.receiver, event.trace_id!, 1);
+      assertEquals(request.spanId, event.span_id);
+      assertEquals(childrenOf(spans, request, CLIENT).length, 1);
+      const worker = request.attributes["skeid.worker"];
+      assert(typeof worker === "number", "the request span names its worker");
+      workers.add(worker);
+    }
+    assert(workers.size >= 1);
+  } finally {
+    await f.close();
+  }
+});
+
+Deno.test("otel: off — nothing is sent, the usage event still has its trace", async () => {
+  const receiver = new OtlpReceiver();
+  const fake = startFakeModel({ tokens: 2 });
+  const env = otelEnv(receiver.endpoint);
+  delete env.OTEL_DENO;
+  const gw = await serveGateway({ nodes: [{ id: "fake", url: fake.url, model: "m" }] }, { env });
+  try {
+    const r = await send(gw, "/v1/chat/completions", {
+      model: "m",
+      stream: true,
+      messages: [{ role: "user", content: "hi" }],
+    });
+    assertEquals(r.status, 200);
+    const event = await gw.event(r.requestId);
+    assert(/^[0-9a-f]{32}$/.test(event.trace_id ?? ""));
+    // Ten batch delays and two metric intervals: an exporter that were on would have sent.
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    assertEquals(receiver.posts, {}, "no export request at all");
+  } finally {
+    await gw.stop();
+    await Promise.all([receiver.close(), fake.close()]);
+  }
+});
+
+Deno.test("otel: a collector that is down never fails or stalls a request", async () => {
+  // A port nobody listens on: every export is refused.
+  const down = new OtlpReceiver();
+  const endpoint = down.endpoint;
+  await down.close();
+  const fake = startFakeModel({ tokens: 2 });
+  const gw = await serveGateway({ nodes: [{ id: "fake", url: fake.url, model: "m" }] }, {
+    env: otelEnv(endpoint),
+  });
+  try {
+    const started = performance.now();
+    let slowest = 0;
+    for (let i = 0; i < 40; i++) {
+      const t0 = performance.now();
+      const r = await send(gw, "/v1/chat/completions", {
+        model: "m",
+        stream: i % 2 === 0,
+        messages: [{ role: "user", content: "hi" }],
+      });
+      assertEquals(r.status, 200);
+      slowest = Math.max(slowest, performance.now() - t0);
+    }
+    const total = performance.now() - started;
+    assert(slowest < 1000, `the slowest request took ${slowest.toFixed(1)} ms`);
+    assert(total < 10_000, `40 requests took ${total.toFixed(0)} ms`);
+  } finally {
+    await gw.stop();
+    await fake.close();
+  }
+});
