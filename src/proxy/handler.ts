@@ -449,7 +449,14 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     );
     let res: UpstreamAnswer;
     try {
-      res = await callUpstream(ctx, url, headers, this.#bodyFor(this.#servedModel), stop);
+      res = await callUpstream(
+        ctx,
+        url,
+        headers,
+        this.#bodyFor(this.#servedModel),
+        stop,
+        this.#span.within,
+      );
     } catch (err) {
       if (this.#watch?.gone) return this.#left();
       const transport = transportOutcome(err);

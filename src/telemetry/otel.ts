@@ -128,6 +128,12 @@ class OtelRequest implements RequestTelemetry {
   #attempt: OpenAttempt | undefined;
   #ended = false;
 
+  /** RequestTelemetry: the attempt's call with its span active (Deno's fetch span under it). */
+  readonly within = <T>(call: () => T): T => {
+    const open = this.#attempt;
+    return open === undefined ? call() : context.with(trace.setSpan(this.#ctx, open.span), call);
+  };
+
   constructor(t: OtelTelemetry, req: Request, endpoint: string, apiFormat: string) {
     this.#t = t;
     this.#startedMs = nowMs();

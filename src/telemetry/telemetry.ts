@@ -9,6 +9,7 @@
  */
 import type { PickedNode } from "../core/types.ts";
 import type { UpstreamRequest } from "../faces/face.ts";
+import type { AttemptScope } from "../proxy/call.ts";
 import type { TraceContext } from "../proxy/trace_context.ts";
 import type { WalkResult } from "../proxy/walk.ts";
 import type { UsageOutcome } from "../proxy/usage_facts.ts";
@@ -48,6 +49,11 @@ export interface RequestTelemetry {
     n: number,
     upstream: UpstreamRequest,
   ): string | undefined;
+  /**
+   * Runs the current attempt's upstream call with its span active, so that Deno's own fetch span
+   * is its child; undefined when off (nothing to run under).
+   */
+  readonly within?: AttemptScope;
   /** The attempt failed before the first byte (`status` 0: no answer); it fails over or ends. */
   attemptFailed(reason: string, status: number): void;
   /** The usage event was handed to the ledger: the last attempt ends, read from it. */

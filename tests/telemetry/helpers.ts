@@ -20,7 +20,8 @@ export interface ServedGateway {
   events(): Promise<UsageEvent[]>;
   /** Waits until the usage event of `requestId` was written, and answers it. */
   event(requestId: string): Promise<UsageEvent>;
-  stop(): Promise<void>;
+  /** SIGTERM, then SIGKILL after `graceMs` (default 10 s) if it has not exited; answers its exit time, ms. */
+  stop(graceMs?: number): Promise<number>;
 }
 
 /** Options of `serveGateway`. */
@@ -106,7 +107,8 @@ export async function serveGateway(
       );
       return found!;
     },
-    stop: async () => {
+    stop: async (graceMs = 10_000) => {
+      const t0 = performance.now();
       try {
         proc.kill("SIGTERM");
       } catch {
@@ -115,13 +117,15 @@ export async function serveGateway(
       let timer: ReturnType<typeof setTimeout> | undefined;
       const ended = await Promise.race([
         proc.status.then(() => true),
-        new Promise<false>((r) => timer = setTimeout(() => r(false), 10_000)),
+        new Promise<false>((r) => timer = setTimeout(() => r(false), graceMs)),
       ]);
       clearTimeout(timer);
       if (!ended) await endChild(proc);
+      const exitMs = performance.now() - t0;
       await drained;
       await stderr;
       await Deno.remove(dir, { recursive: true });
+      return exitMs;
     },
   };
 }

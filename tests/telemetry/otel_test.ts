@@ -61,7 +61,7 @@ function childrenOf(spans: ReceivedSpan[], parent: ReceivedSpan, kind: number): 
 }
 
 /** A gateway in front of a fake model (`m`) and a failover pair (`fo`), exporting to a receiver. */
-async function fixture(workers?: number) {
+async function fixture(workers?: number, extraEnv: Record<string, string> = {}) {
   const receiver = new OtlpReceiver();
   const fake = startFakeModel({ tokens: 4 });
   // Whichever of the pair is tried first answers 503; the other answers.
@@ -81,7 +81,7 @@ async function fixture(workers?: number) {
       { id: "a", url: a.url, model: "fo" },
       { id: "b", url: b.url, model: "fo" },
     ],
-  }, { env: otelEnv(receiver.endpoint), workers });
+  }, { env: { ...otelEnv(receiver.endpoint), ...extraEnv }, workers });
   return {
     receiver,
     fake,
@@ -372,6 +372,110 @@ Deno.test("otel: a collector that is down never fails or stalls a request", asyn
     assert(total < 10_000, `40 requests took ${total.toFixed(0)} ms`);
   } finally {
     await gw.stop();
+    await fake.close();
+  }
+});
+
+Deno.test("otel: through fetch, Deno's fetch span is the attempt's child and the node's parent", async () => {
+  const f = await fixture(undefined, { SKEID_UPSTREAM_CLIENT: "fetch" });
+  try {
+    const r = await send(f.gw, "/v1/chat/completions", {
+      model: "fo",
+      messages: [{ role: "user", content: "hi" }],
+    }, { traceparent: `00-${TRACE}-${PARENT}-01`, tracestate: "rojo=00f067aa0ba902b7" });
+    assertEquals(r.status, 200, r.text);
+    const { request, spans } = await traceOf(f.receiver, TRACE, 2);
+    const attempts = childrenOf(spans, request, CLIENT);
+    assertEquals(attempts.length, 2, "two attempts, as over the HTTP/1.1 client");
+    const sent = [...f.a.requests, ...f.b.requests].map((q) => q.headers);
+    assertEquals(sent.length, 2);
+    const parents = new Set<string>();
+    for (const headers of sent) {
+      const value = headers.get("traceparent") ?? "";
+      assert(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/.test(value), `one traceparent, got ${value}`);
+      const [, trace, parent] = value.split("-");
+      assertEquals(trace, TRACE);
+      // Deno's fetch span (scope deno, CLIENT) under the attempt span.
+      const fetchSpan = await f.receiver.waitFor(
+        "Deno's fetch span",
+        (rr) => rr.spans.find((s) => s.spanId === parent),
+      );
+      assertEquals(fetchSpan.scope, "deno");
+      assert(
+        attempts.some((at) => at.spanId === fetchSpan.parentSpanId),
+        "fetch runs under an attempt span",
+      );
+      parents.add(fetchSpan.parentSpanId);
+      assertEquals(headers.get("tracestate"), "rojo=00f067aa0ba902b7", "the client's tracestate");
+    }
+    assertEquals(parents.size, 2, "each attempt's own fetch");
+  } finally {
+    await f.close();
+  }
+});
+
+Deno.test("otel: prompts and answers go into spans only when the operator opts in", async () => {
+  const f = await fixture(undefined, {
+    OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: "true",
+  });
+  try {
+    const r = await send(f.gw, "/v1/chat/completions", {
+      model: "m",
+      messages: [{ role: "user", content: "an opted-in prompt" }],
+    }, { authorization: "Bearer sk-customer-secret-456" });
+    assertEquals(r.status, 200, r.text);
+    const event = await f.gw.event(r.requestId);
+    const { request, spans } = await traceOf(f.receiver, event.trace_id!, 1);
+    const [attempt] = childrenOf(spans, request, CLIENT);
+    const input = String(attempt.attributes["gen_ai.input.messages"]);
+    assert(input.includes("an opted-in prompt"), input);
+    const output = String(attempt.attributes["gen_ai.output.messages"]);
+    assert(output.includes('"role":"assistant"'), output);
+    const dump = JSON.stringify(spans.map((s) => s.attributes));
+    assert(!dump.includes("sk-customer-secret"), "never a key");
+  } finally {
+    await f.close();
+  }
+});
+
+Deno.test("otel: a collector that accepts and never answers does not slow requests", async () => {
+  // Accepts every connection and reads nothing: each export hangs until Deno's export timeout.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) held.push(conn);
+  })().catch(() => {});
+  const fake = startFakeModel({ tokens: 2 });
+  const gw = await serveGateway({ nodes: [{ id: "fake", url: fake.url, model: "m" }] }, {
+    // A short export timeout: the exit flush gives up sooner (the requests never wait on it).
+    env: {
+      ...otelEnv(`http://127.0.0.1:${listener.addr.port}`),
+      OTEL_EXPORTER_OTLP_TIMEOUT: "500",
+    },
+  });
+  try {
+    let slowest = 0;
+    const started = performance.now();
+    for (let i = 0; i < 40; i++) {
+      const t0 = performance.now();
+      const r = await send(gw, "/v1/chat/completions", {
+        model: "m",
+        stream: i % 2 === 0,
+        messages: [{ role: "user", content: "hi" }],
+      });
+      assertEquals(r.status, 200);
+      slowest = Math.max(slowest, performance.now() - t0);
+    }
+    const total = performance.now() - started;
+    assert(held.length > 0, "the exporter did connect");
+    assert(slowest < 1000, `the slowest request took ${slowest.toFixed(1)} ms`);
+    assert(total < 10_000, `40 requests took ${total.toFixed(0)} ms`);
+  } finally {
+    // Deno's exit flush may wait on the hung export: not what this test is about.
+    await gw.stop(30_000).then((ms) => console.log(`exit took ${ms.toFixed(0)} ms`));
+    listener.close();
+    for (const c of held) c.close();
+    await accepting;
     await fake.close();
   }
 });
