@@ -355,7 +355,10 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     let tries = 0;
     while (tries < maxAttempts) {
       let step = walk.next(this.req);
-      if (step instanceof Promise) step = await step;
+      if (step instanceof Promise) {
+        this.#span.queued(ctx.waiters.size);
+        step = await step;
+      }
       this.#span.walked(step);
       if (step.kind === "aborted") return this.#gone();
       if (step.kind === "refused") {

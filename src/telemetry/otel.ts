@@ -125,6 +125,8 @@ class OtelRequest implements RequestTelemetry {
   /** When the open admission step began (the key step, or the failed attempt's end). */
   #admitFrom: number | undefined;
   #keyLimited = false;
+  /** The waiters queued when the open walk step began to wait; undefined: it did not wait. */
+  #queuedBehind: number | undefined;
   #attempt: OpenAttempt | undefined;
   #ended = false;
 
@@ -179,6 +181,10 @@ class OtelRequest implements RequestTelemetry {
     this.#keyLimited = limited;
   }
 
+  queued(waiting: number): void {
+    this.#queuedBehind = waiting;
+  }
+
   walked(step: WalkResult): void {
     const end = nowMs();
     const start = this.#admitFrom ?? end;
@@ -187,7 +193,13 @@ class OtelRequest implements RequestTelemetry {
       "skeid.key_step": this.#keyLimited ? "passed_limited" : "passed",
       "skeid.admission.result": step.kind,
       "skeid.admission.waited_ms": Math.round((end - start) * 1000) / 1000,
+      // Why it took time: it waited in the queue for a tier's capacity (the length: it included).
+      "skeid.admission.queued": this.#queuedBehind !== undefined,
     };
+    if (this.#queuedBehind !== undefined) {
+      a["skeid.admission.queue_length"] = this.#queuedBehind;
+      this.#queuedBehind = undefined;
+    }
     if (step.kind === "admitted") {
       const node = step.node;
       a["skeid.tier"] = tierName(step.tier);

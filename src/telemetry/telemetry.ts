@@ -37,6 +37,8 @@ export interface RequestTelemetry {
   admitting(): void;
   /** The key step passed; `limited`: the customer key has limits or a budget. */
   keyPassed(limited: boolean): void;
+  /** The walk step waits for capacity (the usual step answers at once); `waiting`: the queue's length. */
+  queued(waiting: number): void;
   /** A walk step answered (admitted, refused, client gone): the admission span ends with it. */
   walked(step: WalkResult): void;
   /**
@@ -70,6 +72,7 @@ const QUIET_REQUEST: RequestTelemetry = Object.freeze({
   model() {},
   admitting() {},
   keyPassed() {},
+  queued() {},
   walked() {},
   attempt() {
     return undefined;

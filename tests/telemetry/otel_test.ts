@@ -12,6 +12,7 @@ import { OtlpReceiver, type ReceivedSpan } from "../_helpers/otlp_receiver.ts";
 import { chatAnswer, scriptedUpstream } from "../integration/helpers.ts";
 import { DURATION_BUCKETS_S, TOKEN_BUCKETS, TTFT_BUCKETS_S } from "../../src/telemetry/genai.ts";
 import { otelEnv, type ServedGateway, serveGateway } from "./helpers.ts";
+import { until } from "../_helpers/poll.ts";
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT = "00f067aa0ba902b7";
@@ -75,9 +76,10 @@ async function fixture(workers?: number, extraEnv: Record<string, string> = {}) 
   const a = script();
   const b = script();
   const gw = await serveGateway({
-    routing: { max_attempts: 2 },
+    routing: { max_attempts: 2, wait_timeout_ms: 5000 },
     nodes: [
       { id: "fake", url: fake.url, model: "m", engine: "vllm" },
+      { id: "one", url: fake.url, model: "one-at-a-time", max_conns: 1 },
       { id: "a", url: a.url, model: "fo" },
       { id: "b", url: b.url, model: "fo" },
     ],
@@ -212,6 +214,34 @@ Deno.test("otel: a failover shows two attempt spans under one request span", asy
       sent.sort(),
       [first, second].map((s) => `00-${event.trace_id}-${s.spanId}-01`).sort(),
     );
+  } finally {
+    await f.close();
+  }
+});
+
+Deno.test("otel: a request that waits for capacity says so on its admission span", async () => {
+  const f = await fixture();
+  try {
+    const messages = [{ role: "user", content: "hi" }];
+    // The first holds the node's one slot for 300 ms; the second waits for it.
+    const first = send(f.gw, "/v1/chat/completions", {
+      model: "one-at-a-time",
+      fake_ttft_ms: 300,
+      messages,
+    });
+    await until(() => f.fake.requests.length > 0, "the first request at the node", 5000);
+    const second = await send(f.gw, "/v1/chat/completions", { model: "one-at-a-time", messages });
+    assertEquals((await first).status, 200);
+    assertEquals(second.status, 200);
+    const event = await f.gw.event(second.requestId);
+    const { request, spans } = await traceOf(f.receiver, event.trace_id!, 1);
+    const [admission] = childrenOf(spans, request, INTERNAL);
+    assertEquals(admission.attributes["skeid.admission.queued"], true);
+    assert(Number(admission.attributes["skeid.admission.queue_length"]) >= 1);
+    const waited = Number(admission.attributes["skeid.admission.waited_ms"]);
+    assert(waited >= 100, `waited ${waited} ms`);
+    const [attempt] = childrenOf(spans, request, CLIENT);
+    assert(attempt.startNs >= admission.endNs, "the attempt starts once admitted");
   } finally {
     await f.close();
   }
