@@ -477,11 +477,7 @@ Deno.test("otel: a collector that accepts and never answers does not slow reques
   })().catch(() => {});
   const fake = startFakeModel({ tokens: 2 });
   const gw = await serveGateway({ nodes: [{ id: "fake", url: fake.url, model: "m" }] }, {
-    // A short export timeout: the exit flush gives up sooner (the requests never wait on it).
-    env: {
-      ...otelEnv(`http://127.0.0.1:${listener.addr.port}`),
-      OTEL_EXPORTER_OTLP_TIMEOUT: "100",
-    },
+    env: otelEnv(`http://127.0.0.1:${listener.addr.port}`),
   });
   try {
     let slowest = 0;
@@ -501,8 +497,8 @@ Deno.test("otel: a collector that accepts and never answers does not slow reques
     assert(slowest < 1000, `the slowest request took ${slowest.toFixed(1)} ms`);
     assert(total < 10_000, `40 requests took ${total.toFixed(0)} ms`);
   } finally {
-    // Deno's exit flush may wait on the hung export: not what this test is about.
-    await gw.stop(30_000).then((ms) => console.log(`exit took ${ms.toFixed(0)} ms`));
+    // Deno's exit flush can hang on an export that never answers (ADR 0040): killed after 2 s.
+    await gw.stop(2000);
     listener.close();
     for (const c of held) c.close();
     await accepting;
