@@ -193,10 +193,10 @@ class OtelRequest implements RequestTelemetry {
       "skeid.key_step": this.#keyLimited ? "passed_limited" : "passed",
       "skeid.admission.result": step.kind,
       "skeid.admission.waited_ms": Math.round((end - start) * 1000) / 1000,
-      // Why it took time: it waited in the queue for a tier's capacity (the length: it included).
-      "skeid.admission.queued": this.#queuedBehind !== undefined,
     };
     if (this.#queuedBehind !== undefined) {
+      // Why it took time: it waited in the queue for a tier's capacity (the length: it included).
+      a["skeid.admission.queued"] = true;
       a["skeid.admission.queue_length"] = this.#queuedBehind;
       this.#queuedBehind = undefined;
     }
@@ -244,13 +244,13 @@ class OtelRequest implements RequestTelemetry {
       "server.port": server.port,
       "skeid.node.id": node.id,
     };
+    // Each attribute costs Deno's span about 2 µs (docs/bench/otel.md): the request's own facts
+    // (requested model, stream) are on the request span, not repeated here.
     const a: Attributes = {
       ...labels,
       // The name tools read before `gen_ai.provider.name` replaced it.
       "gen_ai.system": provider,
       "skeid.attempt": n,
-      "skeid.requested_model": upstream.requestedModel,
-      "skeid.stream": upstream.stream,
     };
     requestAttributes(upstream.body, a);
     if (t.captureContent) {
@@ -308,13 +308,17 @@ class OtelRequest implements RequestTelemetry {
     if (event !== undefined) {
       a["gen_ai.usage.input_tokens"] = event.input_tokens;
       a["gen_ai.usage.output_tokens"] = event.output_tokens;
-      a["gen_ai.usage.cache_read.input_tokens"] = event.cached_tokens;
-      a["gen_ai.usage.cache_creation.input_tokens"] = event.cache_write_tokens;
-      // The names of the conventions before 1.37, which tools still read.
-      a["gen_ai.usage.cache_read_input_tokens"] = event.cached_tokens;
-      a["gen_ai.usage.cache_creation_input_tokens"] = event.cache_write_tokens;
-      a["http.response.status_code"] = event.status_code;
-      a["skeid.usage_source"] = event.usage_source;
+      // Cache counts only when there were any; under the current names and the names of the
+      // conventions before 1.37, which tools still read.
+      if (event.cached_tokens > 0) {
+        a["gen_ai.usage.cache_read.input_tokens"] = event.cached_tokens;
+        a["gen_ai.usage.cache_read_input_tokens"] = event.cached_tokens;
+      }
+      if (event.cache_write_tokens > 0) {
+        a["gen_ai.usage.cache_creation.input_tokens"] = event.cache_write_tokens;
+        a["gen_ai.usage.cache_creation_input_tokens"] = event.cache_write_tokens;
+      }
+      if (event.usage_source === "estimated") a["skeid.usage_source"] = "estimated";
       if (event.status_code === 499) a["skeid.client_gone"] = true;
       if (!event.ok) {
         const errorType = event.error_type !== "" ? event.error_type : String(event.status_code);
