@@ -520,3 +520,28 @@ Deno.test("otel: a collector that accepts and never answers does not slow reques
     await fake.close();
   }
 });
+
+Deno.test("otel: an unsampled client trace is continued unsampled, ids still its own", async () => {
+  // The spec's default sampler, named: Deno's own default records every trace.
+  const f = await fixture(undefined, { OTEL_TRACES_SAMPLER: "parentbased_always_on" });
+  try {
+    const r = await send(f.gw, "/v1/chat/completions", {
+      model: "m",
+      messages: [{ role: "user", content: "hi" }],
+    }, { traceparent: `00-${TRACE}-${PARENT}-00` });
+    assertEquals(r.status, 200, r.text);
+    const event = await f.gw.event(r.requestId);
+    assertEquals(event.trace_id, TRACE);
+    assert(/^[0-9a-f]{16}$/.test(event.span_id ?? ""), "a span id of its own");
+    assert(event.span_id !== PARENT, "not the client's span");
+    const sent = f.fake.requests.at(-1)!.headers["traceparent"];
+    const [, trace, parent, flags] = sent.split("-");
+    assertEquals([trace, flags], [TRACE, "00"], "the client's flag carried");
+    assert(parent !== PARENT && parent !== event.span_id, "the attempt has a span id of its own");
+    // Not sampled: nothing of this trace is exported.
+    await f.receiver.waitFor("a metric export", (rr) => rr.points.length > 0 ? true : undefined);
+    assertEquals(f.receiver.trace(TRACE), []);
+  } finally {
+    await f.close();
+  }
+});
