@@ -244,6 +244,8 @@ class OtelRequest implements RequestTelemetry {
       "server.port": server.port,
       "skeid.node.id": node.id,
     };
+    // Each worker's points are its own series (their meters are not merged across isolates).
+    if (t.worker !== undefined) labels["skeid.worker"] = t.worker;
     // Each attribute costs Deno's span about 2 µs (docs/bench/otel.md): the request's own facts
     // (requested model, stream) are on the request span, not repeated here.
     const a: Attributes = {

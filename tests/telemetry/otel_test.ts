@@ -316,7 +316,7 @@ Deno.test("otel: a stream's spans end at its last byte, with the first chunk mar
   }
 });
 
-Deno.test("otel: the four faces each make one trace with their route and attempt", async () => {
+Deno.test("otel: the four faces (and embeddings) each make one trace with their route", async () => {
   const f = await fixture();
   try {
     const messages = [{ role: "user", content: "hi" }];
@@ -325,6 +325,7 @@ Deno.test("otel: the four faces each make one trace with their route and attempt
       ["/v1/messages", { model: "m", max_tokens: 16, messages }],
       ["/api/chat", { model: "m", stream: false, messages }],
       ["/v1/responses", { model: "m", input: "hi" }],
+      ["/v1/embeddings", { model: "m", input: "hi" }],
     ];
     for (const [path, body] of faces) {
       const r = await send(f.gw, path, body);
@@ -334,7 +335,7 @@ Deno.test("otel: the four faces each make one trace with their route and attempt
       assertEquals(request.name, `POST ${path}`);
       assertEquals(request.spanId, event.span_id);
       const [attempt] = childrenOf(spans, request, CLIENT);
-      assertEquals(attempt.name, "chat m", path);
+      assertEquals(attempt.name, path === "/v1/embeddings" ? "embeddings m" : "chat m", path);
       assertEquals(attempt.attributes["gen_ai.usage.output_tokens"], event.output_tokens, path);
     }
   } finally {
@@ -361,6 +362,15 @@ Deno.test("otel: --workers 2 — every worker exports, each span says which work
       workers.add(worker);
     }
     assert(workers.size >= 1);
+    const point = await f.receiver.waitFor(
+      "a worker's duration point",
+      (rr) =>
+        rr.points.find((p) =>
+          p.metric === "gen_ai.client.operation.duration" &&
+          p.attributes["skeid.node.id"] === "fake"
+        ),
+    );
+    assert(workers.has(point.attributes["skeid.worker"]), "the metrics name the worker too");
   } finally {
     await f.close();
   }
