@@ -125,6 +125,8 @@ class OtelRequest implements RequestTelemetry {
   /** When the open admission step began (the key step, or the failed attempt's end). */
   #admitFrom: number | undefined;
   #keyLimited = false;
+  /** Whether a walk step answered yet (before one, only the key step can have refused). */
+  #walked = false;
   /** The waiters queued when the open walk step began to wait; undefined: it did not wait. */
   #queuedBehind: number | undefined;
   #attempt: OpenAttempt | undefined;
@@ -186,6 +188,7 @@ class OtelRequest implements RequestTelemetry {
   }
 
   walked(step: WalkResult): void {
+    this.#walked = true;
     const end = nowMs();
     const start = this.#admitFrom ?? end;
     this.#admitFrom = undefined;
@@ -362,7 +365,7 @@ class OtelRequest implements RequestTelemetry {
     const span = this.#span;
     span.setAttribute("http.response.status_code", status);
     span.setAttribute("skeid.outcome", outcome);
-    if (this.#admitFrom !== undefined && this.#attempt === undefined) {
+    if (this.#admitFrom !== undefined && !this.#walked) {
       // Refused by the key step (rate windows, budget), before any walk step answered.
       const end = nowMs();
       const adm = this.#t.tracer.startSpan("skeid.admission", {

@@ -75,6 +75,9 @@ async function fixture(workers?: number, extraEnv: Record<string, string> = {}) 
     );
   const a = script();
   const b = script();
+  const busy = scriptedUpstream(() =>
+    Response.json({ error: { message: "busy", type: "server_error" } }, { status: 503 })
+  );
   const gw = await serveGateway({
     routing: { max_attempts: 2, wait_timeout_ms: 5000 },
     nodes: [
@@ -82,6 +85,8 @@ async function fixture(workers?: number, extraEnv: Record<string, string> = {}) 
       { id: "one", url: fake.url, model: "one-at-a-time", max_conns: 1 },
       { id: "a", url: a.url, model: "fo" },
       { id: "b", url: b.url, model: "fo" },
+      { id: "busy-1", url: busy.url, model: "busy" },
+      { id: "busy-2", url: busy.url, model: "busy" },
     ],
   }, { env: { ...otelEnv(receiver.endpoint), ...extraEnv }, workers });
   return {
@@ -92,7 +97,7 @@ async function fixture(workers?: number, extraEnv: Record<string, string> = {}) 
     gw,
     async close() {
       await gw.stop();
-      await Promise.all([receiver.close(), fake.close(), a.close(), b.close()]);
+      await Promise.all([receiver.close(), fake.close(), a.close(), b.close(), busy.close()]);
     },
   };
 }
@@ -213,6 +218,34 @@ Deno.test("otel: a failover shows two attempt spans under one request span", asy
       sent.sort(),
       [first, second].map((s) => `00-${event.trace_id}-${s.spanId}-01`).sort(),
     );
+  } finally {
+    await f.close();
+  }
+});
+
+Deno.test("otel: every attempt failed — two error attempts, two admissions, a 503", async () => {
+  const f = await fixture();
+  try {
+    const r = await send(f.gw, "/v1/chat/completions", {
+      model: "busy",
+      messages: [{ role: "user", content: "hi" }],
+    });
+    assertEquals(r.status, 503, r.text);
+    const event = await f.gw.event(r.requestId);
+    const { request, spans } = await traceOf(f.receiver, event.trace_id!, 2);
+    const attempts = childrenOf(spans, request, CLIENT);
+    assertEquals(attempts.map((s) => [s.attributes["error.type"], s.statusCode]), [
+      ["503", 2],
+      ["503", 2],
+    ]);
+    const admissions = childrenOf(spans, request, INTERNAL);
+    assertEquals(
+      admissions.map((s) => s.attributes["skeid.admission.result"]),
+      ["admitted", "admitted"],
+      "no admission span made up at the end",
+    );
+    assertEquals(request.attributes["http.response.status_code"], 503);
+    assertEquals(request.statusCode, 2);
   } finally {
     await f.close();
   }
@@ -554,5 +587,40 @@ Deno.test("otel: an unsampled client trace is continued unsampled, ids still its
     assertEquals(f.receiver.trace(TRACE), []);
   } finally {
     await f.close();
+  }
+});
+
+Deno.test("otel: a request its key's limit refuses has an admission span saying so", async () => {
+  const receiver = new OtlpReceiver();
+  const fake = startFakeModel({ tokens: 2 });
+  const gw = await serveGateway({
+    nodes: [{ id: "fake", url: fake.url, model: "m" }],
+    policies: { tight: { limits: { rpm: 1 } } },
+    default_policy: "tight",
+  }, { env: otelEnv(receiver.endpoint) });
+  try {
+    const body = { model: "m", messages: [{ role: "user", content: "hi" }] };
+    assertEquals((await send(gw, "/v1/chat/completions", body)).status, 200);
+    const refused = await send(gw, "/v1/chat/completions", body, {
+      traceparent: `00-${TRACE}-${PARENT}-01`,
+    });
+    assertEquals(refused.status, 429, refused.text);
+    const spans = await receiver.waitFor("the refused request's spans", (rr) => {
+      const all = rr.trace(TRACE);
+      return all.some((s) => s.name === "skeid.admission") &&
+          all.some((s) => s.scope === "skeid" && s.kind === SERVER)
+        ? all
+        : undefined;
+    });
+    const request = spans.find((s) => s.scope === "skeid" && s.kind === SERVER)!;
+    assertEquals(request.attributes["http.response.status_code"], 429);
+    const [admission] = childrenOf(spans, request, INTERNAL);
+    assertEquals(admission.attributes["skeid.key_step"], "refused");
+    assertEquals(admission.attributes["skeid.admission.result"], "refused");
+    assertEquals(typeof admission.attributes["skeid.admission.reason"], "string");
+    assertEquals(childrenOf(spans, request, CLIENT), [], "no attempt");
+  } finally {
+    await gw.stop();
+    await Promise.all([receiver.close(), fake.close()]);
   }
 });
