@@ -374,6 +374,8 @@ async function startSkeid(
     limits: boolean;
     workers: number;
     pin: boolean;
+    /** Variables added to the gateway's environment (`--otel`: OTEL_*). */
+    env?: Record<string, string>;
   },
 ): Promise<{ url: string; port: number; child: Child }> {
   const config = `${opts.dir}/skeid.yaml`;
@@ -403,7 +405,7 @@ async function startSkeid(
     String(opts.workers),
   ], {
     cpu: opts.pin ? gatewayCpus(opts.workers) : undefined,
-    env: { SKEID_LOG_LEVEL: "warn" },
+    env: { SKEID_LOG_LEVEL: "warn", ...opts.env },
   });
   children.push(gw);
   return { url: `http://127.0.0.1:${port}/v1`, port, child: gw };
@@ -541,6 +543,145 @@ async function runCheck(opts: CheckOptions): Promise<number> {
   }
 }
 
+/** Where `--otel` writes its figures. */
+const OTEL_FIGURES = `${ROOT}/docs/bench/otel.md`;
+
+/** One `--otel` round: c=1 p50 and c=32 req/s of direct, Skeid with OTel off, Skeid with it on. */
+interface OtelRound {
+  direct: SideFigures;
+  off: SideFigures;
+  on: SideFigures;
+}
+
+/**
+ * `--otel`: two gateways side by side, OpenTelemetry off and on (`OTEL_DENO=true`, exporting to a
+ * local OTLP receiver in this process that reads and discards every export), measured back to back
+ * in `rounds` rounds (the order alternating), and reduced to on/off ratios per round; written to
+ * docs/bench/otel.md.
+ */
+async function runOtel(opts: CheckOptions): Promise<number> {
+  const { log, pin } = opts;
+  const received = { posts: 0, bytes: 0 };
+  const ac = new AbortController();
+  const receiver = Deno.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    signal: ac.signal,
+    onListen: () => {},
+  }, async (req) => {
+    received.posts++;
+    received.bytes += (await req.arrayBuffer()).byteLength;
+    return new Response(new Uint8Array(0), {
+      headers: { "content-type": "application/x-protobuf" },
+    });
+  });
+  const scope = await childScope("skeid-bench-otel-", log);
+  try {
+    const { children, dir } = scope;
+    const fake = await startFake(children, pin);
+    const side = async (name: string, env: Record<string, string> | undefined) => {
+      const sub = `${dir}/${name}`;
+      await Deno.mkdir(sub, { recursive: true });
+      const gw = await startSkeid(children, {
+        fakeUrl: fake.url,
+        usage: opts.usage,
+        dir: sub,
+        limits: opts.limits,
+        workers: opts.workers,
+        pin,
+        env,
+      });
+      const problem = await waitHealthy(`http://127.0.0.1:${gw.port}/health`, gw.child, 60_000) ??
+        await sanityCheck(gw.url);
+      if (problem) throw new Error(`${name}: ${problem}`);
+      return gw;
+    };
+    const off = await side("off", undefined);
+    const on = await side("on", {
+      OTEL_DENO: "true",
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiver.addr.port}`,
+      OTEL_SERVICE_NAME: "skeid-bench",
+      OTEL_DENO_CONSOLE: "ignore",
+    });
+    const sc = scenarios(false, 1);
+    const c1: Scenario = { ...sc.c1, requests: 3000, durationMs: 3000, warmup: 500 };
+    const c32: Scenario = { ...sc.c32, durationMs: 3000, warmup: 1000 };
+    const measure = async (url: string, pid?: number): Promise<SideFigures> => {
+      const one = await runClient(url, c1, opts.transport, pin);
+      const before = pid === undefined ? null : await cpuMs(pid);
+      const many = opts.useWrk
+        ? await runWrk({
+          url: `${url}/chat/completions`,
+          concurrency: c32.concurrency,
+          seconds: Math.round(c32.durationMs / 1000),
+          body: JSON.stringify(c32.body),
+          dir,
+          cpu: pin ? LOAD_CPU : undefined,
+        })
+        : await runClient(url, c32, opts.transport, pin);
+      const after = pid === undefined ? null : await cpuMs(pid);
+      const errors = one.errors + many.errors;
+      if (errors > 0) throw new Error(`${url}: ${errors} failed requests`);
+      // Gateway CPU per request: what OTel costs, less swayed by a busy machine than latency.
+      const cpu = before !== null && after !== null && many.completed > 0
+        ? ((after - before) * 1000) / many.completed
+        : undefined;
+      return { c1P50Ms: one.latency.p50, c32Rps: many.rps, c32CpuUs: cpu };
+    };
+    const rounds: OtelRound[] = [];
+    for (let i = 0; i < opts.rounds; i++) {
+      log(`otel round ${i + 1} of ${opts.rounds}`);
+      const direct = await measure(fake.url);
+      // Alternating order: whichever side runs second in a round is not always the same one.
+      const first = i % 2 === 0 ? off : on;
+      const second = i % 2 === 0 ? on : off;
+      const a = await measure(first.url, first.child.pid);
+      const b = await measure(second.url, second.child.pid);
+      rounds.push(i % 2 === 0 ? { direct, off: a, on: b } : { direct, off: b, on: a });
+    }
+    const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+    const f = (n: number, d = 3) => n.toFixed(d);
+    const rows = rounds.map((r, i) =>
+      `| ${i + 1} | ${f(r.direct.c1P50Ms)} | ${f(r.off.c1P50Ms)} | ${f(r.on.c1P50Ms)} | ${
+        f(r.on.c1P50Ms - r.off.c1P50Ms)
+      } | ${f(r.direct.c32Rps, 0)} | ${f(r.off.c32Rps, 0)} | ${f(r.on.c32Rps, 0)} | ${
+        f(r.on.c32Rps / r.off.c32Rps)
+      } | ${f(r.off.c32CpuUs ?? NaN, 0)} | ${f(r.on.c32CpuUs ?? NaN, 0)} | ${
+        f((r.on.c32CpuUs ?? NaN) - (r.off.c32CpuUs ?? NaN), 0)
+      } |`
+    );
+    const cpuAdded = median(rounds.map((r) => (r.on.c32CpuUs ?? NaN) - (r.off.c32CpuUs ?? NaN)));
+    const added = median(rounds.map((r) => r.on.c1P50Ms - r.off.c1P50Ms));
+    const ratio = median(rounds.map((r) => r.on.c32Rps / r.off.c32Rps));
+    const text = [
+      "# OpenTelemetry on vs off",
+      "",
+      `Measured ${new Date().toISOString()} on ${await machine()} with \`${opts.command}\`.`,
+      "Two gateways side by side (one node, the fake model), one with `OTEL_DENO=true` exporting",
+      "to a local OTLP/HTTP receiver that reads and discards every export (default batch settings),",
+      "measured back to back in each round, the order alternating. The machine is shared and",
+      "noisy: read the per-round ratios, not the absolute figures.",
+      "",
+      "| round | c=1 p50 direct ms | off ms | on ms | on − off ms | c=32 direct req/s | off req/s | on req/s | on/off | CPU/req off µs | on µs | on − off µs |",
+      "|---|---|---|---|---|---|---|---|---|---|---|---|",
+      ...rows,
+      "",
+      `Median c=1 added latency with OTel on: **${f(added)} ms** (goal ≤ 0.05 ms); median c=32 ` +
+      `throughput on/off: **${f(ratio)}** (goal ≥ 0.97); median gateway CPU added per c=32 ` +
+      `request: **${f(cpuAdded, 0)} µs**. The receiver got ${received.posts} ` +
+      `exports (${(received.bytes / 1e6).toFixed(1)} MB).`,
+      "",
+    ].join("\n");
+    await Deno.writeTextFile(OTEL_FIGURES, text);
+    console.log(text);
+    return 0;
+  } finally {
+    await scope.close();
+    ac.abort();
+    await receiver.finished;
+  }
+}
+
 async function main(): Promise<number> {
   const { values } = parseArgs({
     args: Deno.args,
@@ -557,6 +698,7 @@ async function main(): Promise<number> {
       check: { type: "boolean", default: false },
       save: { type: "boolean", default: false },
       rounds: { type: "string", default: "3" },
+      otel: { type: "boolean", default: false },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -564,7 +706,7 @@ async function main(): Promise<number> {
     console.log(
       "usage: deno task bench [--quick] [--out FILE] [--gateway-url URL|fake|bare] " +
         "[--usage jsonlog|jsonlog-direct|none] [--transport raw|fetch] [--wrk auto|yes|no] [--streams N] " +
-        "[--limits] [--workers N] [--check [--save] [--rounds N]]",
+        "[--limits] [--workers N] [--check [--save] [--rounds N]] [--otel [--rounds N]]",
     );
     return 0;
   }
@@ -625,6 +767,25 @@ async function main(): Promise<number> {
           "CPU it keeps up where the Deno client does not)"
         : `c=32 and c=256 throughput: the Deno client (${problem})`,
     );
+  }
+  if (values.otel) {
+    const rounds = Number(values.rounds);
+    if (!Number.isInteger(rounds) || rounds < 2) {
+      console.error(`bench: --rounds must be a whole number >= 2, got '${values.rounds}'`);
+      return 2;
+    }
+    return await runOtel({
+      pin,
+      useWrk,
+      usage: values.usage,
+      limits: values.limits,
+      workers,
+      rounds,
+      save: false,
+      transport: values.transport,
+      command,
+      log,
+    });
   }
   if (values.check || values.save) {
     const rounds = Number(values.rounds);

@@ -29,6 +29,8 @@ import { LiveFeed, type LiveSnapshot, localLiveSnapshot } from "./admin/live.ts"
 import { DEFAULT_SESSION_TTL_S } from "./admin/session_auth.ts";
 import { createLogger, type Logger, type LogLevel, parseLogLevel } from "./log.ts";
 import type { ProxyContext } from "./proxy/context.ts";
+import type { Telemetry } from "./telemetry/telemetry.ts";
+import { telemetryFor } from "./telemetry/otel.ts";
 import type { Exchange } from "./proxy/handler.ts";
 import { DEFAULT_CONNECT_TIMEOUT_MS, Http1Client } from "./proxy/http1.ts";
 import { abortDrainMs } from "./proxy/abort_billing.ts";
@@ -115,6 +117,11 @@ export interface GatewayOptions {
    * owning them. Absent: one process, which owns all of them.
    */
   group?: GatewayGroup;
+  /**
+   * Spans and GenAI metrics (ADR 0039); default: OpenTelemetry's when `OTEL_DENO=true`, else
+   * the quiet one. A worker of a group passes its own, naming the worker.
+   */
+  telemetry?: Telemetry;
 }
 
 /**
@@ -242,6 +249,8 @@ export class Gateway implements ProxyContext {
   readonly httpClient: Deno.HttpClient | undefined;
   readonly fetch: typeof fetch | undefined;
   readonly http1: Http1Client | undefined;
+  /** ProxyContext: spans and GenAI metrics, composed before the gateway serves (ADR 0039). */
+  readonly telemetry: Telemetry;
   /** Requests in flight: an intrusive list, not a Set (see core/linked_list.ts for why). */
   readonly #exchanges = new LinkedList<Exchange>();
   readonly #stamp = new SecondStamp();
@@ -257,6 +266,7 @@ export class Gateway implements ProxyContext {
   constructor(opts: GatewayOptions = {}) {
     const env = opts.env ?? ((name: string) => Deno.env.get(name));
     this.env = env;
+    this.telemetry = opts.telemetry ?? telemetryFor({ env });
     const group = opts.group;
     // First: a bad value is refused before anything is opened.
     this.bodyWatch = new IdleWatch(bodyTimeoutMs(env));

@@ -17,6 +17,7 @@ import type { KeyIdCache } from "./identity.ts";
 import type { IntakeContext } from "./intake.ts";
 import type { WaiterQueue } from "./wait.ts";
 import type { ResponseKeeper } from "../responses/response_keeper.ts";
+import type { Telemetry } from "../telemetry/telemetry.ts";
 
 /** The counters the proxy feeds (the admin plane's GatewayMetrics satisfies it). */
 export interface ProxyMetrics {
@@ -68,6 +69,8 @@ export interface ProxyContext extends IntakeContext, UpstreamClients {
   nodeKey(node: Node): string | null | undefined | Promise<string | null | undefined>;
   /** The `created_at` stamp of an event recorded at epoch-ms `ms`. */
   createdAt(ms: number): string;
+  /** Spans and GenAI metrics of each request (ADR 0039); the quiet one when OpenTelemetry is off. */
+  readonly telemetry: Telemetry;
   /** The response store of the Responses face (ADR 0028); absent: nothing is kept. */
   readonly responses?: ResponseKeeper;
   /** In-flight bookkeeping for a graceful drain. */

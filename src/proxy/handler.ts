@@ -54,6 +54,7 @@ import type { Linked } from "../core/linked_list.ts";
 import { type RelayOutcome, type RelayRequest, streamResponse } from "./relay.ts";
 import { nodeHeaders, upstreamUrl } from "./upstream.ts";
 import { type TraceContext, traceContextOf } from "./trace_context.ts";
+import type { RequestTelemetry } from "../telemetry/telemetry.ts";
 import { type Abortable, readWhole, type UpstreamAnswer } from "./upstream_answer.ts";
 import { recordUsage, type UsageOutcome } from "./usage_facts.ts";
 import { logRequest } from "./request_log.ts";
@@ -188,6 +189,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   readonly requestId: string;
   /** The request's trace (the client's `traceparent` continued, or a new one) and its span. */
   readonly trace: TraceContext;
+  /** The request's spans (ADR 0039): a no-op when OpenTelemetry is off. */
+  readonly #span: RequestTelemetry;
   /** Keeps the answer in the response store (ADR 0028); undefined when it is not kept. */
   responseTicket: ResponseTicket | undefined;
   #face: Face;
@@ -232,7 +235,9 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     this.req = req;
     this.startedAt = ctx.skeid.now();
     this.requestId = requestIdOf(req.headers, this.startedAt);
-    this.trace = traceContextOf(req.headers);
+    const span = ctx.telemetry.request(req, endpoint, face.name);
+    this.#span = span;
+    this.trace = span.trace ?? traceContextOf(req.headers);
   }
 
   /** The face of the current attempt: the client's, or its native sibling (`native.ts`). */
@@ -343,6 +348,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     this.#upstream = upstream;
     const model = upstream.requestedModel;
     this.#requestedModel = model;
+    this.#span.model(model);
     if (typeof model !== "string" || model === "") {
       throw new Refusal(400, "invalid_request_error", "model: Field required", "model_missing");
     }
@@ -350,8 +356,10 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     const plan = skeid.routePlan({ model, api_key_id: id });
     if (!plan.permitted) throw notPermitted(model, plan.reason);
     // A worker of a group asks the supervisor (ADR 0025): a promise then, only for limited keys.
+    this.#span.admitting();
     const pass = admitKey(ctx, id, upstream, plan.tiers);
     this.#key = pass instanceof Promise ? await pass : pass;
+    this.#span.keyPassed(this.#key !== undefined);
 
     const walk = new RouteWalk(skeid, ctx.waiters, plan.tiers, model);
     const client = body;
@@ -363,7 +371,11 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     let tries = 0;
     while (tries < maxAttempts) {
       let step = walk.next(this.req);
-      if (step instanceof Promise) step = await step;
+      if (step instanceof Promise) {
+        this.#span.queued(ctx.waiters.size);
+        step = await step;
+      }
+      this.#span.walked(step);
       if (step.kind === "aborted") return this.#gone();
       if (step.kind === "refused") {
         if (last || keyMissing > 0) break;
@@ -452,10 +464,18 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
       this.#hops,
       this.#apiKeyId,
       this.trace,
+      this.#span.attempt(node, this.#servedModel, this.#attempts, upstream),
     );
     let res: UpstreamAnswer;
     try {
-      res = await callUpstream(ctx, url, headers, this.#bodyFor(this.#servedModel), stop);
+      res = await callUpstream(
+        ctx,
+        url,
+        headers,
+        this.#bodyFor(this.#servedModel),
+        stop,
+        this.#span.within,
+      );
     } catch (err) {
       if (this.#watch?.gone) return this.#left();
       const transport = transportOutcome(err);
@@ -534,6 +554,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     switch (result.kind) {
       case "failure":
         this.#release(result.transport);
+        this.#span.attemptFailed(result.reason, result.answer?.status ?? 0);
         return result;
       case "no_key":
         this.#release("not_counted");
@@ -674,6 +695,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     if (!node || this.#recorded) return;
     this.#recorded = true;
     const event = recordUsage(this.ctx, this, node, this.#servedModel, status, ok, extra);
+    this.#span.recorded(event, extra);
     this.ctx.waiters.served(this.#walk, event);
     this.#key?.settle(event);
   }
@@ -682,10 +704,12 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     if (this.#ended) return;
     this.#ended = true;
     this.#key?.finish();
+    this.#span.end();
     this.ctx.exchangeEnded(this);
   }
 
   #log(status: number, outcome: string): void {
+    this.#span.outcome(status, outcome);
     logRequest(this, this.#servedModel, this.#node?.id, status, outcome);
   }
 }

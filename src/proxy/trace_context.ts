@@ -192,7 +192,10 @@ export function traceContextOf(headers: Headers): TraceContext {
   };
 }
 
-/** The `traceparent` of one upstream attempt: the request's trace, a new span id, its flag. */
-export function attemptTraceparent(trace: TraceContext): string {
-  return `00-${trace.traceId}-${newSpanId()}-${trace.sampled ? "01" : "00"}`;
+/**
+ * The `traceparent` of one upstream attempt: the request's trace, the attempt span's id (a new
+ * one when no attempt span was made: OpenTelemetry off), its flag.
+ */
+export function attemptTraceparent(trace: TraceContext, spanId?: string): string {
+  return `00-${trace.traceId}-${spanId ?? newSpanId()}-${trace.sampled ? "01" : "00"}`;
 }

@@ -84,7 +84,8 @@ export const DROPPED_RESPONSE_HEADERS: ReadonlySet<string> = new Set([
  * `basicAuthorization`) counts as the node's own key when it has none. `hops` is this request's
  * hop count (`x-skeid-hops`), one more than it arrived with. `trace`, when given, is the
  * request's trace context: the attempt's own `traceparent` (a new span id) and its `tracestate`
- * go instead of the client's (`TRACE_HEADERS`).
+ * go instead of the client's (`TRACE_HEADERS`); `spanId`, when given, is that attempt's span
+ * (OpenTelemetry on), else a new id.
  */
 export function upstreamHeaders(
   client: Headers,
@@ -93,6 +94,7 @@ export function upstreamHeaders(
   keyId?: string,
   basic?: string,
   trace?: TraceContext,
+  spanId?: string,
 ): [string, string][] {
   // Pairs, not a Headers object: fetch builds its own from them, and a Headers handed over would
   // be iterated (sorted) a second time. `forEach` walks the same sorted, combined list as
@@ -118,7 +120,7 @@ export function upstreamHeaders(
   }
   if (keyId !== undefined) out.push(["x-skeid-key-id", keyId]);
   if (trace !== undefined) {
-    out.push(["traceparent", attemptTraceparent(trace)]);
+    out.push(["traceparent", attemptTraceparent(trace, spanId)]);
     if (trace.tracestate !== undefined) out.push(["tracestate", trace.tracestate]);
   }
   out.push(["content-type", "application/json"], [HOPS_HEADER, String(hops)]);
@@ -128,7 +130,7 @@ export function upstreamHeaders(
 /**
  * The upstream headers of a call to `node`: its own key, its URL credentials, and with
  * `forward_key_id` the request's resolved customer key id (`apiKeyId`, never `anonymous`), and
- * the attempt's own `traceparent` of the request's `trace`.
+ * the attempt's own `traceparent` of the request's `trace` (with `spanId`: the attempt span's).
  */
 export function nodeHeaders(
   client: Headers,
@@ -137,9 +139,10 @@ export function nodeHeaders(
   hops: number,
   apiKeyId: string,
   trace: TraceContext,
+  spanId?: string,
 ): [string, string][] {
   const keyId = node.forward_key_id && apiKeyId !== ANONYMOUS ? apiKeyId : undefined;
-  return upstreamHeaders(client, nodeKey, hops, keyId, basicAuthorization(node.url), trace);
+  return upstreamHeaders(client, nodeKey, hops, keyId, basicAuthorization(node.url), trace, spanId);
 }
 
 /** The header names the client's `Connection` header lists (hop-by-hop, RFC 9110 §7.6.1). */

@@ -22,6 +22,7 @@ import { RemoteIssuedKeys } from "./remote_issued.ts";
 import { RemoteSessions } from "./remote_sessions.ts";
 import type { LiveSnapshot } from "../admin/live.ts";
 import { ShareBoard } from "./share_board.ts";
+import { telemetryFor } from "../telemetry/otel.ts";
 import {
   type ConfigVersion,
   forwardedToSupervisor,
@@ -179,6 +180,11 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
         if (!applying) post({ type: "log", line });
       }),
       ...(msg.gateway.env ? { env: (name: string) => msg.gateway.env![name] } : {}),
+      // Every worker exports its own spans; `skeid.worker` says which (ADR 0039).
+      telemetry: telemetryFor({
+        env: (name) => msg.gateway.env ? msg.gateway.env[name] : Deno.env.get(name),
+        worker: msg.index,
+      }),
     });
   } catch (err) {
     post({ type: "failed", error: errorMessage(err) });

@@ -1,0 +1,108 @@
+/**
+ * The GenAI conventions as Skeid fills them (operation, provider, request and answer attributes,
+ * the buckets) and the quiet telemetry of a gateway without OpenTelemetry.
+ */
+import { assertEquals } from "../_assert.ts";
+import type { Attributes } from "@opentelemetry/api";
+import {
+  DURATION_BUCKETS_S,
+  inputMessages,
+  operationName,
+  outputMessages,
+  providerName,
+  requestAttributes,
+  responseAttributes,
+  serverOf,
+  TOKEN_BUCKETS,
+  TTFT_BUCKETS_S,
+} from "../../src/telemetry/genai.ts";
+import { otelEnabled, QUIET_TELEMETRY } from "../../src/telemetry/telemetry.ts";
+import { telemetryFor } from "../../src/telemetry/otel.ts";
+
+Deno.test("genai: the operation of an upstream path", () => {
+  assertEquals(operationName("/chat/completions"), "chat");
+  assertEquals(operationName("/embeddings"), "embeddings");
+  assertEquals(operationName("/responses"), "responses");
+  assertEquals(operationName("/completions"), "text_completion");
+});
+
+Deno.test("genai: the provider of an engine id — the spec's name when it has one", () => {
+  assertEquals(providerName("openai"), "openai");
+  assertEquals(providerName("mistral"), "mistral_ai");
+  assertEquals(providerName("xai"), "x_ai");
+  assertEquals(providerName("vllm"), "vllm");
+  assertEquals(providerName("openaibase"), "openaibase");
+});
+
+Deno.test("genai: server address and port, the port defaulted by scheme", () => {
+  assertEquals(serverOf("http://gpu-1:8000/v1"), { address: "gpu-1", port: 8000 });
+  assertEquals(serverOf("https://api.groq.com/openai/v1"), { address: "api.groq.com", port: 443 });
+  assertEquals(serverOf("http://[::1]/v1"), { address: "[::1]", port: 80 });
+  assertEquals(serverOf("not a url"), { address: "", port: 0 });
+});
+
+Deno.test("genai: request parameters only when sent as numbers", () => {
+  const a: Attributes = {};
+  requestAttributes({ max_completion_tokens: 9, max_tokens: 5, temperature: 0, top_p: "x" }, a);
+  assertEquals(a, { "gen_ai.request.max_tokens": 9, "gen_ai.request.temperature": 0 });
+  const b: Attributes = {};
+  requestAttributes({ messages: [] }, b);
+  assertEquals(b, {});
+});
+
+Deno.test("genai: what a whole answer says — id, model, finish reasons", () => {
+  const a: Attributes = {};
+  responseAttributes({
+    id: "c1",
+    model: "qwen3-32b-awq",
+    choices: [{ finish_reason: "stop" }, { finish_reason: "length" }, {}],
+  }, a);
+  assertEquals(a, {
+    "gen_ai.response.id": "c1",
+    "gen_ai.response.model": "qwen3-32b-awq",
+    "gen_ai.response.finish_reasons": ["stop", "length"],
+  });
+  const b: Attributes = {};
+  responseAttributes("not an object", b);
+  responseAttributes(null, b);
+  assertEquals(b, {});
+});
+
+Deno.test("genai: message content as JSON text", () => {
+  assertEquals(
+    inputMessages({ messages: [{ role: "user", content: "x" }] }),
+    '[{"role":"user","content":"x"}]',
+  );
+  assertEquals(inputMessages({ model: "m" }), undefined);
+  assertEquals(
+    outputMessages({ choices: [{ message: { role: "assistant", content: "y" } }] }),
+    '[{"role":"assistant","content":"y"}]',
+  );
+  assertEquals(outputMessages({ output: [{ type: "message" }] }), '[{"type":"message"}]');
+  assertEquals(outputMessages(undefined), undefined);
+});
+
+Deno.test("genai: the spec's bucket boundaries", () => {
+  assertEquals(DURATION_BUCKETS_S.length, 14);
+  assertEquals([DURATION_BUCKETS_S[0], DURATION_BUCKETS_S.at(-1)], [0.01, 81.92]);
+  assertEquals(TOKEN_BUCKETS.length, 14);
+  assertEquals([TOKEN_BUCKETS[0], TOKEN_BUCKETS.at(-1)], [1, 67108864]);
+  assertEquals(TTFT_BUCKETS_S.length, 16);
+  assertEquals([TTFT_BUCKETS_S[0], TTFT_BUCKETS_S.at(-1)], [0.001, 10.0]);
+});
+
+Deno.test("telemetry: off, one frozen no-op for every request, no trace of its own", () => {
+  assertEquals(otelEnabled(() => undefined), false);
+  assertEquals(otelEnabled(() => "false"), false);
+  assertEquals(otelEnabled(() => " TRUE "), true);
+  assertEquals(otelEnabled(() => "1"), true);
+  const t = telemetryFor({ env: () => undefined });
+  assertEquals(t, QUIET_TELEMETRY);
+  const req = new Request("http://x/v1/chat/completions", { method: "POST" });
+  const a = t.request(req, "/v1/chat/completions", "openai");
+  const b = t.request(req, "/v1/chat/completions", "openai");
+  assertEquals(a === b, true, "the same object: nothing built per request");
+  assertEquals(Object.isFrozen(a), true);
+  assertEquals(a.trace, undefined);
+  assertEquals(a.within, undefined, "no scope to run a call under");
+});
