@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 /**
  * The console in a real Chromium against a real gateway (two fake nodes of `m1`, a third whose
  * model name is markup, a priced customer key with a budget, a SQLite ledger): every page and
@@ -56,17 +55,26 @@ function textOf(page: Page, selector: string): Promise<string> {
 
 /** Waits until the page's `selector` text includes `part` (bounded). */
 async function waitText(page: Page, selector: string, part: string, timeout = 8000) {
-  await page.waitForFunction(
-    (sel: string, p: string) => (document.querySelector(sel)?.textContent ?? "").includes(p),
-    { timeout, polling: 50 },
-    selector,
-    part,
+  await waitJs(
+    page,
+    `(document.querySelector(${JSON.stringify(selector)})?.textContent ?? "")` +
+      `.includes(${JSON.stringify(part)})`,
+    timeout,
   ).catch(async (e) => {
     throw new Error(
       `waited for ${selector} to show '${part}'; it shows '${await textOf(page, selector)}' (${e})`,
     );
   });
 }
+
+/** Waits until the JS expression `expr` is truthy in the page (bounded, polled every 50 ms). */
+async function waitJs(page: Page, expr: string, timeout = 8000): Promise<void> {
+  await page.waitForFunction(expr, { timeout, polling: 50 });
+}
+
+/** The sum of the Live page's inflight cells. */
+const INFLIGHT_SUM = `[...document.querySelectorAll("td[data-inflight]")]` +
+  `.reduce((n, td) => n + Number(td.dataset.inflight), 0)`;
 
 async function signIn(page: Page, key: string): Promise<void> {
   await page.waitForSelector("#admin-key", { timeout: 8000 });
@@ -98,19 +106,20 @@ Deno.test({
         await screenshot(page, "signin");
         await signIn(page, "not-the-key");
         await waitText(page, ".message", "Wrong admin key (401)");
-        assertEquals(await page.$eval("#admin-key", (el) => (el as HTMLInputElement).value), "");
+        assertEquals(
+          await page.$eval("#admin-key", (el) => (el as unknown as { value: string }).value),
+          "",
+        );
       });
 
       await t.step("sign in: the key is kept nowhere in the browser", async () => {
         await signIn(page, ADMIN_KEY);
         await waitText(page, "main h1", "Live");
         await waitText(page, "#stream", "live");
-        const kept = await page.evaluate(() => ({
-          local: localStorage.length,
-          session: sessionStorage.length,
-          cookie: document.cookie,
-          url: location.href,
-        }));
+        const kept = await page.evaluate(
+          "({ local: localStorage.length, session: sessionStorage.length, " +
+            "cookie: document.cookie, url: location.href })",
+        ) as { local: number; session: number; cookie: string; url: string };
         assertEquals(kept.local, 0);
         assertEquals(kept.session, 0);
         assertEquals(kept.cookie, "", "the session cookie is HttpOnly, no other cookie");
@@ -124,20 +133,10 @@ Deno.test({
 
       await t.step("Live: a node's inflight rises while requests are held", async () => {
         const held = [0, 1, 2, 3].map(() => ask(gw, "m1", { holdMs: 2500 }));
-        await page.waitForFunction(
-          () =>
-            [...document.querySelectorAll("td[data-inflight]")]
-              .reduce((n, td) => n + Number((td as HTMLElement).dataset.inflight), 0) >= 4,
-          { timeout: 8000, polling: 50 },
-        );
+        await waitJs(page, `${INFLIGHT_SUM} >= 4`);
         await screenshot(page, "live");
         for (const r of await Promise.all(held)) assertEquals(r.status, 200);
-        await page.waitForFunction(
-          () =>
-            [...document.querySelectorAll("td[data-inflight]")]
-              .every((td) => (td as HTMLElement).dataset.inflight === "0"),
-          { timeout: 8000, polling: 50 },
-        );
+        await waitJs(page, `${INFLIGHT_SUM} === 0`);
       });
 
       await t.step("a model name of markup shows as text, runs nothing", async () => {
@@ -162,11 +161,10 @@ Deno.test({
         await page.click('button[aria-label="Drain fake-1"]');
         await waitText(page, 'tr[data-node="fake-1"] td[data-label="Health"]', "draining");
         await page.click('button[aria-label="Undrain fake-1"]');
-        await page.waitForFunction(
-          () =>
-            !(document.querySelector('tr[data-node="fake-1"] td[data-label="Health"]')
-              ?.textContent ?? "draining").includes("draining"),
-          { timeout: 8000, polling: 50 },
+        await waitJs(
+          page,
+          `!(document.querySelector('tr[data-node="fake-1"] td[data-label="Health"]')` +
+            `?.textContent ?? "draining").includes("draining")`,
         );
       });
 
@@ -193,11 +191,10 @@ Deno.test({
         await waitText(page, `tr[data-key="${ALICE}"]`, "of $5.00");
         const before = await textOf(page, `tr[data-key="${ALICE}"] .spent`);
         for (let i = 0; i < 3; i++) assertEquals((await ask(gw, "m1")).status, 200);
-        await page.waitForFunction(
-          (sel: string, was: string) => (document.querySelector(sel)?.textContent ?? was) !== was,
-          { timeout: 8000, polling: 100 },
-          `tr[data-key="${ALICE}"] .spent`,
-          before,
+        await waitJs(
+          page,
+          `(document.querySelector('tr[data-key="${ALICE}"] .spent')?.textContent ?? "") ` +
+            `!== ${JSON.stringify(before)}`,
         );
         await screenshot(page, "keys");
       });
@@ -241,13 +238,10 @@ Deno.test({
         await screenshot(page, "requests");
         await page.type("#f-node", "fake-2");
         await page.click("form.filters button[type=submit]");
-        await page.waitForFunction(
-          () => {
-            const nodes = [...document.querySelectorAll('tr[data-event] td[data-label="Node"]')]
-              .map((td) => td.textContent);
-            return nodes.length > 0 && nodes.every((n) => n === "fake-2");
-          },
-          { timeout: 8000, polling: 50 },
+        await waitJs(
+          page,
+          `(() => { const n = [...document.querySelectorAll('tr[data-event] td[data-label="Node"]')]` +
+            `.map((td) => td.textContent); return n.length > 0 && n.every((x) => x === "fake-2"); })()`,
         );
         await page.click("tr[data-event] button.link");
         await waitText(page, ".detail pre", '"event_id"');
@@ -266,7 +260,9 @@ Deno.test({
         await page.setViewport({ width: 390, height: 800 });
         await page.click('nav a[data-page="live"]');
         await page.waitForSelector('tr[data-node="fake-1"]', { timeout: 8000 });
-        const display = await page.$eval("thead", (el) => getComputedStyle(el).display);
+        const display = await page.evaluate(
+          `getComputedStyle(document.querySelector("thead")).display`,
+        );
         assertEquals(display, "none");
         await screenshot(page, "live-narrow");
         await page.setViewport({ width: 1280, height: 820 });
@@ -275,7 +271,9 @@ Deno.test({
       await t.step("sign out ends the session on the server", async () => {
         await page.click("#signout");
         await waitText(page, ".message", "Signed out.");
-        const status = await page.evaluate(async () => (await fetch("/skeid/session")).status);
+        const status = await page.evaluate(
+          `fetch("/skeid/session").then((r) => r.status)`,
+        );
         assertEquals(status, 401);
       });
 
