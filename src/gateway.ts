@@ -24,6 +24,8 @@ import { GatewayMetrics, knownModels } from "./admin/metrics.ts";
 import { BufferBudget, maxBufferedBytes } from "./proxy/buffer_budget.ts";
 import type { AdminDeps } from "./admin/routes.ts";
 import { listedKeyBudgets } from "./admin/keys.ts";
+import { LocalSessionStore, type SessionStore } from "./admin/sessions.ts";
+import { DEFAULT_SESSION_TTL_S } from "./admin/session_auth.ts";
 import { createLogger, type Logger, type LogLevel, parseLogLevel } from "./log.ts";
 import type { ProxyContext } from "./proxy/context.ts";
 import type { Exchange } from "./proxy/handler.ts";
@@ -132,6 +134,8 @@ export interface GatewayGroup {
   readonly issuedAuthority: IssuedKeyAuthority;
   /** Called with every new or changed grant (the supervisor's core admits for the group). */
   readonly grantRecorded: (grant: Grant) => void;
+  /** The console sessions, held by the supervisor for the group (ADR 0035). */
+  readonly sessions: SessionStore;
 }
 
 /** The `/health` answer. */
@@ -202,6 +206,8 @@ export class Gateway implements ProxyContext {
   readonly #fatal = Promise.withResolvers<string>();
   /** Requests waiting for a tier's capacity, served by fair share between customer keys. */
   readonly waiters: WaiterQueue;
+  /** Console sessions (ADR 0035): this process's, or the group's (its supervisor's). */
+  readonly sessions: SessionStore;
   /** Customer key → customer key id cache. */
   readonly keyIds: KeyIdCache;
   /** The issued keys (ADR 0029); a worker's has no table (its supervisor's judges). */
@@ -305,6 +311,7 @@ export class Gateway implements ProxyContext {
       }),
     );
     this.keyIds = new KeyIdCache({ derive: keyIdForKey });
+    this.sessions = group?.sessions ?? new LocalSessionStore(this.skeid.now);
     this.issuedKeys = new IssuedKeyDirectory({
       now: this.skeid.now,
       logger: this.logger,
@@ -424,6 +431,7 @@ export class Gateway implements ProxyContext {
   /** What the admin plane needs. */
   adminDeps(): AdminDeps {
     const config = this.config;
+    const trustedProxies = proxySet();
     return {
       skeid: this.skeid,
       functions: this.functions,
@@ -440,6 +448,9 @@ export class Gateway implements ProxyContext {
       ownSecretVariables: () => this.ownSecrets(),
       logger: this.logger,
       startedAt: this.#startedAt,
+      sessions: this.sessions,
+      sessionTtlS: () => config.current()?.admin?.session_ttl_s ?? DEFAULT_SESSION_TTL_S,
+      trustedProxies: () => trustedProxies(config.current()?.admin?.trusted_proxies),
     };
   }
 
@@ -595,6 +606,15 @@ export class Gateway implements ProxyContext {
     }
     for (const tag of this.#keyWarned) if (!seen.has(tag)) this.#keyWarned.delete(tag);
   }
+}
+
+/** The `admin.trusted_proxies` in force as a set, made again only when the list changes. */
+function proxySet(): (list: readonly string[] | null | undefined) => ReadonlySet<string> {
+  let last: { list: readonly string[] | null | undefined; set: ReadonlySet<string> } | undefined;
+  return (list) => {
+    if (last === undefined || last.list !== list) last = { list, set: new Set(list ?? []) };
+    return last.set;
+  };
 }
 
 /** A worker's probes: none (the supervisor probes once for all and posts the readings). */

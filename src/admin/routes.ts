@@ -31,6 +31,16 @@ import { keysAdminRoutes } from "../customer_keys/admin_keys.ts";
 import { explainRoute } from "./route_explain.ts";
 import { bearerToken, secretMatches } from "./auth.ts";
 import { errorMessage } from "../error_message.ts";
+import { LocalSessionStore, type SessionStore, sha256Hex } from "./sessions.ts";
+import {
+  cookieValue,
+  CSRF_ERROR,
+  csrfMatches,
+  DEFAULT_SESSION_TTL_S,
+  isWrite,
+  SESSION_COOKIE,
+} from "./session_auth.ts";
+import { SESSION_PATH, sessionRoutes } from "./session_routes.ts";
 import { isJsonObject } from "../core/json.ts";
 import { fenceMessage, type OwnSecrets, ownSecretVariables } from "../config/own_secrets.ts";
 
@@ -66,6 +76,12 @@ export interface AdminDeps {
   logger: Logger;
   /** Epoch ms this gateway started (`GET /skeid/workers`). */
   startedAt?: number;
+  /** The console sessions (ADR 0035); default a store of this admin plane's own. */
+  sessions?: SessionStore;
+  /** Lifetime of a new console session, s (`admin.session_ttl_s`). */
+  sessionTtlS?: () => number;
+  /** Peers whose `X-Forwarded-For` / `X-Forwarded-Proto` are believed (`admin.trusted_proxies`). */
+  trustedProxies?: () => ReadonlySet<string>;
 }
 
 /** Default row limit of `GET /skeid/usage`. */
@@ -74,6 +90,38 @@ const ADMIN_USAGE_LIMIT = 50;
 const UNAUTHORIZED_BODY = JSON.stringify({
   error: { message: "Missing or invalid admin bearer token", type: "unauthorized" },
 });
+
+const NO_PROXIES: ReadonlySet<string> = new Set();
+
+/**
+ * The paths under `/skeid/` the admin check steps aside for, each answered by a later handler
+ * with its own rules: the registry snapshot (its own credentials) and the console's pages
+ * (`/skeid/ui`, which answer even while the admin API is off, saying how to turn it on).
+ */
+export function passesAdminCheck(path: string): boolean {
+  return path.startsWith("/skeid/registry/") || path === "/skeid/ui" ||
+    path.startsWith("/skeid/ui/");
+}
+
+/** The 401 of a request with no valid admin credential. */
+function unauthorized(): Response {
+  return new Response(UNAUTHORIZED_BODY, {
+    status: 401,
+    headers: {
+      "content-type": "application/json; charset=utf-8",
+      "www-authenticate": 'Bearer realm="skeid-admin"',
+    },
+  });
+}
+
+/** SHA-256 of the admin key, computed again only when the key in force changes. */
+function cachedKeyHash(): (key: string) => Promise<string> {
+  let last: { key: string; hash: Promise<string> } | undefined;
+  return (key) => {
+    if (last?.key !== key) last = { key, hash: sha256Hex(key) };
+    return last.hash;
+  };
+}
 
 /** A JSON response. */
 function json(body: unknown, status = 200, headers: Record<string, string> = {}): Response {
@@ -108,26 +156,48 @@ export function adminRoutes(deps: AdminDeps): Hono {
   const { skeid, logger } = deps;
   const app = new Hono();
 
+  const sessions = deps.sessions ?? new LocalSessionStore(skeid.now);
+  const keyHash = cachedKeyHash();
+
   app.use("/skeid/*", async (c, next) => {
-    if (c.req.path.startsWith("/skeid/registry/")) return await next();
+    if (passesAdminCheck(c.req.path)) return await next();
     const key = deps.adminKey();
     if (key === "") return c.text("Not Found", 404);
-    const token = bearerToken(c.req.header("authorization"));
-    if (token === undefined || !(await secretMatches(token, key))) {
-      return new Response(UNAUTHORIZED_BODY, {
-        status: 401,
-        headers: {
-          "content-type": "application/json; charset=utf-8",
-          "www-authenticate": 'Bearer realm="skeid-admin"',
-        },
-      });
+    // The session routes judge their own requests (a sign-in carries no credential yet).
+    if (c.req.path === SESSION_PATH) return await next();
+    const authorization = c.req.header("authorization");
+    if (authorization !== undefined) {
+      const token = bearerToken(authorization);
+      if (token === undefined || !(await secretMatches(token, key))) return unauthorized();
+      return await next();
+    }
+    const cookie = cookieValue(c.req.header("cookie"), SESSION_COOKIE);
+    if (cookie === undefined) return unauthorized();
+    const session = await sessions.find(cookie, await keyHash(key));
+    if (!session) return unauthorized();
+    if (isWrite(c.req.method) && !csrfMatches(c.req.header("x-csrf-token"), session.csrf_token)) {
+      return json({ ok: false, error: CSRF_ERROR }, 403);
     }
     await next();
   });
 
+  app.route(
+    "/",
+    sessionRoutes({
+      sessions,
+      adminKey: deps.adminKey,
+      sessionTtlS: () => deps.sessionTtlS?.() ?? DEFAULT_SESSION_TTL_S,
+      trustedProxies: () => deps.trustedProxies?.() ?? NO_PROXIES,
+      logger,
+    }),
+  );
+
   // ---- inventory ---------------------------------------------------------------------------
 
-  app.get("/skeid/nodes", () => json(publicNodes({ nodes: skeid.listNodes() })));
+  app.get("/skeid/nodes", () =>
+    json(publicNodes({
+      nodes: skeid.listNodes().map((n) => ({ ...n, draining: skeid.nodeDraining(n.id) === true })),
+    })));
 
   app.post("/skeid/nodes", async (c) => {
     let spec: unknown;
@@ -176,6 +246,30 @@ export function adminRoutes(deps: AdminDeps): Hono {
     }
     logger.info("admin_node_health", { node_id: id, healthy });
     return json({ ok: true, id, healthy });
+  });
+
+  // Draining: the node admits nothing new; what it runs finishes (with --workers N the
+  // supervisor hands it to every worker, as a health change).
+  app.post("/skeid/nodes/:id/drain", async (c) => {
+    const id = c.req.param("id");
+    if (skeid.nodeDraining(id) === undefined) {
+      return json({ ok: false, error: `unknown node '${id}'` }, 404);
+    }
+    let body: unknown;
+    try {
+      body = await readJson(c);
+    } catch {
+      return json({ ok: false, error: "body is not valid JSON" }, 400);
+    }
+    const draining = isJsonObject(body) ? body.draining : undefined;
+    if (typeof draining !== "boolean") {
+      return json({ ok: false, error: "draining must be true or false" }, 400);
+    }
+    skeid.setNodeDraining(id, draining);
+    logger.info("admin_node_draining", { node_id: id, draining });
+    const node = skeid.getNode(id);
+    const inflight = skeid.nodeMetrics(id)?.inflight ?? 0;
+    return json(publicNodes({ ok: true, node: { ...node, draining, inflight } }));
   });
 
   // ---- metrics -----------------------------------------------------------------------------

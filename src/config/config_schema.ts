@@ -67,10 +67,19 @@ export const ROUTING_KEYS = Object.keys(routingSchema.shape) as (keyof z.output<
   typeof routingSchema
 >)[];
 
-/** `admin:` — the admin API key, or the variable holding it. */
+/** Longest console session, s (`admin.session_ttl_s`): 30 days. */
+export const MAX_SESSION_TTL_S = 30 * 86_400;
+
+/**
+ * `admin:` — the admin API key, or the variable holding it; how long a console session lasts;
+ * the hops whose `X-Forwarded-*` headers the sign-in believes (ADR 0035).
+ */
 export const adminSchema = z.object({
   api_key: text.nullish(),
   api_key_env: z.string().nullish(),
+  session_ttl_s: z.preprocess(toNumber, z.number().int().min(60).max(MAX_SESSION_TTL_S))
+    .nullish(),
+  trusted_proxies: z.preprocess(toList, z.array(z.union([z.ipv4(), z.ipv6()]))).nullish(),
 });
 
 /** `registry:` — publishing this Skeid's capacity snapshot. Unknown keys are refused. */

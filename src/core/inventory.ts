@@ -316,6 +316,11 @@ export interface NodeRecord {
   share: number;
   /** The node's row in a shared inflight table, found on first use (ADR 0025). */
   row?: number;
+  /**
+   * Draining (admin API): admits nothing new while its in-flight requests finish. Operator state
+   * of this process, like health set through the admin API; kept while the id stays.
+   */
+  draining?: boolean;
 }
 
 function byId(a: NodeRecord, b: NodeRecord): number {
@@ -388,6 +393,7 @@ export class Inventory {
         node,
         counters: existing?.counters ?? new NodeCounters(),
         share: existing?.share ?? 0,
+        ...(existing?.draining ? { draining: true } : {}),
       });
     }
     const departed = [...this.#records.keys()].filter((id) => !next.has(id));

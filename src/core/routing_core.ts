@@ -361,6 +361,25 @@ export class RoutingCore {
     return true;
   }
 
+  /**
+   * Sets a node draining (no new admission; its in-flight requests finish) or not; false for an
+   * unknown node. Ending a drain wakes the waiters.
+   */
+  setNodeDraining(id: string, draining: boolean): boolean {
+    const record = this.#inventory.get(id);
+    if (!record) return false;
+    const was = record.draining === true;
+    record.draining = draining || undefined;
+    if (was && !draining) this.#notify();
+    return true;
+  }
+
+  /** Whether a node is draining; undefined for an unknown node. */
+  nodeDraining(id: string): boolean | undefined {
+    const record = this.#inventory.get(id);
+    return record ? record.draining === true : undefined;
+  }
+
   /** Copies of every node, in the order they were added. */
   listNodes(): Node[] {
     const out: Node[] = [];
@@ -918,11 +937,11 @@ export class RoutingCore {
   // ---- internals ---------------------------------------------------------------------------
 
   /**
-   * Admission for one node now: healthy, under this process's share of max_conns, and its
+   * Admission for one node now: healthy, not draining, under this process's share of max_conns, and its
    * capacity reading (if any) allows one more. A reading only ever narrows the share.
    */
   readonly #admits = (record: NodeRecord): boolean =>
-    record.node.healthy &&
+    record.node.healthy && record.draining !== true &&
     (record.share === 0 || this.#inflightOf(record) < record.share) &&
     this.#capacity.allows(record.node.id);
 

@@ -22,6 +22,7 @@ import type { KeyDecision, KeyRequest } from "../core/tenancy.ts";
 import type { RateHeaders } from "../core/rate_window.ts";
 import type { SettledAmount } from "../proxy/key_step.ts";
 import type { Grant } from "../customer_keys/grants.ts";
+import type { ConsoleSession, NewSession } from "../admin/sessions.ts";
 
 /** A config the supervisor validated and applied, numbered. */
 export interface ConfigVersion {
@@ -83,7 +84,19 @@ export type ToWorker =
   /** The group's answer to a `key_admit`. */
   | { type: "key_admit_reply"; id: number; decision: WireKeyDecision }
   /** The supervisor's judgement of an issued key: its grant, or null (401). */
-  | { type: "issued_auth_reply"; id: number; grant: Grant | null };
+  | { type: "issued_auth_reply"; id: number; grant: Grant | null }
+  | { type: "session_reply"; id: number; answer: SessionAnswer };
+
+/** A question to the group's console sessions (ADR 0035), one per `SessionStore` method. */
+export type SessionOp =
+  | { op: "create"; keyHash: string; ttlMs: number }
+  | { op: "find"; token: string; keyHash: string }
+  | { op: "end"; token: string }
+  | { op: "wait"; addr: string }
+  | { op: "failed"; addr: string };
+
+/** What a session question answers: a session (new or found), none, or a wait in ms. */
+export type SessionAnswer = NewSession | ConsoleSession | number | null;
 
 /** Where a customer key's `max_inflight` stands when the worker asks the supervisor. */
 export type KeyInflight = "held" | "full" | "supervisor";
@@ -127,6 +140,8 @@ export type FromWorker =
   | { type: "stopped" }
   /** An admin request that is the group's business, for the supervisor to answer. */
   | { type: "forward"; id: number; request: WireRequest }
+  /** A question to the group's console sessions, held by the supervisor. */
+  | { type: "session"; id: number; op: SessionOp }
   | { type: "local_reply"; id: number; response: WireResponse }
   /** A node key (`api_key_ref`) the worker's cache does not hold: the supervisor's broker asks. */
   | { type: "key"; id: number; ref: string }
@@ -211,7 +226,7 @@ export function forwardedToSupervisor(method: string, path: string): boolean {
   }
   if (method === "POST") {
     return path === "/skeid/nodes" || path === "/skeid/config/reload" ||
-      /^\/skeid\/nodes\/[^/]+\/health$/.test(path);
+      /^\/skeid\/nodes\/[^/]+\/(health|drain)$/.test(path);
   }
   return method === "DELETE" && /^\/skeid\/nodes\/[^/]+$/.test(path);
 }

@@ -25,6 +25,7 @@ import type { EjectionSnapshot } from "../core/ejection.ts";
 import type { ShareWire } from "../proxy/share_stats.ts";
 import { KEY_TABLE_CAPACITY, KeyGroupOwner } from "./key_group.ts";
 import { ShareBoard, type ShareBoardSize } from "./share_board.ts";
+import { answerSession } from "./remote_sessions.ts";
 import type { NodeMetrics } from "../core/types.ts";
 import {
   type ConfigVersion,
@@ -357,6 +358,11 @@ export class Supervisor {
           );
           return;
         }
+        case "session":
+          answerSession(this.gateway.sessions, msg.op).then((answer) =>
+            this.#send(slot, { type: "session_reply", id: msg.id, answer })
+          );
+          return;
         case "grant":
           this.gateway.grants.record(msg.grant);
           return;

@@ -19,6 +19,7 @@ import { CachingKeyBroker, type KeyAnswer } from "../keys/broker.ts";
 import { createLogger, type Logger } from "../log.ts";
 import { queueGate, RemoteKeyGroup } from "./key_group.ts";
 import { RemoteIssuedKeys } from "./remote_issued.ts";
+import { RemoteSessions } from "./remote_sessions.ts";
 import { ShareBoard } from "./share_board.ts";
 import {
   type ConfigVersion,
@@ -77,6 +78,8 @@ const forwarded = new Map<number, (response: WireResponse) => void>();
 let nextId = 1;
 /** Issued keys, judged by the supervisor's directory (ADR 0029). */
 const issued = new RemoteIssuedKeys((msg) => post(msg), () => nextId++);
+/** Console sessions, held by the supervisor for the group (ADR 0035). */
+const sessions = new RemoteSessions((msg) => post(msg), () => nextId++);
 
 /** The group's admin requests go to the supervisor; everything else is served here. */
 function wrap(handler: ServeHandler): ServeHandler {
@@ -152,6 +155,7 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
         issuedAuthority: issued,
         // Posted before the request's key_admit (messages keep their order).
         grantRecorded: (grant) => post({ type: "grant", grant }),
+        sessions,
       },
       prefixIndex: msg.prefixBuffer,
       configFs: posted,
@@ -305,6 +309,10 @@ self.onmessage = (e: MessageEvent<ToWorker>) => {
   }
   if (msg.type === "issued_auth_reply") {
     issued.answered(msg.id, msg.grant);
+    return;
+  }
+  if (msg.type === "session_reply") {
+    sessions.answered(msg.id, msg.answer);
     return;
   }
   if (msg.type === "forward_reply") {
