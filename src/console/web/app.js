@@ -8,6 +8,10 @@
 
 /** @type {Session | null} */
 let session = null;
+/** True until the first page is mounted (it is mounted before the session check answers). */
+let booting = true;
+/** Whether the sign-in form is what the page shows. */
+let showingSignIn = false;
 
 const main = /** @type {HTMLElement} */ (document.getElementById("main"));
 const top = /** @type {HTMLElement} */ (document.getElementById("top"));
@@ -231,7 +235,7 @@ const live = {
 
 // ---- pages ---------------------------------------------------------------------------------
 
-/** @typedef {{ title: string, mount: (root: HTMLElement) => (() => void) | void }} Page */
+/** @typedef {{ title: string, mount: (root: HTMLElement, params: URLSearchParams) => (() => void) | void }} Page */
 
 /** A page's heading and a status line for what its buttons did. @param {HTMLElement} root @param {string} title */
 function pageHead(root, title) {
@@ -687,7 +691,7 @@ function chart(title, fmt, buckets, metric, colours) {
 /** @type {Page} */
 const usagePage = {
   title: "Usage",
-  mount(root) {
+  mount(root, params) {
     const { note } = pageHead(root, "Usage");
     const range = /** @type {HTMLSelectElement} */ (h(
       "select",
@@ -828,6 +832,10 @@ const usagePage = {
       // For the benchmark and the tests: the charts of this load are in the document.
       performance.mark("skeid:usage-drawn");
       document.body.dataset.usageDrawn = String(mySeq);
+    }
+    for (const [select, name] of /** @type {const} */ ([[range, "range"], [by, "by"]])) {
+      const wanted = params.get(name);
+      if (wanted && [...select.options].some((o) => o.value === wanted)) select.value = wanted;
     }
     range.addEventListener("change", load);
     by.addEventListener("change", load);
@@ -1126,6 +1134,7 @@ const configPage = {
 
 /** @param {string} [message] */
 function signInPage(message) {
+  showingSignIn = true;
   top.hidden = true;
   live.close();
   const input = /** @type {HTMLInputElement} */ (h("input", {
@@ -1162,8 +1171,9 @@ function signInPage(message) {
       const r = await api("POST", "/skeid/session", { admin_key: key });
       if (r.ok && r.data && typeof r.data.csrf_token === "string") {
         session = { csrf: r.data.csrf_token, expiresAt: String(r.data.expires_at ?? "") };
+        // A new hash routes through hashchange; the same one is routed here.
         if (!location.hash || location.hash === "#/signin") location.hash = "#/live";
-        route();
+        else route();
         return;
       }
       setText(
@@ -1187,9 +1197,12 @@ function signInPage(message) {
 
 /** @param {string} message */
 function signedOut(message) {
+  // Before the first session check answered, a 401 only means "not signed in yet".
+  const had = session !== null;
   session = null;
   unmount();
-  signInPage(message);
+  if (!had && showingSignIn) return;
+  signInPage(had ? message : undefined);
 }
 
 // ---- routing -------------------------------------------------------------------------------
@@ -1211,11 +1224,15 @@ function unmount() {
 }
 
 function route() {
-  if (!session) return;
-  const name = (location.hash.match(/^#\/(\w+)/) ?? [])[1] ?? "live";
+  if (!session && !booting) return;
+  showingSignIn = false;
+  const m = location.hash.match(/^#\/(\w+)(?:\?(.*))?$/) ?? [];
+  const name = m[1] ?? "live";
+  // A page's settings may ride in the hash (`#/usage?range=30d&by=key`): links to a view.
+  const params = new URLSearchParams(m[2] ?? "");
   const page = PAGES[name] ?? livePage;
   unmount();
-  top.hidden = false;
+  top.hidden = session === null;
   for (const a of top.querySelectorAll("nav a")) {
     if (/** @type {HTMLElement} */ (a).dataset.page === name) {
       a.setAttribute("aria-current", "page");
@@ -1223,7 +1240,7 @@ function route() {
   }
   document.title = `${page.title} · Skeid console`;
   main.replaceChildren();
-  current = page.mount(main);
+  current = page.mount(main, params);
   main.querySelector("h1")?.focus();
 }
 
@@ -1240,16 +1257,23 @@ document.getElementById("signout")?.addEventListener("click", async () => {
   signInPage("Signed out.");
 });
 
+// The first page is mounted at once, while the session check is under way: its data and the
+// check travel together (one round trip less before the first chart). Without a session its
+// calls answer 401 and the sign-in page takes over; writes wait for the check (they need the
+// CSRF token it brings).
 (async () => {
-  try {
-    const r = await api("GET", "/skeid/session");
-    if (r.ok && r.data && typeof r.data.csrf_token === "string") {
-      session = { csrf: r.data.csrf_token, expiresAt: String(r.data.expires_at ?? "") };
-      route();
-      return;
-    }
-  } catch {
-    // no session: sign in
+  const check = api("GET", "/skeid/session").catch(() => null);
+  route();
+  booting = false;
+  const r = await check;
+  if (r && r.ok && r.data && typeof r.data.csrf_token === "string") {
+    session = { csrf: r.data.csrf_token, expiresAt: String(r.data.expires_at ?? "") };
+    if (!showingSignIn) top.hidden = false;
+    else route();
+    return;
   }
-  signInPage();
+  if (!showingSignIn) {
+    unmount();
+    signInPage();
+  }
 })();
