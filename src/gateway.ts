@@ -449,6 +449,7 @@ export class Gateway implements ProxyContext {
       logger: this.logger,
       startedAt: this.#startedAt,
       sessions: this.sessions,
+      lastSeen: (id) => this.ledger.lastSeen.of(id),
       sessionTtlS: () => config.current()?.admin?.session_ttl_s ?? DEFAULT_SESSION_TTL_S,
       trustedProxies: () => trustedProxies(config.current()?.admin?.trusted_proxies),
     };

@@ -26,6 +26,7 @@ import { NodeSpecError } from "../core/inventory.ts";
 import type { GatewayMetrics } from "./metrics.ts";
 import type { Tenancy } from "../core/tenancy.ts";
 import { keyStatus } from "./keys.ts";
+import { tenancyListing } from "./tenancy_list.ts";
 import type { IssuedKeyDirectory } from "../customer_keys/directory.ts";
 import { keysAdminRoutes } from "../customer_keys/admin_keys.ts";
 import { explainRoute } from "./route_explain.ts";
@@ -76,6 +77,8 @@ export interface AdminDeps {
   logger: Logger;
   /** Epoch ms this gateway started (`GET /skeid/workers`). */
   startedAt?: number;
+  /** The `created_at` of a customer key's last usage event since start (`GET /skeid/tenancy`). */
+  lastSeen?: (keyId: string) => string | null;
   /** The console sessions (ADR 0035); default a store of this admin plane's own. */
   sessions?: SessionStore;
   /** Lifetime of a new console session, s (`admin.session_ttl_s`). */
@@ -356,6 +359,18 @@ export function adminRoutes(deps: AdminDeps): Hono {
     const status = deps.tenancy ? keyStatus(skeid, deps.tenancy, ref) : undefined;
     if (!status) return json({ ok: false, error: `unknown customer key '${ref}'` }, 404);
     return json(status);
+  });
+
+  app.get("/skeid/tenancy", async () => {
+    if (!deps.tenancy) return json({ keys: [] });
+    return json(
+      await tenancyListing({
+        skeid,
+        tenancy: deps.tenancy,
+        issuedKeys: deps.issuedKeys,
+        lastSeen: deps.lastSeen,
+      }),
+    );
   });
 
   // ---- config ------------------------------------------------------------------------------

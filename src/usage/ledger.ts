@@ -14,6 +14,7 @@
  *
  * @module
  */
+import { LastSeen } from "./last_seen.ts";
 import { join } from "node:path";
 import type { Logger } from "../log.ts";
 import { CallbackStore, type UsageCallbacks } from "./callback.ts";
@@ -81,6 +82,8 @@ export class UsageLedger implements UsageRecorder {
   readonly #spillPathOption: string | undefined;
   readonly #onLost: UsageLedgerOptions["onLost"];
 
+  /** Each customer key's last usage event since start (the Keys page's `last_seen`). */
+  readonly lastSeen = new LastSeen();
   #store: UsageStore | undefined;
   #cfg: NormalizedUsageStoreConfig | undefined;
   #callbacks: UsageCallbacks = {};
@@ -172,6 +175,7 @@ export class UsageLedger implements UsageRecorder {
 
   /** Hands one event to the ledger. Synchronous; never throws, never waits for a write. */
   record(event: UsageEvent): void {
+    this.lastSeen.seen(event.api_key_id, event.created_at);
     try {
       let e = event.event_id ? event : { ...event, event_id: crypto.randomUUID() };
       if (e.usage_source === "estimated" && this.#cfg?.bill_estimated === false) e = unpriced(e);

@@ -220,7 +220,7 @@ export function forwardedToSupervisor(method: string, path: string): boolean {
   if (method === "GET") {
     return path === "/skeid/config" || path === "/skeid/workers" || path === "/skeid/metrics" ||
       path === "/skeid/metrics/nodes" || path === "/skeid/usage" ||
-      path === "/skeid/usage/series" ||
+      path === "/skeid/usage/series" || path === "/skeid/tenancy" ||
       // A customer key's windows and budget are the group's, held by the supervisor.
       path.startsWith("/skeid/keys/");
   }
