@@ -500,21 +500,33 @@ const livePage = {
 /** @param {any} b */
 function budgetCell(b) {
   if (!b) return "no budget";
-  const limit = typeof b.limit === "number" ? b.limit : 0;
-  const spent = typeof b.spent === "number" ? b.spent : 0;
+  // A budget caps USD, tokens or both: {usd, tokens} in limit, spent and left.
+  /** @param {any} v @param {"usd" | "tokens"} unit */
+  const part = (
+    v,
+    unit,
+  ) => (typeof v === "number" ? v : v && typeof v[unit] === "number" ? v[unit] : null);
+  const unit = part(b.limit, "usd") !== null ? "usd" : "tokens";
+  const show = unit === "usd" ? usd : (/** @type {unknown} */ v) => `${num(v)} tokens`;
+  const limit = part(b.limit, unit) ?? 0;
+  const spent = part(b.spent, unit) ?? 0;
+  const left = part(b.left, unit);
   const bar = h("progress", {
     max: String(limit || 1),
     value: String(Math.min(spent, limit || 1)),
+    "aria-label": "budget spent",
   });
   const share = limit > 0 ? ` (${((spent / limit) * 100).toFixed(0)} %)` : "";
   return h(
     "span",
     { className: "budget" },
-    h("span", { className: "spent", text: `${usd(spent)} of ${usd(limit)}${share}` }),
+    h("span", { className: "spent", text: `${show(spent)} of ${show(limit)}${share}` }),
     bar,
     h("small", {
       className: "muted",
-      text: `left ${usd(b.left)}, ${b.period ?? ""} period, resets ${when(b.resets_at)}`,
+      text: `left ${left === null ? "—" : show(left)}, ${b.period ?? ""} period, resets ${
+        when(b.resets_at)
+      }`,
     }),
   );
 }
