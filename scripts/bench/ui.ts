@@ -54,6 +54,9 @@ function rng(seed: number): () => number {
 function syntheticEvent(i: number, r: () => number, now: number): UsageEvent {
   const at = now - 30 * DAY + Math.floor((i / EVENTS) * 30 * DAY);
   const ok = r() > 0.03;
+  const a = Math.floor(r() * ALIASES.length);
+  const alias = ALIASES[a];
+  const model = MODELS[(a + Math.floor(r() * 2)) % MODELS.length];
   const input = 50 + Math.floor(r() * 2000);
   const output = ok ? 10 + Math.floor(r() * 600) : 0;
   const e = buildUsageEvent({
@@ -63,9 +66,10 @@ function syntheticEvent(i: number, r: () => number, now: number): UsageEvent {
     api_key_id: KEYS[Math.floor(r() * KEYS.length)],
     provider: "skeid",
     engine: "vllm",
-    requested_model: ALIASES[Math.floor(r() * ALIASES.length)],
-    model: MODELS[Math.floor(r() * MODELS.length)],
-    node_id: NODES[Math.floor(r() * NODES.length)],
+    // An alias serves one of two models, each model sits on its own nodes: a fleet's shape.
+    requested_model: alias,
+    model,
+    node_id: NODES[(MODELS.indexOf(model) * 2 + Math.floor(r() * 2)) % NODES.length],
     route_url: "http://127.0.0.1:1/v1",
     status_code: ok ? 200 : 503,
     error_type: ok ? "" : "upstream_error",

@@ -246,6 +246,19 @@ Deno.test({
         await page.click("tr[data-event] button.link");
         await waitText(page, ".detail pre", '"event_id"');
         await waitText(page, ".detail pre", "fake-2");
+
+        // Keyset paging: three a page, "Older" appends the next three, none twice, newest first.
+        await page.goto(`${ui}#/requests?limit=3`, { waitUntil: "load" });
+        await waitJs(page, `document.querySelectorAll("tr[data-event]").length === 3`);
+        await page.click("main p > button:not([hidden])");
+        await waitJs(page, `document.querySelectorAll("tr[data-event]").length === 6`);
+        const rows = await page.evaluate(
+          `[...document.querySelectorAll("tr[data-event]")].map((tr) => ` +
+            `[tr.dataset.event, tr.querySelector("button.link").textContent])`,
+        ) as [string, string][];
+        assertEquals(new Set(rows.map(([id]) => id)).size, 6, "no event shown twice");
+        const times = rows.map(([, at]) => at);
+        assertEquals(times, [...times].sort().reverse(), "newest first");
       });
 
       await t.step("Config: the file in force and a dry run", async () => {

@@ -871,7 +871,7 @@ const FILTERS = /** @type {const} */ ([
 /** @type {Page} */
 const requestsPage = {
   title: "Requests",
-  mount(root) {
+  mount(root, params) {
     const { note } = pageHead(root, "Requests");
     /** @type {Record<string, HTMLInputElement>} */
     const inputs = {};
@@ -916,6 +916,13 @@ const requestsPage = {
     root.append(form, t.table, h("p", {}, older), detail);
     /** @type {string | null} */
     let next = null;
+    // `#/requests?limit=N` (1–200) sets the page size; filters may ride there too.
+    const asked = Number(params.get("limit"));
+    const pageSize = Number.isInteger(asked) && asked >= 1 && asked <= 200 ? asked : 50;
+    for (const [name] of FILTERS) {
+      const v = params.get(name);
+      if (v) inputs[name].value = v;
+    }
 
     /** @param {string} id */
     async function show(id) {
@@ -939,7 +946,7 @@ const requestsPage = {
 
     /** @param {boolean} more */
     async function load(more) {
-      const q = new URLSearchParams({ limit: "50" });
+      const q = new URLSearchParams({ limit: String(pageSize) });
       for (const [name] of FILTERS) {
         const v = inputs[name].value.trim();
         if (v) q.set(name, v);
@@ -1073,7 +1080,12 @@ const configPage = {
           ["File", String(c.path ?? "—")],
           ["SHA-256", h("code", { text: String(c.file_sha256 ?? "—") })],
           ["Applied at", when(c.applied_at)],
-          ["Reload status", flat(c.status ?? c.state ?? c.ok)],
+          [
+            "Reload status",
+            c.ok === false
+              ? `failing since ${when(c.failed_at)}: ${c.error ?? "unknown error"}`
+              : `ok${c.failures ? ` (${num(c.failures)} failed reloads since start)` : ""}`,
+          ],
           [
             "Last change",
             c.last_change
