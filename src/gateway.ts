@@ -25,6 +25,7 @@ import { BufferBudget, maxBufferedBytes } from "./proxy/buffer_budget.ts";
 import type { AdminDeps } from "./admin/routes.ts";
 import { listedKeyBudgets } from "./admin/keys.ts";
 import { LocalSessionStore, type SessionStore } from "./admin/sessions.ts";
+import { LiveFeed, type LiveSnapshot, localLiveSnapshot } from "./admin/live.ts";
 import { DEFAULT_SESSION_TTL_S } from "./admin/session_auth.ts";
 import { createLogger, type Logger, type LogLevel, parseLogLevel } from "./log.ts";
 import type { ProxyContext } from "./proxy/context.ts";
@@ -136,6 +137,8 @@ export interface GatewayGroup {
   readonly grantRecorded: (grant: Grant) => void;
   /** The console sessions, held by the supervisor for the group (ADR 0035). */
   readonly sessions: SessionStore;
+  /** The group's Live snapshot, every worker's merged by the supervisor (ADR 0036). */
+  readonly liveSnapshot: () => Promise<LiveSnapshot>;
 }
 
 /** The `/health` answer. */
@@ -208,6 +211,10 @@ export class Gateway implements ProxyContext {
   readonly waiters: WaiterQueue;
   /** Console sessions (ADR 0035): this process's, or the group's (its supervisor's). */
   readonly sessions: SessionStore;
+  /** The Live page's snapshot: this gateway's own, or its group's (ADR 0036). */
+  readonly liveSnapshot: () => Promise<LiveSnapshot>;
+  /** The one producer of this gateway's live streams. */
+  readonly live: LiveFeed;
   /** Customer key → customer key id cache. */
   readonly keyIds: KeyIdCache;
   /** The issued keys (ADR 0029); a worker's has no table (its supervisor's judges). */
@@ -312,6 +319,8 @@ export class Gateway implements ProxyContext {
     );
     this.keyIds = new KeyIdCache({ derive: keyIdForKey });
     this.sessions = group?.sessions ?? new LocalSessionStore(this.skeid.now);
+    this.liveSnapshot = group?.liveSnapshot ?? (() => Promise.resolve(this.localLive()));
+    this.live = new LiveFeed(this.liveSnapshot);
     this.issuedKeys = new IssuedKeyDirectory({
       now: this.skeid.now,
       logger: this.logger,
@@ -450,8 +459,43 @@ export class Gateway implements ProxyContext {
       startedAt: this.#startedAt,
       sessions: this.sessions,
       lastSeen: (id) => this.ledger.lastSeen.of(id),
+      liveSnapshot: this.liveSnapshot,
+      live: this.live,
       sessionTtlS: () => config.current()?.admin?.session_ttl_s ?? DEFAULT_SESSION_TTL_S,
       trustedProxies: () => trustedProxies(config.current()?.admin?.trusted_proxies),
+    };
+  }
+
+  /** This gateway's own Live snapshot (a worker's part of its group's). */
+  localLive(): LiveSnapshot {
+    return localLiveSnapshot({
+      skeid: this.skeid,
+      tiers: (now) => this.waiters.liveTiers(now),
+      probes: () => this.probes.status(),
+      workers: () => [this.workerInfo()],
+    });
+  }
+
+  /** This gateway as the one worker of its group (`GET /skeid/workers` of one process). */
+  workerInfo(): {
+    index: number;
+    started_at: string;
+    restarts: number;
+    requests: number;
+    inflight: number;
+  } {
+    let requests = 0;
+    let inflight = 0;
+    for (const m of this.skeid.nodeMetrics()) {
+      requests += m.started;
+      inflight += m.inflight;
+    }
+    return {
+      index: 0,
+      started_at: new Date(this.#startedAt).toISOString(),
+      restarts: 0,
+      requests,
+      inflight,
     };
   }
 
@@ -544,6 +588,7 @@ export class Gateway implements ProxyContext {
     if (this.#closed) return;
     this.#closed = true;
     this.waiters.close();
+    this.live.close();
     await this.budgetSync.close();
     await this.probes.close();
     await this.keyBroker?.close();

@@ -20,6 +20,7 @@ import {
   SeriesQueryError,
 } from "../usage/rollup.ts";
 import type { Logger } from "../log.ts";
+import { seriesCsv, seriesCsvName } from "../usage/series_csv.ts";
 import { withPublicUrl } from "../url_credentials.ts";
 import { FunctionError, type FunctionTable, nodeMetricsToWire } from "../core/functions.ts";
 import { NodeSpecError } from "../core/inventory.ts";
@@ -27,6 +28,7 @@ import type { GatewayMetrics } from "./metrics.ts";
 import type { Tenancy } from "../core/tenancy.ts";
 import { keyStatus } from "./keys.ts";
 import { tenancyListing } from "./tenancy_list.ts";
+import type { LiveFeed, LiveSnapshot } from "./live.ts";
 import type { IssuedKeyDirectory } from "../customer_keys/directory.ts";
 import { keysAdminRoutes } from "../customer_keys/admin_keys.ts";
 import { explainRoute } from "./route_explain.ts";
@@ -79,6 +81,10 @@ export interface AdminDeps {
   startedAt?: number;
   /** The `created_at` of a customer key's last usage event since start (`GET /skeid/tenancy`). */
   lastSeen?: (keyId: string) => string | null;
+  /** The Live page's one snapshot (`GET /skeid/live/snapshot`): this gateway's, or its group's. */
+  liveSnapshot?: () => Promise<LiveSnapshot>;
+  /** The live stream's producer (`GET /skeid/live`), one per gateway. */
+  live?: LiveFeed;
   /** The console sessions (ADR 0035); default a store of this admin plane's own. */
   sessions?: SessionStore;
   /** Lifetime of a new console session, s (`admin.session_ttl_s`). */
@@ -328,6 +334,13 @@ export function adminRoutes(deps: AdminDeps): Hono {
   // The Usage page's charts: per bucket and group, from the hourly roll-ups (never a scan of a
   // large ledger once they are built).
   app.get("/skeid/usage/series", async (c) => {
+    const format = c.req.query("format") ?? "json";
+    if (format !== "json" && format !== "csv") {
+      return json(
+        { ok: false, error: `format: '${format}' is not json or csv`, param: "format" },
+        400,
+      );
+    }
     let q: SeriesQuery;
     try {
       q = parseSeriesQuery((name) => c.req.query(name));
@@ -341,6 +354,15 @@ export function adminRoutes(deps: AdminDeps): Hono {
       const answer = await deps.usageSeries?.(q);
       if (!answer) {
         return json({ ok: false, enabled: false, error: "usage_store not configured" }, 404);
+      }
+      if (format === "csv") {
+        return new Response(seriesCsv(answer), {
+          headers: {
+            "content-type": "text/csv; charset=utf-8",
+            "content-disposition": `attachment; filename="${seriesCsvName(answer)}"`,
+            "x-content-type-options": "nosniff",
+          },
+        });
       }
       return json(answer);
     } catch (e) {
@@ -371,6 +393,24 @@ export function adminRoutes(deps: AdminDeps): Hono {
         lastSeen: deps.lastSeen,
       }),
     );
+  });
+
+  // ---- live ------------------------------------------------------------------------------
+
+  app.get("/skeid/live/snapshot", async () => {
+    if (!deps.liveSnapshot) return json({ ok: false, error: "live data not available" }, 404);
+    return json(await deps.liveSnapshot(), 200, { "cache-control": "no-store" });
+  });
+
+  app.get("/skeid/live", () => {
+    if (!deps.live) return json({ ok: false, error: "live data not available" }, 404);
+    return new Response(deps.live.open(), {
+      headers: {
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-store",
+        "x-accel-buffering": "no",
+      },
+    });
   });
 
   // ---- config ------------------------------------------------------------------------------

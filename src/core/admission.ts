@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { MinuteWindow } from "./minute_window.ts";
 
 /** Volatile per-process counters of one node; never billed, never touch health. */
 export class NodeCounters {
@@ -22,6 +23,8 @@ export class NodeCounters {
   duration_ms_total = 0;
   /** Failed finishes in 1-s buckets; created on the first failure. */
   failures: FailureHistory | undefined;
+  /** The last minute's requests, errors and TTFTs (the Live page); created on the first finish. */
+  minute: MinuteWindow | undefined;
 }
 
 /**

@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { EMPTY_MINUTE, type LastMinute, MinuteWindow } from "./minute_window.ts";
 import type {
   Alias,
   CapacityListener,
@@ -378,6 +379,13 @@ export class RoutingCore {
   nodeDraining(id: string): boolean | undefined {
     const record = this.#inventory.get(id);
     return record ? record.draining === true : undefined;
+  }
+
+  /** A node's last minute (requests, errors, TTFT); undefined for an unknown node. */
+  lastMinute(id: string): LastMinute | undefined {
+    const record = this.#inventory.get(id);
+    if (!record) return undefined;
+    return record.counters.minute?.read(this.now()) ?? EMPTY_MINUTE;
   }
 
   /** Copies of every node, in the order they were added. */
@@ -756,6 +764,14 @@ export class RoutingCore {
         failures = counters.failures = new FailureHistory(this.#errorWindowS);
       }
       failures.record(this.now());
+    }
+    // Only an attempt that reached the node counts in its last minute (not_counted did not).
+    if (outcome.transport !== undefined) {
+      (counters.minute ??= new MinuteWindow()).add(
+        this.now(),
+        !outcome.ok && !outcome.aborted,
+        outcome.ttft_ms,
+      );
     }
     const duration = outcome.duration_ms;
     if (typeof duration === "number" && Number.isFinite(duration) && duration > 0) {

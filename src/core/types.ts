@@ -265,6 +265,11 @@ export interface FinishOutcome {
    * learns nothing, and a half-open trial is freed for the next request.
    */
   transport?: "failure" | "answered";
+  /**
+   * Time to the first token, ms (a stream's first content; a whole answer's arrival): fed to the
+   * node's last minute (the Live page). Absent: none seen.
+   */
+  ttft_ms?: number;
 }
 
 /** Volatile per-process counters of one node (`nodeMetrics`). */

@@ -123,7 +123,12 @@ const REFUSED: FinishOutcome = Object.freeze({ ok: false, transport: "answered" 
  * `durationMs` is arrival to the end. A stream that ended as aborted
  * or failed (the gateway's failure, not the node's) is not counted, its duration is.
  */
-function finishOutcome(end: SlotEnd, status: number, durationMs: number): FinishOutcome {
+function finishOutcome(
+  end: SlotEnd,
+  status: number,
+  durationMs: number,
+  ttftMs?: number,
+): FinishOutcome {
   switch (end) {
     case "not_counted":
       return NOT_COUNTED;
@@ -132,10 +137,21 @@ function finishOutcome(end: SlotEnd, status: number, durationMs: number): Finish
     case "answered":
       return REFUSED;
     case "whole":
-      return { ok: status < 500, duration_ms: durationMs, transport: "answered" };
+      // A whole answer's first token arrives with it.
+      return {
+        ok: status < 500,
+        duration_ms: durationMs,
+        transport: "answered",
+        ttft_ms: durationMs,
+      };
     case "done":
     case "broken":
-      return { ok: end === "done", duration_ms: durationMs, transport: "answered" };
+      return {
+        ok: end === "done",
+        duration_ms: durationMs,
+        transport: "answered",
+        ttft_ms: ttftMs,
+      };
     case "aborted":
     case "failed":
       return { aborted: true, ok: false, duration_ms: durationMs, transport: "answered" };
@@ -563,8 +579,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   }
 
   /** Releases the slot held, with the outcome `end` maps to (`finishOutcome`). */
-  #release(end: SlotEnd, status = 0, durationMs = 0): void {
-    if (this.#slot !== undefined) this.release(finishOutcome(end, status, durationMs));
+  #release(end: SlotEnd, status = 0, durationMs = 0, ttftMs?: number): void {
+    if (this.#slot !== undefined) this.release(finishOutcome(end, status, durationMs, ttftMs));
   }
 
   /** The upstream body for a served model (the face's: raw client bytes when unchanged). */
@@ -586,7 +602,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     try {
       const node = this.#node!;
       const durationMs = this.ctx.skeid.now() - this.startedAt;
-      this.#release(end, this.#upstreamStatus, durationMs);
+      this.#release(end, this.#upstreamStatus, durationMs, outcome.ttftMs);
       if (end === "broken") this.ctx.metrics.attemptFailed(node.id, "stream_broken");
       const facts = streamEnd(outcome, this.#upstreamStatus, this.#inputTokens);
       this.#done(node, facts.status, end === "done", durationMs, {

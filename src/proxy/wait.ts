@@ -17,6 +17,26 @@ import { type FairShareGroup, FairShareQueue, type FairShareTicket } from "../co
 import { DEFAULT_SHARE, type ShareSettings } from "../core/key_policy.ts";
 import type { ShareStats, TierBacklog } from "./share_stats.ts";
 
+/** One customer key's waiters in a tier (the Live page). */
+export interface LiveWaiting {
+  key_id: string;
+  /** Its priority band. */
+  band: number;
+  queued: number;
+  oldest_wait_ms: number;
+}
+
+/** A tier's waiters (the Live page). */
+export interface LiveTier {
+  /** The requested model they asked for. */
+  alias: string;
+  /** The tier, as metrics name it (`model|tags`). */
+  tier: string;
+  queue_length: number;
+  oldest_wait_ms: number | null;
+  waiting: LiveWaiting[];
+}
+
 /** Something waiting for a slot: it tries to take one when told the state changed. */
 export interface Waiter {
   /** Tries to take a slot now; true when admitted (the waiter then leaves the queue). */
@@ -29,6 +49,8 @@ export interface Waiter {
   estimateTokens?(): number;
   /** The tier it waits for, as metrics name it. */
   readonly tierName?: string;
+  /** The requested model (an alias, or a node model's implicit tier) it waits for (Live page). */
+  readonly aliasName?: string;
   /** Set by the queue when a wait admits it: hand it to `served` with the usage event. */
   shareTicket?: ShareTicket;
 }
@@ -347,6 +369,40 @@ export class WaiterQueue {
       keys.set(t.keyId, (keys.get(t.keyId) ?? 0) + 1);
     }
     return [...tiers].map(([tier, keys]) => ({ tier, keys }));
+  }
+
+  /**
+   * Who waits now, per requested model and tier (the Live page): each customer key's band, how
+   * many of its requests wait and for how long the oldest has. O(waiters); nothing when none.
+   */
+  liveTiers(now: number): LiveTier[] {
+    const tiers = new Map<string, LiveTier>();
+    const keys = new Map<string, LiveWaiting>();
+    for (const t of this.#fair.tickets()) {
+      const entry = t.item;
+      if (!entry) continue;
+      const w = entry.waiter;
+      const alias = w.aliasName ?? "";
+      const tier = w.tierName ?? "";
+      const at = `${alias}\u0000${tier}`;
+      let row = tiers.get(at);
+      if (!row) {
+        tiers.set(at, row = { alias, tier, queue_length: 0, oldest_wait_ms: null, waiting: [] });
+      }
+      const waited = Math.max(0, now - entry.since);
+      row.queue_length++;
+      row.oldest_wait_ms = Math.max(row.oldest_wait_ms ?? 0, waited);
+      const k = `${at}\u0000${t.keyId}`;
+      let key = keys.get(k);
+      if (!key) {
+        key = { key_id: t.keyId, band: w.share?.priority ?? 0, queued: 0, oldest_wait_ms: 0 };
+        keys.set(k, key);
+        row.waiting.push(key);
+      }
+      key.queued++;
+      key.oldest_wait_ms = Math.max(key.oldest_wait_ms, waited);
+    }
+    return [...tiers.values()];
   }
 
   /** Ends every wait (timeout) and stops listening; used at shutdown. */

@@ -174,6 +174,11 @@ export class RouteWalk implements Waiter {
     return requestTokensEstimate(this.#charged, reserve, this.#maxReserve);
   }
 
+  /** Waiter: the requested model waited for (the Live page). */
+  get aliasName(): string {
+    return this.#requestedModel;
+  }
+
   /** Waiter: the tier waited for, as metrics name it. */
   get tierName(): string {
     const tier = this.#tiers[this.#index];

@@ -23,6 +23,7 @@ import type { RateHeaders } from "../core/rate_window.ts";
 import type { SettledAmount } from "../proxy/key_step.ts";
 import type { Grant } from "../customer_keys/grants.ts";
 import type { ConsoleSession, NewSession } from "../admin/sessions.ts";
+import type { LiveSnapshot } from "../admin/live.ts";
 
 /** A config the supervisor validated and applied, numbered. */
 export interface ConfigVersion {
@@ -85,7 +86,9 @@ export type ToWorker =
   | { type: "key_admit_reply"; id: number; decision: WireKeyDecision }
   /** The supervisor's judgement of an issued key: its grant, or null (401). */
   | { type: "issued_auth_reply"; id: number; grant: Grant | null }
-  | { type: "session_reply"; id: number; answer: SessionAnswer };
+  | { type: "session_reply"; id: number; answer: SessionAnswer }
+  /** The group's Live snapshot a worker asked for. */
+  | { type: "live_reply"; id: number; snapshot: LiveSnapshot };
 
 /** A question to the group's console sessions (ADR 0035), one per `SessionStore` method. */
 export type SessionOp =
@@ -115,6 +118,8 @@ export interface WorkerView {
   waiters: number;
   inflight: number;
   share: ShareWire;
+  /** The worker's own Live snapshot, merged by the supervisor into the group's (ADR 0036). */
+  live: LiveSnapshot;
 }
 
 /** A key admission as it crosses: a hold is the supervisor's number for it. */
@@ -140,6 +145,8 @@ export type FromWorker =
   | { type: "stopped" }
   /** An admin request that is the group's business, for the supervisor to answer. */
   | { type: "forward"; id: number; request: WireRequest }
+  /** The group's Live snapshot, for a worker's live stream. */
+  | { type: "live"; id: number }
   /** A question to the group's console sessions, held by the supervisor. */
   | { type: "session"; id: number; op: SessionOp }
   | { type: "local_reply"; id: number; response: WireResponse }
@@ -219,6 +226,7 @@ export function forwardedToSupervisor(method: string, path: string): boolean {
   if (isKeysPath(path)) return true;
   if (method === "GET") {
     return path === "/skeid/config" || path === "/skeid/workers" || path === "/skeid/metrics" ||
+      path === "/skeid/live/snapshot" ||
       path === "/skeid/metrics/nodes" || path === "/skeid/usage" ||
       path === "/skeid/usage/series" || path === "/skeid/tenancy" ||
       // A customer key's windows and budget are the group's, held by the supervisor.

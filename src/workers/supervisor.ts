@@ -26,6 +26,7 @@ import type { ShareWire } from "../proxy/share_stats.ts";
 import { KEY_TABLE_CAPACITY, KeyGroupOwner } from "./key_group.ts";
 import { ShareBoard, type ShareBoardSize } from "./share_board.ts";
 import { answerSession } from "./remote_sessions.ts";
+import { type LiveSnapshot, mergeLiveSnapshots } from "../admin/live.ts";
 import type { NodeMetrics } from "../core/types.ts";
 import {
   type ConfigVersion,
@@ -237,6 +238,17 @@ export class Supervisor {
     return answers.filter((a): a is WorkerView => typeof a === "object" && a !== null);
   }
 
+  /** The group's Live snapshot: every worker's own merged (ADR 0036). */
+  async liveSnapshot(): Promise<LiveSnapshot> {
+    const [views, workers] = await Promise.all([this.views(), this.workers()]);
+    return mergeLiveSnapshots(
+      views.map((v) => v.live),
+      this.gateway.skeid.now(),
+      workers,
+      this.gateway.probes.status(),
+    );
+  }
+
   /**
    * Applies a change to the supervisor's core and every worker's; resolves once each applied it
    * (throws the first error). For what no admin route changes: tests, drills.
@@ -358,6 +370,11 @@ export class Supervisor {
           );
           return;
         }
+        case "live":
+          this.liveSnapshot().then((snapshot) =>
+            this.#send(slot, { type: "live_reply", id: msg.id, snapshot })
+          );
+          return;
         case "session":
           answerSession(this.gateway.sessions, msg.op).then((answer) =>
             this.#send(slot, { type: "session_reply", id: msg.id, answer })
@@ -481,7 +498,7 @@ export class Supervisor {
     const path = request.path.split("?")[0];
     if (path === "/health" && !this.#ready) return STARTING;
     const grouped = path === "/skeid/workers" || path === "/skeid/metrics" ||
-      path === "/skeid/metrics/nodes";
+      path === "/skeid/metrics/nodes" || path === "/skeid/live/snapshot";
     // The group routes are checked by the supervisor's own admin plane first (key, 401/404).
     const asked = grouped
       ? { ...request, method: "GET", path: "/skeid/config", body: "" }
@@ -497,6 +514,7 @@ export class Supervisor {
     const res = await responseToWire(await app.fetch(fromWire(asked)));
     if (res.status !== 200) return res;
     if (path === "/skeid/workers") return jsonWire({ workers: await this.workers() });
+    if (path === "/skeid/live/snapshot") return jsonWire(await this.liveSnapshot());
     if (path === "/skeid/metrics/nodes") return await this.#nodeMetrics(request);
     if (path === "/skeid/metrics") {
       const answers = await Promise.all(this.#slots.map((slot) => this.#local(slot, request)));

@@ -20,6 +20,7 @@ import { createLogger, type Logger } from "../log.ts";
 import { queueGate, RemoteKeyGroup } from "./key_group.ts";
 import { RemoteIssuedKeys } from "./remote_issued.ts";
 import { RemoteSessions } from "./remote_sessions.ts";
+import type { LiveSnapshot } from "../admin/live.ts";
 import { ShareBoard } from "./share_board.ts";
 import {
   type ConfigVersion,
@@ -78,6 +79,8 @@ const forwarded = new Map<number, (response: WireResponse) => void>();
 let nextId = 1;
 /** Issued keys, judged by the supervisor's directory (ADR 0029). */
 const issued = new RemoteIssuedKeys((msg) => post(msg), () => nextId++);
+/** Live snapshots asked of the supervisor, by id. */
+const lives = new Map<number, (snapshot: LiveSnapshot) => void>();
 /** Console sessions, held by the supervisor for the group (ADR 0035). */
 const sessions = new RemoteSessions((msg) => post(msg), () => nextId++);
 
@@ -156,6 +159,12 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
         // Posted before the request's key_admit (messages keep their order).
         grantRecorded: (grant) => post({ type: "grant", grant }),
         sessions,
+        liveSnapshot: () => {
+          const id = nextId++;
+          const answered = new Promise<LiveSnapshot>((resolve) => lives.set(id, resolve));
+          post({ type: "live", id });
+          return answered;
+        },
       },
       prefixIndex: msg.prefixBuffer,
       configFs: posted,
@@ -252,6 +261,7 @@ async function handle(msg: ToWorker): Promise<void> {
         waiters: gw.waiters.size,
         inflight: gw.inflight,
         share: gw.metrics.shareSnapshot(),
+        live: gw.localLive(),
       };
       post({ type: "view_reply", id: msg.id, view });
       return;
@@ -309,6 +319,11 @@ self.onmessage = (e: MessageEvent<ToWorker>) => {
   }
   if (msg.type === "issued_auth_reply") {
     issued.answered(msg.id, msg.grant);
+    return;
+  }
+  if (msg.type === "live_reply") {
+    lives.get(msg.id)?.(msg.snapshot);
+    lives.delete(msg.id);
     return;
   }
   if (msg.type === "session_reply") {

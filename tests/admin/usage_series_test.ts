@@ -94,3 +94,49 @@ Deno.test("GET /skeid/usage/series on jsonlog: since_start, per bucket and group
     await tmp.cleanup();
   }
 });
+
+Deno.test("GET /skeid/usage/series?format=csv: the JSON's rows under a header, as a download", async () => {
+  const tmp = await tempDir();
+  try {
+    const cfg = normalizeUsageStoreConfig(
+      { backend: "jsonlog", path: `${tmp.dir}/events/` },
+      { env: () => undefined },
+    );
+    assert(cfg.backend === "jsonlog");
+    const store = new JsonlogStore(cfg);
+    await store.prepare();
+    await store.write([
+      event({ created_at: "2026-09-01T10:05:00Z", node_id: "n1", cost_total_usd: 0.5 }),
+      event({ created_at: "2026-09-01T12:00:00Z", node_id: '=HYPERLINK("x"),a', status_code: 500 }),
+    ]);
+    const f = adminFixture();
+    f.deps.usageSeries = (q) => store.series(q);
+    const range = "from=2026-09-01T10:30:00Z&to=2026-09-01T12:10:00Z&by=node";
+    const res = await f.req(`/skeid/usage/series?${range}&format=csv`);
+    assertEquals(res.status, 200);
+    assertEquals(res.headers.get("content-type"), "text/csv; charset=utf-8");
+    assertEquals(
+      res.headers.get("content-disposition"),
+      'attachment; filename="skeid-usage-2026-09-01T10-2026-09-01T13.csv"',
+    );
+    const lines = (await res.text()).split("\r\n");
+    assertEquals(lines, [
+      "bucket_start,node_id,requests,errors,input_tokens,output_tokens,cached_tokens,cost_usd",
+      "2026-09-01T10:00:00Z,n1,1,0,0,0,0,0.5",
+      // A formula is made inert, and the quotes and comma in it quoted.
+      `2026-09-01T12:00:00Z,"'=HYPERLINK(""x""),a",1,1,0,0,0,0`,
+      "",
+    ]);
+    const json = await (await f.req(`/skeid/usage/series?${range}`)).json();
+    const rows = json.buckets.flatMap((b: { groups: unknown[] }) => b.groups).length;
+    assertEquals(rows, lines.length - 2, "the same rows as the JSON");
+    const bad = await f.req(`/skeid/usage/series?${range}&format=xml`);
+    assertEquals([bad.status, (await bad.json()).param], [400, "format"]);
+    const huge = await f.req(
+      "/skeid/usage/series?from=2020-01-01T00:00:00Z&to=2026-09-01T00:00:00Z&format=csv",
+    );
+    assertEquals([huge.status, (await huge.json()).param], [400, "to"]);
+  } finally {
+    await tmp.cleanup();
+  }
+});
