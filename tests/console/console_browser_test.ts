@@ -12,6 +12,7 @@ import { post, startGateway, type TestGateway } from "../integration/helpers.ts"
 import { until } from "../_helpers/poll.ts";
 import { launchBrowser, screenshot, type TestBrowser, watchedPage } from "./browser.ts";
 import type { Page } from "puppeteer-core";
+import { TcpProxy } from "../usage/helpers.ts";
 
 const ADMIN_KEY = "adm-console-browser-0123456789";
 const XSS_MODEL = "<img src=x onerror=alert(1)>";
@@ -44,6 +45,8 @@ function ask(
   if (opts.holdMs) headers["x-fake-options"] = JSON.stringify({ fake_ttft_ms: opts.holdMs });
   return post(`${t.base}/v1/chat/completions`, {
     model,
+    // A small max_tokens keeps the budget's reservation (the output charge) small.
+    max_tokens: 16,
     messages: [{ role: "user", content: "hello there, console" }],
   }, headers);
 }
@@ -94,12 +97,16 @@ Deno.test({
     const dir = await Deno.makeTempDir({ prefix: "skeid-console-" });
     const gw = await startGateway(config(fakeA, fakeB, fakeX, dir), { sink: false });
     let tb: TestBrowser | undefined;
+    let proxy: TcpProxy | undefined;
     try {
       tb = await launchBrowser();
       const w = await watchedPage(tb.browser);
       const { page } = w;
       await page.setViewport({ width: 1280, height: 820 });
-      const ui = `${gw.base}/skeid/ui`;
+      // The browser reaches the gateway through a TCP proxy the test can cut (a lost stream).
+      proxy = new TcpProxy({ hostname: "127.0.0.1", port: gw.server.addr.port });
+      const origin = `http://127.0.0.1:${proxy.port}`;
+      const ui = `${origin}/skeid/ui`;
 
       await t.step("a wrong key shows the 401 message", async () => {
         await page.goto(ui, { waitUntil: "load" });
@@ -169,9 +176,12 @@ Deno.test({
       });
 
       await t.step("a lost stream says so and reconnects", async () => {
-        await page.setOfflineMode(true);
-        await waitText(page, "#stream", "disconnected — reconnecting");
-        await page.setOfflineMode(false);
+        proxy!.down();
+        try {
+          await waitText(page, "#stream", "disconnected — reconnecting");
+        } finally {
+          proxy!.up();
+        }
         await waitText(page, "#stream", "Stream: live", 15_000);
       });
 
@@ -291,7 +301,7 @@ Deno.test({
       });
 
       await t.step("a forged session cookie goes back to sign-in", async () => {
-        const url = new URL(gw.base);
+        const url = new URL(origin);
         await page.setCookie({
           name: "skeid_session",
           value: "forged-session-value",
@@ -312,6 +322,7 @@ Deno.test({
       );
     } finally {
       await tb?.close();
+      await proxy?.close();
       await gw.stop();
       await Promise.all([fakeA.close(), fakeB.close(), fakeX.close()]);
       await Deno.remove(dir, { recursive: true }).catch(() => {});
