@@ -22,10 +22,11 @@ function config(a: FakeModel, b: FakeModel, x: FakeModel, dir: string): Record<s
   return {
     admin_api_key: ADMIN_KEY,
     nodes: [
-      { id: "fake-1", url: a.url, model: "m1", max_conns: 8 },
-      { id: "fake-2", url: b.url, model: "m1", max_conns: 8 },
+      { id: "fake-1", url: a.url, model: "m1", max_conns: 8, tags: ["local"] },
+      { id: "fake-2", url: b.url, model: "m1", max_conns: 8, tags: ["local"] },
       { id: "x-node", url: x.url, model: XSS_MODEL, max_conns: 4 },
     ],
+    aliases: { chat: { tiers: [{ tags: ["local"], model: "m1", wait_ms: 2000 }] } },
     pricing: { m1: { input_per_million: 2000, output_per_million: 4000 } },
     policies: { std: { budget: { usd: 5, period: "month" } } },
     names: { alice: ALICE },

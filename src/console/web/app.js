@@ -44,7 +44,7 @@ function h(tag, props = {}, ...children) {
     else el.setAttribute(k, v === true ? "" : String(v));
   }
   for (const c of children) {
-    if (c === null || c === undefined || c === false) continue;
+    if (c === null || c === undefined || c === false || c === "") continue;
     el.append(typeof c === "string" || typeof c === "number" ? String(c) : c);
   }
   return el;
