@@ -447,6 +447,8 @@ export class Gateway implements ProxyContext {
       adminKey: () => config.adminApiKey(),
       reloadStatus: () => config.status(),
       configApplied: () => config.applied(),
+      configHistory: () => config.history(),
+      checkConfig: () => config.check(),
       reload: () => config.reload(),
       usageReport: (filters: ReportFilters): Promise<UsageReport> => this.ledger.report(filters),
       usageSeries: (q) => this.ledger.series(q),

@@ -29,6 +29,7 @@ import type { Tenancy } from "../core/tenancy.ts";
 import { keyStatus } from "./keys.ts";
 import { tenancyListing } from "./tenancy_list.ts";
 import type { LiveFeed, LiveSnapshot } from "./live.ts";
+import type { ConfigCheck, ConfigHistory } from "../config/config_manager.ts";
 import type { IssuedKeyDirectory } from "../customer_keys/directory.ts";
 import { keysAdminRoutes } from "../customer_keys/admin_keys.ts";
 import { explainRoute } from "./route_explain.ts";
@@ -59,6 +60,10 @@ export interface AdminDeps {
   reloadStatus(): ReloadStatus;
   /** When the config in force was applied and the SHA-256 of its file text (`GET /skeid/config`). */
   configApplied?(): { applied_at: string | null; file_sha256: string | null };
+  /** The config file, its last change and its last failure (`GET /skeid/config`). */
+  configHistory?(): ConfigHistory;
+  /** A dry run of the file on disk now (`POST /skeid/config/check`). */
+  checkConfig?(): Promise<ConfigCheck>;
   /** Explicit reload; throws with the error message (the config in force stays). */
   reload(): Promise<unknown>;
   /** A usage report for the filters. */
@@ -415,7 +420,18 @@ export function adminRoutes(deps: AdminDeps): Hono {
 
   // ---- config ------------------------------------------------------------------------------
 
-  app.get("/skeid/config", () => json({ ...deps.reloadStatus(), ...deps.configApplied?.() }));
+  app.get("/skeid/config", () =>
+    json({
+      ...deps.reloadStatus(),
+      ...deps.configApplied?.(),
+      ...(deps.configHistory?.() ?? { path: null, last_change: null, last_failure: null }),
+    }));
+
+  // What a reload would do now, applying nothing.
+  app.post("/skeid/config/check", async () => {
+    if (!deps.checkConfig) return json({ ok: false, error: "no config manager" }, 404);
+    return json(await deps.checkConfig());
+  });
 
   // One process serving alone is the one worker of its group (with --workers N the supervisor
   // answers this route for all of them).

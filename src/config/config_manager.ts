@@ -209,6 +209,12 @@ export class ConfigManager {
   #storeRemovedWarned = false;
   /** When the config in force was applied, and the SHA-256 of the file text it came from. */
   #applied: { at: number; fileSha256: string | null } | undefined;
+  /** Digest of each top-level section of the config in force (what a change or a dry run names). */
+  #sectionDigests = new Map<string, string>();
+  /** The last reload that changed something, and the sections it changed. */
+  #lastChange: { at: number; sections: string[] } | undefined;
+  /** The last failed load or reload, with every error and its line. */
+  #lastFailure: { at: number; errors: ConfigIssue[] } | undefined;
 
   #queue: Promise<unknown> = Promise.resolve();
   #pendingCheck?: Promise<boolean>;
@@ -335,6 +341,73 @@ export class ConfigManager {
   applied(): { applied_at: string | null; file_sha256: string | null } {
     const a = this.#applied;
     return { applied_at: a ? isoSeconds(a.at) : null, file_sha256: a?.fileSha256 ?? null };
+  }
+
+  /**
+   * The Config page's view: the file, the last reload that changed something (its sections) and
+   * the last failed one (each error with its path and line). Never a value of the config.
+   */
+  history(): ConfigHistory {
+    const c = this.#lastChange;
+    const f = this.#lastFailure;
+    return {
+      path: this.#path ?? null,
+      last_change: c ? { at: isoSeconds(c.at), sections: c.sections } : null,
+      last_failure: f ? { at: isoSeconds(f.at), errors: f.errors.map(issueToWire) } : null,
+    };
+  }
+
+  /**
+   * A dry run of the file on disk now: what a reload would change (the top-level sections that
+   * differ from the config in force) or every error with its path and line. Applies nothing,
+   * records no failure, opens no store.
+   */
+  check(): Promise<ConfigCheck> {
+    return this.#exclusive(async () => {
+      const path = this.#path;
+      if (path === undefined) {
+        return {
+          ok: false,
+          path: null,
+          file_sha256: null,
+          changes: { sections: [] },
+          errors: [{ path: "", line: null, message: "no config file (serve --config FILE)" }],
+        };
+      }
+      let text: string;
+      try {
+        text = await this.#fs.readTextFile(path);
+      } catch (e) {
+        const message = e instanceof Deno.errors.NotFound
+          ? `config file not found: ${path}`
+          : errorMessage(e);
+        return {
+          ok: false,
+          path,
+          file_sha256: null,
+          changes: { sections: [] },
+          errors: [{ path: "", line: null, message }],
+        };
+      }
+      const fileSha256 = sha256(text);
+      try {
+        const parsed = await this.#parser.parse(text, path);
+        const built = buildConfig(parsed.value, this.#loadOptions(), parsed.prebuilt);
+        const lines = await parsed.linesOf(built.issues.map((i) => i.segments));
+        const loaded = locateIssues(built, path, (segments) => lines.get(formatPath(segments)));
+        parsed.restore(loaded.config);
+        const sections = changedSections(this.#sectionDigests, sectionDigests(loaded.config));
+        return { ok: true, path, file_sha256: fileSha256, changes: { sections }, errors: [] };
+      } catch (e) {
+        return {
+          ok: false,
+          path,
+          file_sha256: fileSha256,
+          changes: { sections: [] },
+          errors: issuesOf(e).map(issueToWire),
+        };
+      }
+    });
   }
 
   /** The admin API key in force; `''` = the admin API is off. */
@@ -582,6 +655,12 @@ export class ConfigManager {
     }
 
     // Committed: from here on nothing may fail the reload.
+    const digests = sectionDigests(loaded.config);
+    if (this.#loaded) {
+      const sections = changedSections(this.#sectionDigests, digests);
+      if (sections.length > 0) this.#lastChange = { at: this.#now(), sections };
+    }
+    this.#sectionDigests = digests;
     this.#loaded = loaded;
     this.#adminKey = loaded.adminKey;
     if (store) {
@@ -645,6 +724,7 @@ export class ConfigManager {
       failedAt: now,
       failures: this.#status.failures + 1,
     };
+    this.#lastFailure = { at: now, errors: issuesOf(e) };
     this.#logger.error("config_reload_failed", {
       path: this.#path ?? null,
       error: message,
@@ -653,6 +733,57 @@ export class ConfigManager {
     });
     return e;
   }
+}
+
+/** An error of a config as the admin API shows it. */
+export interface ConfigErrorWire {
+  path: string;
+  line: number | null;
+  message: string;
+}
+
+/** `GET /skeid/config`'s history part. */
+export interface ConfigHistory {
+  path: string | null;
+  last_change: { at: string; sections: string[] } | null;
+  last_failure: { at: string; errors: ConfigErrorWire[] } | null;
+}
+
+/** `POST /skeid/config/check`: a dry run of the file on disk. */
+export interface ConfigCheck {
+  ok: boolean;
+  path: string | null;
+  file_sha256: string | null;
+  changes: { sections: string[] };
+  errors: ConfigErrorWire[];
+}
+
+function issueToWire(i: ConfigIssue): ConfigErrorWire {
+  return { path: i.path, line: i.line ?? null, message: i.message };
+}
+
+/** The issues of a failed load: a ConfigLoadError's own, else the error as one issue. */
+function issuesOf(e: unknown): ConfigIssue[] {
+  if (e instanceof ConfigLoadError) return e.issues;
+  return [{ path: "", message: errorMessage(e) }];
+}
+
+/** Digest of each top-level section of a validated config. */
+function sectionDigests(config: Config): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const key of Object.keys(config)) {
+    out.set(key, digestOf((config as Record<string, unknown>)[key] ?? null));
+  }
+  return out;
+}
+
+/** The top-level sections that differ between two configs' digests (added, changed, removed). */
+function changedSections(
+  before: ReadonlyMap<string, string>,
+  after: ReadonlyMap<string, string>,
+): string[] {
+  const keys = new Set([...before.keys(), ...after.keys()]);
+  return [...keys].filter((k) => before.get(k) !== after.get(k)).sort();
 }
 
 /** ISO-8601 UTC to the second (`2026-09-25T16:08:30Z`). */

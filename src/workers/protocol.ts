@@ -234,6 +234,7 @@ export function forwardedToSupervisor(method: string, path: string): boolean {
   }
   if (method === "POST") {
     return path === "/skeid/nodes" || path === "/skeid/config/reload" ||
+      path === "/skeid/config/check" ||
       /^\/skeid\/nodes\/[^/]+\/(health|drain)$/.test(path);
   }
   return method === "DELETE" && /^\/skeid\/nodes\/[^/]+$/.test(path);
@@ -242,7 +243,7 @@ export function forwardedToSupervisor(method: string, path: string): boolean {
 /** Whether a forwarded admin request changes the inventory (then every worker applies it). */
 export function isInventoryMutation(method: string, path: string): boolean {
   return (method === "POST" || method === "DELETE") && path !== "/skeid/config/reload" &&
-    !isKeysPath(path);
+    path !== "/skeid/config/check" && !isKeysPath(path);
 }
 
 /** `/skeid/keys` and what is under it: customer keys, the supervisor's business. */
