@@ -13,6 +13,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
+import { DatabaseSync } from "node:sqlite";
 import { stringify } from "yaml";
 import { SqliteStore } from "../../src/usage/sqlite.ts";
 import { buildUsageEvent } from "../../src/usage/event.ts";
@@ -54,7 +55,9 @@ function rng(seed: number): () => number {
 function syntheticEvent(i: number, r: () => number, now: number): UsageEvent {
   const at = now - 30 * DAY + Math.floor((i / EVENTS) * 30 * DAY);
   const ok = r() > 0.03;
-  const a = Math.floor(r() * ALIASES.length);
+  // A fleet's shape: a few keys send most requests (skewed), each key mostly uses one alias.
+  const k = Math.floor(KEYS.length * r() ** 3);
+  const a = r() < 0.9 ? k % ALIASES.length : Math.floor(r() * ALIASES.length);
   const alias = ALIASES[a];
   const model = MODELS[(a + Math.floor(r() * 2)) % MODELS.length];
   const input = 50 + Math.floor(r() * 2000);
@@ -63,7 +66,7 @@ function syntheticEvent(i: number, r: () => number, now: number): UsageEvent {
     request_id: `req_bench_${i}`,
     api_format: "openai",
     endpoint: "/v1/chat/completions",
-    api_key_id: KEYS[Math.floor(r() * KEYS.length)],
+    api_key_id: KEYS[k],
     provider: "skeid",
     engine: "vllm",
     // An alias serves one of two models, each model sits on its own nodes: a fleet's shape.
@@ -126,6 +129,14 @@ for (let i = 0; i < EVENTS; i += BATCH) {
 const writeS = (performance.now() - t0) / 1000;
 await store.close();
 const dbBytes = (await Deno.stat(dbPath)).size;
+const rollupRows = (() => {
+  const db = new DatabaseSync(dbPath, { readOnly: true });
+  try {
+    return Number((db.prepare("SELECT count(*) AS n FROM usage_rollups").get() as { n: number }).n);
+  } finally {
+    db.close();
+  }
+})();
 
 // ---- 2. the gateway -----------------------------------------------------------------------
 const fake = startFakeModel();
@@ -246,7 +257,8 @@ log(
   `Ledger written through the store's batch write (events and roll-ups in one transaction per ` +
     `${BATCH.toLocaleString("en-US")} events): ${writeS.toFixed(1)} s, ` +
     `${Math.round(EVENTS / writeS).toLocaleString("en-US")} events/s, ` +
-    `${(dbBytes / 1e6).toFixed(0)} MB.`,
+    `${(dbBytes / 1e6).toFixed(0)} MB; ${rollupRows.toLocaleString("en-US")} hourly roll-up rows ` +
+    "(one per hour, key, alias, served model and node that had events).",
 );
 log("");
 log(`## Pages in Chromium (navigation start to drawn, ms, ${RUNS} loads after one warm-up)`);
