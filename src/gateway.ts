@@ -452,6 +452,8 @@ export class Gateway implements ProxyContext {
       reload: () => config.reload(),
       usageReport: (filters: ReportFilters): Promise<UsageReport> => this.ledger.report(filters),
       usageSeries: (q) => this.ledger.series(q),
+      usageEvents: (q) => this.ledger.events(q),
+      usageEvent: (id) => this.ledger.event(id),
       metrics: this.metrics,
       tenancy: this.tenancy,
       issuedKeys: this.issuedKeys,

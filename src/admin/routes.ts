@@ -21,6 +21,12 @@ import {
 } from "../usage/rollup.ts";
 import type { Logger } from "../log.ts";
 import { seriesCsv, seriesCsvName } from "../usage/series_csv.ts";
+import {
+  type EventsPage,
+  type EventsQuery,
+  EventsQueryError,
+  parseEventsQuery,
+} from "../usage/events_page.ts";
 import { withPublicUrl } from "../url_credentials.ts";
 import { FunctionError, type FunctionTable, nodeMetricsToWire } from "../core/functions.ts";
 import { NodeSpecError } from "../core/inventory.ts";
@@ -70,6 +76,10 @@ export interface AdminDeps {
   usageReport(filters: ReportFilters): Promise<UsageReport>;
   /** The Usage page's series from the ledger's roll-ups; undefined when there is no store. */
   usageSeries?(q: SeriesQuery): Promise<SeriesAnswer | undefined>;
+  /** A page of usage events, newest first (`GET /skeid/usage/events`); undefined: no store. */
+  usageEvents?(q: EventsQuery): Promise<EventsPage | undefined>;
+  /** One usage event by event id; null: none; undefined: no store. */
+  usageEvent?(eventId: string): Promise<Record<string, unknown> | null | undefined>;
   /** Volatile process counters for `/skeid/metrics`. */
   metrics: GatewayMetrics;
   /** Rate windows and budgets per customer key (`GET /skeid/keys/:key`). */
@@ -373,6 +383,44 @@ export function adminRoutes(deps: AdminDeps): Hono {
     } catch (e) {
       logger.error("admin_usage_series_failed", { error: String(e) });
       return json({ ok: false, error: "usage series failed" }, 500);
+    }
+  });
+
+  // The Requests page: the latest events, newest first, by keyset (never an OFFSET).
+  app.get("/skeid/usage/events", async (c) => {
+    let q: EventsQuery;
+    try {
+      q = parseEventsQuery((name) => c.req.query(name));
+    } catch (e) {
+      if (e instanceof EventsQueryError) {
+        return json({ ok: false, error: e.message, param: e.param }, 400);
+      }
+      throw e;
+    }
+    try {
+      const page = await deps.usageEvents?.(q);
+      if (!page) {
+        return json({ ok: false, enabled: false, error: "usage_store not configured" }, 404);
+      }
+      return json(page);
+    } catch (e) {
+      logger.error("admin_usage_events_failed", { error: String(e) });
+      return json({ ok: false, error: "usage events failed" }, 500);
+    }
+  });
+
+  app.get("/skeid/usage/events/:id", async (c) => {
+    const id = c.req.param("id");
+    try {
+      const found = await deps.usageEvent?.(id);
+      if (found === undefined) {
+        return json({ ok: false, enabled: false, error: "usage_store not configured" }, 404);
+      }
+      if (found === null) return json({ ok: false, error: `unknown usage event '${id}'` }, 404);
+      return json(found);
+    } catch (e) {
+      logger.error("admin_usage_event_failed", { error: String(e) });
+      return json({ ok: false, error: "usage event failed" }, 500);
     }
   });
 

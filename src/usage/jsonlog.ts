@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { eventOfRow, EventRing, type EventsPage, type EventsQuery } from "./events_page.ts";
 import { dirname, join } from "node:path";
 import type { JsonlogStoreConfig } from "./config.ts";
 import { aggregate } from "./report.ts";
@@ -72,6 +73,8 @@ function parseRecord(line: string): Record<string, unknown> | undefined {
 export class JsonlogStore implements UsageStore {
   /** What the charts read: the files are not scanned for them. */
   readonly #rollups = new MemoryRollups();
+  /** The Requests page's recent events, kept in memory since this store opened. */
+  readonly #recent = new EventRing();
   /** Always `jsonlog`. */
   readonly backend = "jsonlog" as const;
   /** `jsonlog dir|file <path>`. */
@@ -116,6 +119,18 @@ export class JsonlogStore implements UsageStore {
       await this.#append(events);
     }
     this.#rollups.add(events);
+    this.#recent.add(events);
+  }
+
+  /** A page of the Requests page from the ring of recent events (`source: "memory"`). */
+  events(q: EventsQuery): Promise<EventsPage> {
+    return Promise.resolve(this.#recent.page(q));
+  }
+
+  /** One event while the ring holds it. */
+  event(eventId: string): Promise<Record<string, unknown> | undefined> {
+    const e = this.#recent.get(eventId);
+    return Promise.resolve(e ? eventOfRow(e as unknown as Record<string, unknown>) : undefined);
   }
 
   /** The Usage page's series from the roll-ups kept in memory since this store opened. */

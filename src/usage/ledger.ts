@@ -14,6 +14,7 @@
  *
  * @module
  */
+import type { EventsPage, EventsQuery } from "./events_page.ts";
 import { LastSeen } from "./last_seen.ts";
 import { join } from "node:path";
 import type { Logger } from "../log.ts";
@@ -319,6 +320,25 @@ export class UsageLedger implements UsageRecorder {
     await this.flush();
     const store = this.#store;
     return store?.series ? await store.series(q) : undefined;
+  }
+
+  /**
+   * A page of the Requests page from the store, after writing what this process holds.
+   * Undefined when no store is configured or it keeps no events to read (a callback sink).
+   */
+  async events(q: EventsQuery): Promise<EventsPage | undefined> {
+    if (!this.#store?.events) return undefined;
+    await this.flush();
+    const store = this.#store;
+    return store?.events ? await store.events(q) : undefined;
+  }
+
+  /** One event by its event id (null: none; undefined: no store that can say). */
+  async event(eventId: string): Promise<Record<string, unknown> | null | undefined> {
+    if (!this.#store?.event) return undefined;
+    await this.flush();
+    const store = this.#store;
+    return store?.event ? (await store.event(eventId)) ?? null : undefined;
   }
 
   /**

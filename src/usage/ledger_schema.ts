@@ -80,6 +80,13 @@ export const USAGE_INDEXES: readonly string[] = [
   "CREATE UNIQUE INDEX IF NOT EXISTS usage_events_event_id_idx ON usage_events (event_id)",
 ];
 
+/**
+ * The Requests page's keyset order, newest first (ADR 0036's page, `events_page.ts`). SQLite's
+ * `created_at` index already ends in the rowid, which `id` is; PostgreSQL's does not.
+ */
+export const KEYSET_INDEX_PG =
+  "CREATE INDEX IF NOT EXISTS usage_events_created_at_id_idx ON usage_events (created_at, id)";
+
 /** The name of the unique index on event_id. */
 export const EVENT_ID_INDEX = "usage_events_event_id_idx";
 
@@ -95,8 +102,8 @@ export const SQLITE_SCHEMA: string = [createTable("sqlite"), ...USAGE_INDEXES].j
   ";\n";
 
 /** The shipped PostgreSQL schema. */
-export const POSTGRES_SCHEMA: string = [createTable("postgresql"), ...USAGE_INDEXES].join(";\n") +
-  ";\n";
+export const POSTGRES_SCHEMA: string =
+  [createTable("postgresql"), ...USAGE_INDEXES, KEYSET_INDEX_PG].join(";\n") + ";\n";
 
 /** The statements that bring an existing table up to date, for the columns it lacks. */
 export function addColumnStatements(

@@ -8,7 +8,21 @@
  */
 import postgres from "postgres";
 import type { PostgresStoreConfig } from "./config.ts";
-import { addColumnStatements, createTable, USAGE_COLUMNS, USAGE_INDEXES } from "./ledger_schema.ts";
+import {
+  addColumnStatements,
+  createTable,
+  KEYSET_INDEX_PG,
+  USAGE_COLUMNS,
+  USAGE_INDEXES,
+} from "./ledger_schema.ts";
+import {
+  eventOfRow,
+  type EventsDialect,
+  type EventsPage,
+  eventsPageOf,
+  type EventsQuery,
+  eventsSql,
+} from "./events_page.ts";
 import { errorMessage } from "./secret.ts";
 import { type ReportDialect, type SqlArg, sqlPeriodTotals, sqlReport } from "./sql_report.ts";
 import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";
@@ -142,6 +156,7 @@ export class PostgresStore implements UsageStore {
         const have = await this.#readColumns(tx);
         for (const stmt of addColumnStatements("postgresql", have)) await tx.unsafe(stmt);
         for (const stmt of USAGE_INDEXES) await tx.unsafe(stmt);
+        await tx.unsafe(KEYSET_INDEX_PG);
         for (const stmt of rollupTableStatements("postgresql")) await tx.unsafe(stmt);
         await tx.unsafe("COMMIT");
         tx.release();
@@ -344,6 +359,49 @@ export class PostgresStore implements UsageStore {
     } catch (err) {
       throw this.#fail("series", err);
     }
+  }
+
+  /** A page of the Requests page: `(created_at, id)` below the cursor, over their index. */
+  async events(q: EventsQuery): Promise<EventsPage> {
+    const sql = this.#sql;
+    if (!sql) throw new Error(`${this.description}: store is not open`);
+    try {
+      const { text, args } = eventsSql(this.#eventsDialect(), q);
+      return eventsPageOf(await sql.unsafe(text, args), q);
+    } catch (err) {
+      throw this.#fail("events", err);
+    }
+  }
+
+  /** One event by its event id. */
+  async event(eventId: string): Promise<Record<string, unknown> | undefined> {
+    const sql = this.#sql;
+    if (!sql) throw new Error(`${this.description}: store is not open`);
+    if (!this.#columns.has("event_id")) return undefined;
+    try {
+      const rows = await sql.unsafe(
+        `SELECT ${this.#eventsDialect().columns} FROM usage_events WHERE event_id = $1 LIMIT 1`,
+        [eventId],
+      );
+      return rows[0] ? eventOfRow(rows[0]) : undefined;
+    } catch (err) {
+      throw this.#fail("event", err);
+    }
+  }
+
+  /** PostgreSQL's spelling of the page: the columns the table has, created_at as UTC text. */
+  #eventsDialect(): EventsDialect {
+    const cols = ["id", ...USAGE_COLUMNS.map((c) => c.name).filter((n) => this.#columns.has(n))]
+      .map((n) => n === "created_at" ? `${CREATED_AT_TEXT} AS created_at` : n);
+    return {
+      param: (n) => `$${n}`,
+      // Microseconds: the cursor must compare equal to the stored value, not to its second.
+      cursorTs: `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`,
+      atOrBefore: (p) => `usage_events.created_at <= ${p}::timestamptz`,
+      at: (p) => `usage_events.created_at = ${p}::timestamptz`,
+      columns: cols.join(", "),
+      has: (name) => this.#columns.has(name),
+    };
   }
 
   /**

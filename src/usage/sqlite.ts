@@ -5,6 +5,14 @@
  *
  * @module
  */
+import {
+  eventOfRow,
+  type EventsDialect,
+  type EventsPage,
+  eventsPageOf,
+  type EventsQuery,
+  eventsSql,
+} from "./events_page.ts";
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import { dirname } from "node:path";
 import type { SqliteStoreConfig } from "./config.ts";
@@ -279,6 +287,38 @@ export class SqliteStore implements UsageStore {
       return Promise.reject(new Error(`sqlite series ${this.#cfg.path}: ${errorMessage(err)}`));
     }
   }
+
+  /** A page of the Requests page: `(created_at, id)` below the cursor, over the created_at index. */
+  events(q: EventsQuery): Promise<EventsPage> {
+    const db = this.#db;
+    if (!db) return Promise.reject(new Error(`sqlite ${this.#cfg.path}: store is not open`));
+    try {
+      const { text, args } = eventsSql(this.#eventsDialect, q);
+      return Promise.resolve(
+        eventsPageOf(db.prepare(text).all(...args) as Record<string, unknown>[], q),
+      );
+    } catch (err) {
+      return Promise.reject(new Error(`sqlite events ${this.#cfg.path}: ${errorMessage(err)}`));
+    }
+  }
+
+  /** One event by its event id. */
+  event(eventId: string): Promise<Record<string, unknown> | undefined> {
+    const db = this.#db;
+    if (!db) return Promise.reject(new Error(`sqlite ${this.#cfg.path}: store is not open`));
+    if (!this.#columns.has("event_id")) return Promise.resolve(undefined);
+    const row = db.prepare("SELECT * FROM usage_events WHERE event_id = ? LIMIT 1").get(eventId);
+    return Promise.resolve(row ? eventOfRow(row as Record<string, unknown>) : undefined);
+  }
+
+  readonly #eventsDialect: EventsDialect = {
+    param: () => "?",
+    cursorTs: "created_at",
+    atOrBefore: (p) => `created_at <= ${p}`,
+    at: (p) => `created_at = ${p}`,
+    columns: "*",
+    has: (name) => this.#columns.has(name),
+  };
 
   /** Cost and tokens per customer key id since `since`, in SQL (`sqlPeriodTotals`). */
   async periodTotals(since: string): Promise<Map<string, KeyPeriodTotals>> {

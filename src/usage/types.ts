@@ -5,6 +5,7 @@
  * @module
  */
 
+import type { EventsPage, EventsQuery } from "./events_page.ts";
 import type { CostAmounts, TokenCounts } from "../core/types.ts";
 import type { SeriesAnswer, SeriesQuery } from "./rollup.ts";
 
@@ -211,6 +212,10 @@ export interface UsageStore {
    * roll-ups. Absent on a callback sink. Throws when the store cannot answer.
    */
   series?(q: SeriesQuery): Promise<SeriesAnswer>;
+  /** A page of the Requests page (`GET /skeid/usage/events`), newest first, by keyset. */
+  events?(q: EventsQuery): Promise<EventsPage>;
+  /** One event by its event id (`GET /skeid/usage/events/:id`); undefined when none. */
+  event?(eventId: string): Promise<Record<string, unknown> | undefined>;
   /** Releases files, handles and connections. */
   close(): Promise<void>;
 }

@@ -229,6 +229,7 @@ export function forwardedToSupervisor(method: string, path: string): boolean {
       path === "/skeid/live/snapshot" ||
       path === "/skeid/metrics/nodes" || path === "/skeid/usage" ||
       path === "/skeid/usage/series" || path === "/skeid/tenancy" ||
+      path === "/skeid/usage/events" || path.startsWith("/skeid/usage/events/") ||
       // A customer key's windows and budget are the group's, held by the supervisor.
       path.startsWith("/skeid/keys/");
   }
