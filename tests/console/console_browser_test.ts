@@ -13,6 +13,7 @@ import { until } from "../_helpers/poll.ts";
 import { launchBrowser, screenshot, type TestBrowser, watchedPage } from "./browser.ts";
 import type { Page } from "puppeteer-core";
 import { TcpProxy } from "../usage/helpers.ts";
+import { dirname } from "node:path";
 
 const ADMIN_KEY = "adm-console-browser-0123456789";
 const XSS_MODEL = "<img src=x onerror=alert(1)>";
@@ -272,13 +273,31 @@ Deno.test({
         assertEquals(times, [...times].sort().reverse(), "newest first");
       });
 
-      await t.step("Config: the file in force and a dry run", async () => {
-        await page.click('nav a[data-page="config"]');
-        await waitText(page, ".facts", gw.configPath);
-        await page.click(".controls button:first-child");
-        await waitText(page, ".result h2", "Dry run");
-        await screenshot(page, "config");
-      });
+      await t.step(
+        "Config: the file in force, a dry run, a failed reload and its errors",
+        async () => {
+          await page.click('nav a[data-page="config"]');
+          await waitText(page, ".facts", gw.configPath);
+          await page.click(".controls button:first-child");
+          await waitText(page, ".result h2", "Dry run: the file is valid");
+          const good = await Deno.readTextFile(gw.configPath);
+          // A node whose url is a number: the loader names the path and line.
+          await Deno.writeTextFile(gw.configPath, good.replace(/url: http:[^\n]*/, "url: 12"));
+          try {
+            await page.click(".controls button:first-child");
+            await waitText(page, ".result h2", "Dry run: the file has errors");
+            await waitText(page, ".result .errors", "nodes");
+            await page.click(".controls button:last-child");
+            await waitText(page, ".result h2", "Reload failed");
+            await waitText(page, ".failure .errors", "nodes");
+            await screenshot(page, "config", [dirname(gw.configPath)]);
+          } finally {
+            await Deno.writeTextFile(gw.configPath, good);
+          }
+          await page.click(".controls button:last-child");
+          await waitText(page, ".result h2", "Reloaded");
+        },
+      );
 
       await t.step("a narrow window shows rows as labelled cards", async () => {
         await page.setViewport({ width: 390, height: 800 });

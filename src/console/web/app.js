@@ -1039,8 +1039,9 @@ function errorList(errors) {
       h(
         "li",
         {},
-        h("code", { text: `${e.path ?? ""}${e.line ? `:${e.line}` : ""}` }),
-        ` ${e.message ?? flat(e)}`,
+        h("code", { text: String(e.path ?? "") }),
+        e.line ? ` (line ${e.line})` : "",
+        `: ${e.message ?? flat(e)}`,
       )
     ),
   );
