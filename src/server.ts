@@ -87,6 +87,8 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       // so the streams end (their usage events are still written). Each connection closes once
       // its answers were written; one still open a moment after the grace (a client that does
       // not read) is cut.
+      // Live streams never end by themselves: ended first, so their connections can close.
+      gateway.live.close();
       const shutdown = server.shutdown(graceMs + DRAIN_LINGER_MS);
       await gateway.drain(graceMs);
       await shutdown;

@@ -81,11 +81,19 @@ export const USAGE_INDEXES: readonly string[] = [
 ];
 
 /**
- * The Requests page's keyset order, newest first (ADR 0036's page, `events_page.ts`). SQLite's
- * `created_at` index already ends in the rowid, which `id` is; PostgreSQL's does not.
+ * The Requests page's keyset order, newest first (`events_page.ts`), unfiltered and filtered by
+ * customer key (the filter used most). SQLite's indexes end in the rowid, which `id` is, so its
+ * `created_at` index already serves the unfiltered order; PostgreSQL's do not.
  */
-export const KEYSET_INDEX_PG =
-  "CREATE INDEX IF NOT EXISTS usage_events_created_at_id_idx ON usage_events (created_at, id)";
+export const KEYSET_INDEXES: Readonly<Record<"sqlite" | "postgresql", readonly string[]>> = {
+  sqlite: [
+    "CREATE INDEX IF NOT EXISTS usage_events_key_created_at_idx ON usage_events (api_key_id, created_at)",
+  ],
+  postgresql: [
+    "CREATE INDEX IF NOT EXISTS usage_events_created_at_id_idx ON usage_events (created_at, id)",
+    "CREATE INDEX IF NOT EXISTS usage_events_key_created_at_idx ON usage_events (api_key_id, created_at, id)",
+  ],
+};
 
 /** The name of the unique index on event_id. */
 export const EVENT_ID_INDEX = "usage_events_event_id_idx";
@@ -98,12 +106,12 @@ export function createTable(dialect: "sqlite" | "postgresql"): string {
 }
 
 /** The shipped SQLite schema (what auto_migrate runs when no schema_file is given). */
-export const SQLITE_SCHEMA: string = [createTable("sqlite"), ...USAGE_INDEXES].join(";\n") +
-  ";\n";
+export const SQLITE_SCHEMA: string =
+  [createTable("sqlite"), ...USAGE_INDEXES, ...KEYSET_INDEXES.sqlite].join(";\n") + ";\n";
 
 /** The shipped PostgreSQL schema. */
 export const POSTGRES_SCHEMA: string =
-  [createTable("postgresql"), ...USAGE_INDEXES, KEYSET_INDEX_PG].join(";\n") + ";\n";
+  [createTable("postgresql"), ...USAGE_INDEXES, ...KEYSET_INDEXES.postgresql].join(";\n") + ";\n";
 
 /** The statements that bring an existing table up to date, for the columns it lacks. */
 export function addColumnStatements(

@@ -11,7 +11,7 @@ import type { PostgresStoreConfig } from "./config.ts";
 import {
   addColumnStatements,
   createTable,
-  KEYSET_INDEX_PG,
+  KEYSET_INDEXES,
   USAGE_COLUMNS,
   USAGE_INDEXES,
 } from "./ledger_schema.ts";
@@ -156,7 +156,7 @@ export class PostgresStore implements UsageStore {
         const have = await this.#readColumns(tx);
         for (const stmt of addColumnStatements("postgresql", have)) await tx.unsafe(stmt);
         for (const stmt of USAGE_INDEXES) await tx.unsafe(stmt);
-        await tx.unsafe(KEYSET_INDEX_PG);
+        for (const stmt of KEYSET_INDEXES.postgresql) await tx.unsafe(stmt);
         for (const stmt of rollupTableStatements("postgresql")) await tx.unsafe(stmt);
         await tx.unsafe("COMMIT");
         tx.release();

@@ -16,7 +16,13 @@ import {
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
 import { dirname } from "node:path";
 import type { SqliteStoreConfig } from "./config.ts";
-import { addColumnStatements, createTable, USAGE_COLUMNS, USAGE_INDEXES } from "./ledger_schema.ts";
+import {
+  addColumnStatements,
+  createTable,
+  KEYSET_INDEXES,
+  USAGE_COLUMNS,
+  USAGE_INDEXES,
+} from "./ledger_schema.ts";
 import { errorMessage } from "./secret.ts";
 import { type ReportDialect, type SqlArg, sqlPeriodTotals, sqlReport } from "./sql_report.ts";
 import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";
@@ -102,6 +108,7 @@ export class SqliteStore implements UsageStore {
           db.exec(schema ?? createTable("sqlite"));
           for (const stmt of addColumnStatements("sqlite", this.#readColumns())) db.exec(stmt);
           for (const stmt of USAGE_INDEXES) db.exec(stmt);
+          for (const stmt of KEYSET_INDEXES.sqlite) db.exec(stmt);
           for (const stmt of rollupTableStatements("sqlite")) db.exec(stmt);
         }
       }

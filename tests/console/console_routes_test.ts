@@ -90,3 +90,27 @@ Deno.test("the whole console is at most 150 KB compressed", async () => {
   }
   assert(total <= 150 * 1024, `console is ${total} bytes gzipped`);
 });
+
+Deno.test("through a served gateway: /skeid/ui with the admin API off, then on", async () => {
+  const { startGateway } = await import("../integration/helpers.ts");
+  const gw = await startGateway({ nodes: [] });
+  try {
+    const off = await fetch(`${gw.base}/skeid/ui`);
+    assertEquals(off.status, 503);
+    assertStringIncludes(await off.text(), "SKEID_ADMIN_API_KEY");
+    const api = await fetch(`${gw.base}/skeid/nodes`);
+    assertEquals(api.status, 404, "the admin API itself stays hidden");
+    await api.body?.cancel();
+  } finally {
+    await gw.stop();
+  }
+  const on = await startGateway({ nodes: [], admin_api_key: "adm-console-on-0123456789" });
+  try {
+    const page = await fetch(`${on.base}/skeid/ui`);
+    assertEquals(page.status, 200);
+    assertEquals(page.headers.get("content-security-policy"), CONSOLE_CSP);
+    assertStringIncludes(await page.text(), "/skeid/ui/app.js");
+  } finally {
+    await on.stop();
+  }
+});

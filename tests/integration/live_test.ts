@@ -82,3 +82,31 @@ Deno.test("live stream: two events read with a real fetch, then the client leave
     await t.stop();
   }
 });
+
+Deno.test("live stream: a gateway that stops ends the open streams (no wait for the grace)", async () => {
+  const t = await startGateway({
+    admin_api_key: "adm-live-0123456789",
+    nodes: [{ id: "a", url: "http://127.0.0.1:9/v1", model: "m" }],
+  });
+  let stopped = false;
+  try {
+    const res = await fetch(`${t.base}/skeid/live`, { headers: ADMIN });
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    for (let i = 0; i < 10 && !text.includes("event: live"); i++) {
+      text += (await reader.read()).value ?? "";
+    }
+    const began = Date.now();
+    const stopping = t.stop();
+    stopped = true;
+    for (let i = 0; i < 100; i++) {
+      if ((await reader.read().catch(() => ({ done: true }))).done) break;
+    }
+    await stopping;
+    // The stop's grace is 2 s: ending the stream first lets the connection close well before.
+    const took = Date.now() - began;
+    assert(took < 1800, `stopped in ${took} ms`);
+  } finally {
+    if (!stopped) await t.stop();
+  }
+});
