@@ -26,8 +26,10 @@ function config(a: FakeModel, b: FakeModel, x: FakeModel, dir: string): Record<s
       { id: "fake-1", url: a.url, model: "m1", max_conns: 8, tags: ["local"] },
       { id: "fake-2", url: b.url, model: "m1", max_conns: 8, tags: ["local"] },
       { id: "x-node", url: x.url, model: XSS_MODEL, max_conns: 4 },
+      // One slot: a few held requests to alias `small` queue for it (who waits, on Live).
+      { id: "small-1", url: a.url, model: "m2", max_conns: 1, tags: ["small"] },
     ],
-    aliases: { chat: { tiers: [{ tags: ["local"], model: "m1", wait_ms: 2000 }] } },
+    aliases: { small: { tiers: [{ tags: ["small"], model: "m2", wait_ms: 8000 }] } },
     pricing: { m1: { input_per_million: 2000, output_per_million: 4000 } },
     policies: { std: { budget: { usd: 5, period: "month" } } },
     names: { alice: ALICE },
@@ -142,9 +144,13 @@ Deno.test({
 
       await t.step("Live: a node's inflight rises while requests are held", async () => {
         const held = [0, 1, 2, 3].map(() => ask(gw, "m1", { holdMs: 2500 }));
-        await waitJs(page, `${INFLIGHT_SUM} >= 4`);
+        // Three to a one-slot alias: one in flight, two wait in its tier, each shown with its key.
+        const queued = [0, 1, 2].map(() => ask(gw, "small", { holdMs: 1200 }));
+        await waitJs(page, `${INFLIGHT_SUM} >= 5`);
+        await waitText(page, "main table:not(.nodes)", ALICE);
+        await waitText(page, "main table:not(.nodes)", "small");
         await screenshot(page, "live");
-        for (const r of await Promise.all(held)) assertEquals(r.status, 200);
+        for (const r of await Promise.all([...held, ...queued])) assertEquals(r.status, 200);
         await waitJs(page, `${INFLIGHT_SUM} === 0`);
       });
 

@@ -469,13 +469,24 @@ const livePage = {
                 "Who waits",
                 Array.isArray(t.waiting) && t.waiting.length
                   ? t.waiting.map((/** @type {any} */ w) =>
-                    `${w.key_id} (${w.band}): ${num(w.queued)}, oldest ${ms(w.oldest_wait_ms)}`
+                    `${w.key_id} (band ${w.band}): ${num(w.queued)} queued, oldest ${
+                      ms(w.oldest_wait_ms)
+                    }`
                   ).join("; ")
                   : "nobody",
               ),
             )
           )
-          : [h("tr", {}, h("td", { colspan: "5", text: "No alias tiers." }))]),
+          : [
+            h(
+              "tr",
+              {},
+              h("td", {
+                colspan: "5",
+                text: "Nobody waits: no request is queued for a tier's capacity.",
+              }),
+            ),
+          ]),
       );
       workers.body.replaceChildren(
         ...(Array.isArray(snap.workers) ? snap.workers : []).map((/** @type {any} */ w) =>
