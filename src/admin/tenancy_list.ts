@@ -21,7 +21,8 @@ export interface TenancyRow {
   name: string | null;
   source: "config" | "issued";
   policy: string | null;
-  limits: Record<string, unknown> | null;
+  /** The key's rate limits as its policy has them; `{}` without any. */
+  limits: Record<string, unknown>;
   windows: { requests_this_minute: number; tokens_this_minute: number };
   budget: {
     limit: { usd: number | null; tokens: number | null };
@@ -66,7 +67,7 @@ function rowOf(
     name,
     source,
     policy,
-    limits: kp.limits === null ? null : { ...kp.limits },
+    limits: kp.limits === null ? {} : { ...kp.limits },
     windows: { requests_this_minute: w.requests, tokens_this_minute: w.tokens },
     budget: b === null ? null : {
       limit: { usd: b.cap.usd, tokens: b.cap.tokens },

@@ -63,7 +63,15 @@ Deno.test("admin key set: the right bearer → 200 (any case of the scheme)", as
   const f = adminFixture();
   const res = await f.req("/skeid/config");
   assertEquals(res.status, 200);
-  assertEquals(await res.json(), { ok: true, error: null, failed_at: null, failures: 0 });
+  assertEquals(await res.json(), {
+    ok: true,
+    error: null,
+    failed_at: null,
+    failures: 0,
+    path: null,
+    last_change: null,
+    last_failure: null,
+  });
   const lower = await f.app.request("/skeid/call/engines.list", {
     method: "POST",
     headers: { authorization: `bearer ${ADMIN_KEY}` },
