@@ -338,6 +338,18 @@ Deno.test({
         await page.waitForSelector("#admin-key", { timeout: 8000 });
       });
 
+      await t.step("too many wrong keys from one address: the 429 message", async () => {
+        // One wrong key was tried at the start; sign-in refuses after a few in a row.
+        for (let i = 0; i < 8; i++) {
+          // Cleared first, so each answer is this attempt's.
+          await page.evaluate(`document.querySelector(".message").textContent = ""`);
+          await signIn(page, `wrong-${i}`);
+          await waitText(page, ".message", "(4");
+          if ((await textOf(page, ".message")).includes("(429)")) break;
+        }
+        await waitText(page, ".message", "Too many failed sign-ins from this address (429)");
+      });
+
       assertEquals(w.foreign, [], "no request left for another origin");
       assertEquals(w.dialogs, [], "no dialog opened");
       assertEquals(
