@@ -15,7 +15,9 @@
 import { parseArgs } from "node:util";
 import { DatabaseSync } from "node:sqlite";
 import { stringify } from "yaml";
-import { SqliteStore } from "../../src/usage/sqlite.ts";
+import { normalizeUsageStoreConfig } from "../../src/usage/config.ts";
+import { createUsageStore } from "../../src/usage/open.ts";
+import { freshPgDatabase } from "../../tests/_helpers/pg.ts";
 import { buildUsageEvent } from "../../src/usage/event.ts";
 import type { UsageEvent } from "../../src/usage/types.ts";
 import { startServer } from "../../src/server.ts";
@@ -28,12 +30,15 @@ const { values } = parseArgs({
   options: {
     events: { type: "string", default: "1000000" },
     runs: { type: "string", default: "10" },
-    out: { type: "string", default: "docs/bench/ui.md" },
+    out: { type: "string" },
+    store: { type: "string", default: "sqlite" },
   },
 });
 const EVENTS = Math.max(1, Number(values.events));
 const RUNS = Math.max(1, Number(values.runs));
 const CALLS = 40;
+const STORE = values.store === "postgresql" ? "postgresql" : "sqlite";
+const OUT = values.out ?? (STORE === "sqlite" ? "docs/bench/ui.md" : "docs/bench/ui-postgresql.md");
 const ADMIN_KEY = "bench-ui-admin-key-0123456789abcdef";
 const DAY = 86_400_000;
 
@@ -107,16 +112,17 @@ const log = (s: string) => {
 };
 
 // ---- 1. the ledger ------------------------------------------------------------------------
-const store = new SqliteStore({
-  backend: "sqlite",
-  path: dbPath,
-  auto_migrate: true,
-  flush_interval_ms: 0,
-  spill_path: `${dir}/spill.jsonl`,
-  bill_estimated: true,
-});
+// PostgreSQL: a fresh database on the test server (scripts/pg-ensure), dropped at the end.
+const pg = STORE === "postgresql" ? await freshPgDatabase() : undefined;
+const storeConfig: Record<string, unknown> = pg
+  ? { backend: "postgresql", dsn: pg.dsn }
+  : { backend: "sqlite", path: dbPath };
+const store = createUsageStore(
+  normalizeUsageStoreConfig({ ...storeConfig, flush_interval_ms: 0 }, { env: () => undefined }),
+);
 await store.prepare();
-await store.rollupsBuilt();
+// A fresh ledger has nothing to build; waited for all the same, so every batch counts in them.
+if ("rollupsBuilt" in store && typeof store.rollupsBuilt === "function") await store.rollupsBuilt();
 const now = Date.now();
 const r = rng(23);
 const t0 = performance.now();
@@ -128,8 +134,8 @@ for (let i = 0; i < EVENTS; i += BATCH) {
 }
 const writeS = (performance.now() - t0) / 1000;
 await store.close();
-const dbBytes = (await Deno.stat(dbPath)).size;
-const rollupRows = (() => {
+const dbBytes = pg ? 0 : (await Deno.stat(dbPath)).size;
+const rollupRows = pg ? -1 : (() => {
   const db = new DatabaseSync(dbPath, { readOnly: true });
   try {
     return Number((db.prepare("SELECT count(*) AS n FROM usage_rollups").get() as { n: number }).n);
@@ -146,7 +152,7 @@ await Deno.writeTextFile(
   stringify({
     admin_api_key: ADMIN_KEY,
     nodes: NODES.map((id) => ({ id, url: fake.url, model: MODELS[0] })),
-    usage_store: { backend: "sqlite", path: dbPath },
+    usage_store: storeConfig,
   }),
 );
 const server = await startServer({
@@ -257,6 +263,7 @@ try {
   await server.stop(2000);
   await fake.close();
   await Deno.remove(dir, { recursive: true }).catch(() => {});
+  await pg?.drop();
 }
 
 // ---- 5. the report --------------------------------------------------------------------------
@@ -264,7 +271,9 @@ log("# Console on a large ledger (`deno task bench:ui`)");
 log("");
 log(
   `Run ${new Date().toISOString().slice(0, 16)}Z on ${navigator.hardwareConcurrency} cores ` +
-    `(Deno ${Deno.version.deno}, SQLite ledger, ${EVENTS.toLocaleString("en-US")} events over ` +
+    `(Deno ${Deno.version.deno}, ${STORE === "sqlite" ? "SQLite" : "PostgreSQL"} ledger, ${
+      EVENTS.toLocaleString("en-US")
+    } events over ` +
     `30 days: ${KEYS.length} keys, ${ALIASES.length} aliases, ${MODELS.length} served models, ` +
     `${NODES.length} nodes).`,
 );
@@ -273,8 +282,10 @@ log(
   `Ledger written through the store's batch write (events and roll-ups in one transaction per ` +
     `${BATCH.toLocaleString("en-US")} events): ${writeS.toFixed(1)} s, ` +
     `${Math.round(EVENTS / writeS).toLocaleString("en-US")} events/s, ` +
-    `${(dbBytes / 1e6).toFixed(0)} MB; ${rollupRows.toLocaleString("en-US")} hourly roll-up rows ` +
-    "(one per hour, key, alias, served model and node that had events).",
+    (pg
+      ? "the same shape as the SQLite run."
+      : `${(dbBytes / 1e6).toFixed(0)} MB; ${rollupRows.toLocaleString("en-US")} hourly ` +
+        "roll-up rows (one per hour, key, alias, served model and node that had events)."),
 );
 log("");
 log(`## Pages in Chromium (navigation start to drawn, ms, ${RUNS} loads after one warm-up)`);
@@ -291,5 +302,5 @@ log("| call | path | status | p50 | p95 |");
 log("|---|---|---:|---:|---:|");
 for (const row of apiRows) log(row);
 log("");
-await Deno.writeTextFile(values.out, lines.join("\n"));
-console.log(`wrote ${values.out}`);
+await Deno.writeTextFile(OUT, lines.join("\n"));
+console.log(`wrote ${OUT}`);
