@@ -9,6 +9,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import type { Gateway } from "./gateway.ts";
 import { adminRoutes } from "./admin/routes.ts";
+import { consoleRoutes } from "./console/console_routes.ts";
 import { registrySnapshotRoute } from "./registry/route.ts";
 import {
   countTokens,
@@ -164,6 +165,14 @@ export function buildApp(gw: Gateway): Hono {
       skeid: gw.skeid,
       registry: () => gw.config.registry(),
       adminKey: () => gw.config.adminApiKey(),
+    }),
+  );
+  // Before the admin routes: the console's files are public (the data behind them is not).
+  app.route(
+    "/",
+    consoleRoutes({
+      adminKey: () => gw.config.adminApiKey(),
+      adminKeyProblem: () => gw.config.adminKeyProblem(),
     }),
   );
   app.route("/", adminRoutes(gw.adminDeps()));

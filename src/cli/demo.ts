@@ -1,7 +1,9 @@
 /**
  * `skeid demo [--listen HOST:PORT]`: a gateway in front of a built-in fake model, with an alias
  * (`demo` → the fake model), prices and a SQLite usage store in a temp directory — nothing to set
- * up. Prints the address and a streaming curl line; runs until SIGINT/SIGTERM.
+ * up. Prints the address, a streaming curl line, and the operator's console with a sign-in key
+ * made for this run (the demo's admin key, never written to its config file); runs until
+ * SIGINT/SIGTERM.
  *
  * @module
  */
@@ -28,6 +30,23 @@ export function demoConfig(fakeUrl: string, dir: string): Record<string, unknown
     pricing: { "fake-model": { input_per_million: 0.15, output_per_million: 0.6 } },
     usage_store: { backend: "sqlite", path: `${dir}/usage.sqlite` },
   };
+}
+
+/** A fresh admin key for one demo run: 24 random bytes, base64url. */
+export function demoAdminKey(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(24));
+  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(
+    /=+$/,
+    "",
+  );
+}
+
+/** The lines that point an operator at the console of a gateway at `base`. */
+export function consoleLines(base: string, adminKey: string): string[] {
+  return [
+    `skeid demo: console at ${base}/skeid/ui`,
+    `skeid demo: sign in with the admin key ${adminKey}`,
+  ];
 }
 
 /** Runs the subcommand; answers the exit code. */
@@ -60,9 +79,15 @@ export async function run(args: string[]): Promise<number> {
   await fake.ready;
   const configPath = `${dir}/skeid.yaml`;
   await Deno.writeTextFile(configPath, stringify(demoConfig(fake.url, dir)));
+  const adminKey = demoAdminKey();
   let running;
   try {
-    running = await startServer({ hostname: listen.hostname, port: listen.port, configPath });
+    running = await startServer({
+      hostname: listen.hostname,
+      port: listen.port,
+      configPath,
+      explicitAdminKey: adminKey,
+    });
   } catch (err) {
     const inUse = err instanceof Deno.errors.AddrInUse
       ? ` (${addressTaken(listen.hostname, listen.port)})`
@@ -84,6 +109,7 @@ export async function run(args: string[]): Promise<number> {
       `-d '{"model":"demo","stream":true,"messages":[{"role":"user","content":"hello"}]}'`,
   );
   console.log(`  ./scripts/skeid usage --db ${dir}/usage.sqlite`);
+  for (const line of consoleLines(base, adminKey)) console.log(line);
 
   const stopped = Promise.withResolvers<void>();
   const onSignal = () => stopped.resolve();

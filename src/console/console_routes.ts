@@ -1,0 +1,74 @@
+/**
+ * `GET /skeid/ui` and `/skeid/ui/*`: the operator's console, a single page built only on the
+ * admin API (ADR 0037). Its files are public (they hold no data); every datum the page shows comes
+ * from an admin route behind the admin key or a session. With the admin API off the page says
+ * which variable turns it on instead.
+ *
+ * Every answer carries a strict Content-Security-Policy: scripts and styles from this origin only,
+ * no inline script, no frames, no other origin reachable from the page.
+ *
+ * @module
+ */
+import { Hono } from "hono";
+import { CONSOLE_ASSETS, CONSOLE_PAGE, type ConsoleAsset } from "./assets.ts";
+import { consoleOffPage } from "./console_off_page.ts";
+
+/** The console's Content-Security-Policy (also what the browser tests expect). */
+export const CONSOLE_CSP = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+].join("; ");
+
+/** Headers of every console answer. */
+export function consoleHeaders(type: string): Record<string, string> {
+  return {
+    "content-type": type,
+    "content-security-policy": CONSOLE_CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+    // The files change with the program: revalidate rather than keep a stale page after an upgrade.
+    "cache-control": "no-cache",
+  };
+}
+
+/** What the console needs from the gateway. */
+export interface ConsoleDeps {
+  /** The admin key in force; `''` = the admin API is off. */
+  adminKey(): string;
+  /** Why the admin API is off though the config names a key variable, else null. */
+  adminKeyProblem?(): string | null;
+}
+
+function answer(asset: ConsoleAsset, method: string, status = 200): Response {
+  return new Response(method === "HEAD" ? null : asset.body, {
+    status,
+    headers: consoleHeaders(asset.type),
+  });
+}
+
+/** The console's routes, as a Hono app mounted before the admin routes. */
+export function consoleRoutes(deps: ConsoleDeps): Hono {
+  const app = new Hono();
+  const serve = (name: string | undefined, method: string): Response => {
+    // The stylesheet is served either way: the off page uses it too.
+    if (deps.adminKey() === "" && name !== "style.css") {
+      const page = consoleOffPage(deps.adminKeyProblem?.() ?? null);
+      return answer({ type: "text/html; charset=utf-8", body: page }, method, 503);
+    }
+    if (name === undefined || name === "") return answer(CONSOLE_PAGE, method);
+    const asset = CONSOLE_ASSETS.get(name);
+    if (asset) return answer(asset, method);
+    return answer({ type: "text/plain; charset=utf-8", body: "Not Found" }, method, 404);
+  };
+  app.on(["GET", "HEAD"], "/skeid/ui", (c) => serve(undefined, c.req.method));
+  app.on(["GET", "HEAD"], "/skeid/ui/", (c) => serve(undefined, c.req.method));
+  app.on(["GET", "HEAD"], "/skeid/ui/:name", (c) => serve(c.req.param("name"), c.req.method));
+  return app;
+}

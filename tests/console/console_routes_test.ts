@@ -1,0 +1,116 @@
+import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_assert.ts";
+import { CONSOLE_CSP, consoleRoutes } from "../../src/console/console_routes.ts";
+import { CONSOLE_ASSETS, CONSOLE_PAGE } from "../../src/console/assets.ts";
+
+function fixture(key = "adm-key", problem: string | null = null) {
+  const state = { key, problem };
+  const app = consoleRoutes({ adminKey: () => state.key, adminKeyProblem: () => state.problem });
+  return { state, req: (path: string, init?: RequestInit) => app.request(path, init) };
+}
+
+Deno.test("GET /skeid/ui answers the page with the strict CSP and nosniff", async () => {
+  const f = fixture();
+  for (const path of ["/skeid/ui", "/skeid/ui/"]) {
+    const res = await f.req(path);
+    assertEquals(res.status, 200);
+    assertMatch(res.headers.get("content-type") ?? "", /^text\/html/);
+    assertEquals(res.headers.get("content-security-policy"), CONSOLE_CSP);
+    assertEquals(res.headers.get("x-content-type-options"), "nosniff");
+    assertEquals(await res.text(), CONSOLE_PAGE.body);
+  }
+  assertStringIncludes(CONSOLE_CSP, "default-src 'self'");
+  assertStringIncludes(CONSOLE_CSP, "script-src 'self'");
+  assertStringIncludes(CONSOLE_CSP, "frame-ancestors 'none'");
+  assert(!CONSOLE_CSP.includes("unsafe"), "no unsafe-* source in the CSP");
+});
+
+Deno.test("the console's files are served with their types; an unknown one is 404", async () => {
+  const f = fixture();
+  const js = await f.req("/skeid/ui/app.js");
+  assertEquals(js.status, 200);
+  assertMatch(js.headers.get("content-type") ?? "", /^text\/javascript/);
+  assertEquals(js.headers.get("content-security-policy"), CONSOLE_CSP);
+  assertEquals(await js.text(), CONSOLE_ASSETS.get("app.js")?.body);
+  const css = await f.req("/skeid/ui/style.css");
+  assertMatch(css.headers.get("content-type") ?? "", /^text\/css/);
+  await css.body?.cancel();
+  const missing = await f.req("/skeid/ui/nope.js");
+  assertEquals(missing.status, 404);
+  await missing.body?.cancel();
+  const head = await f.req("/skeid/ui", { method: "HEAD" });
+  assertEquals(head.status, 200);
+  assertEquals(await head.text(), "");
+});
+
+Deno.test("with the admin API off the page names the variable to set", async () => {
+  const f = fixture("");
+  const res = await f.req("/skeid/ui");
+  assertEquals(res.status, 503);
+  assertEquals(res.headers.get("content-security-policy"), CONSOLE_CSP);
+  const text = await res.text();
+  assertStringIncludes(text, "SKEID_ADMIN_API_KEY");
+  assertStringIncludes(text, "admin API is off");
+  // The page's script is not served while the plane is off; its stylesheet is.
+  const js = await f.req("/skeid/ui/app.js");
+  assertEquals(js.status, 503);
+  await js.body?.cancel();
+  const css = await f.req("/skeid/ui/style.css");
+  assertEquals(css.status, 200);
+  await css.body?.cancel();
+  f.state.problem =
+    "the admin API is off: admin_api_key_env names OPS_KEY, which is unset or empty";
+  const named = await (await f.req("/skeid/ui")).text();
+  assertStringIncludes(named, "OPS_KEY");
+  f.state.problem = "names <b>";
+  assertStringIncludes(await (await f.req("/skeid/ui")).text(), "ames &#60;b&#62;");
+});
+
+Deno.test("the page has no inline script and the script never parses data as HTML", () => {
+  const html = CONSOLE_PAGE.body;
+  for (const m of html.matchAll(/<script\b[^>]*>([\s\S]*?)<\/script>/g)) {
+    assertEquals(m[1].trim(), "", "no inline script");
+    assertMatch(m[0], /src="\/skeid\/ui\/app\.js"/);
+  }
+  assert(!/\son[a-z]+=/i.test(html), "no inline event handler");
+  assert(!/\sstyle=/i.test(html), "no inline style");
+  const js = CONSOLE_ASSETS.get("app.js")?.body ?? "";
+  for (const sink of ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("]) {
+    assert(!js.includes(sink), `app.js uses no ${sink}`);
+  }
+  assert(!js.includes("localStorage") && !js.includes("sessionStorage"), "nothing stored");
+  assert(!js.includes("document.cookie"), "the script never touches cookies");
+  assert(!/https?:\/\//.test(js.replaceAll("http://www.w3.org/2000/svg", "")), "no other origin");
+});
+
+Deno.test("the whole console is at most 150 KB compressed", async () => {
+  let total = 0;
+  for (const body of [CONSOLE_PAGE.body, ...[...CONSOLE_ASSETS.values()].map((a) => a.body)]) {
+    const gz = new Blob([body]).stream().pipeThrough(new CompressionStream("gzip"));
+    total += (await new Response(gz).arrayBuffer()).byteLength;
+  }
+  assert(total <= 150 * 1024, `console is ${total} bytes gzipped`);
+});
+
+Deno.test("through a served gateway: /skeid/ui with the admin API off, then on", async () => {
+  const { startGateway } = await import("../integration/helpers.ts");
+  const gw = await startGateway({ nodes: [] });
+  try {
+    const off = await fetch(`${gw.base}/skeid/ui`);
+    assertEquals(off.status, 503);
+    assertStringIncludes(await off.text(), "SKEID_ADMIN_API_KEY");
+    const api = await fetch(`${gw.base}/skeid/nodes`);
+    assertEquals(api.status, 404, "the admin API itself stays hidden");
+    await api.body?.cancel();
+  } finally {
+    await gw.stop();
+  }
+  const on = await startGateway({ nodes: [], admin_api_key: "adm-console-on-0123456789" });
+  try {
+    const page = await fetch(`${on.base}/skeid/ui`);
+    assertEquals(page.status, 200);
+    assertEquals(page.headers.get("content-security-policy"), CONSOLE_CSP);
+    assertStringIncludes(await page.text(), "/skeid/ui/app.js");
+  } finally {
+    await on.stop();
+  }
+});
