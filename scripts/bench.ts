@@ -402,6 +402,8 @@ async function startSkeid(
     contended: boolean;
     workers: number;
     pin: boolean;
+    /** More environment for the gateway. */
+    env?: Record<string, string>;
   },
 ): Promise<{ url: string; port: number; child: Child }> {
   const config = `${opts.dir}/skeid.yaml`;
@@ -431,7 +433,7 @@ async function startSkeid(
     String(opts.workers),
   ], {
     cpu: opts.pin ? gatewayCpus(opts.workers) : undefined,
-    env: { SKEID_LOG_LEVEL: "warn" },
+    env: { SKEID_LOG_LEVEL: "warn", ...opts.env },
   });
   children.push(gw);
   return { url: `http://127.0.0.1:${port}/v1`, port, child: gw };
@@ -860,6 +862,9 @@ async function main(): Promise<number> {
   }
 }
 
+/** `--memory`: the gateway's upstream connect timeout, s. */
+const MEMORY_CONNECT_TIMEOUT_S = 30;
+
 /** What `--memory` needs from the command line. */
 interface MemoryOptions {
   pin: boolean;
@@ -905,6 +910,10 @@ async function runMemory(opts: MemoryOptions): Promise<number> {
           contended: opts.contended,
           workers: opts.workers,
           pin,
+          // Memory, not connect latency: on a busy machine the fake model, sharing its CPU with
+          // the client, takes over the default 3 s to accept some of 2,000 new connections, and a
+          // stream that failed holds nothing.
+          env: { SKEID_UPSTREAM_CONNECT_TIMEOUT: String(MEMORY_CONNECT_TIMEOUT_S) },
         });
         const problem = await waitHealthy(`http://127.0.0.1:${gw.port}/health`, gw.child, 60_000) ??
           await sanityCheck(gw.url);
