@@ -6,7 +6,7 @@
  *
  * @module
  */
-// Types only: the driver (and the Node compatibility layer it pulls in, ~15 MB of resident memory)
+// Types only: the driver (and the Node compatibility layer it pulls in, ~8 MB of a serve process)
 // loads when a PostgreSQL store connects, not in every process (`connectPostgres`).
 import type postgres from "postgres";
 import type { PostgresStoreConfig } from "./config.ts";
