@@ -6,7 +6,9 @@
  *
  * @module
  */
-import postgres from "postgres";
+// Types only: the driver (and the Node compatibility layer it pulls in, ~8 MB of a serve process)
+// loads when a PostgreSQL store connects, not in every process (`connectPostgres`).
+import type postgres from "postgres";
 import type { PostgresStoreConfig } from "./config.ts";
 import {
   addColumnStatements,
@@ -84,7 +86,8 @@ function pgValue(event: UsageEvent, name: string): Param {
 }
 
 /** A connection pool on the database a `usage_store` names (the response store shares it). */
-export function connectPostgres(c: PostgresStoreConfig): postgres.Sql {
+export async function connectPostgres(c: PostgresStoreConfig): Promise<postgres.Sql> {
+  const { default: connect } = await import("postgres");
   const options = {
     max: c.pool_size,
     connect_timeout: c.connect_timeout_s,
@@ -94,8 +97,8 @@ export function connectPostgres(c: PostgresStoreConfig): postgres.Sql {
     ...(c.password ? { password: c.password.reveal() } : {}),
   };
   return c.dsn
-    ? postgres(c.dsn, options)
-    : postgres({ ...options, host: c.host, port: c.port, database: c.dbname });
+    ? connect(c.dsn, options)
+    : connect({ ...options, host: c.host, port: c.port, database: c.dbname });
 }
 
 /** A PostgreSQL store. */
@@ -127,7 +130,7 @@ export class PostgresStore implements UsageStore {
     }${cfg.host}:${cfg.port}/${cfg.dbname}`;
   }
 
-  #connect(): postgres.Sql {
+  #connect(): Promise<postgres.Sql> {
     return connectPostgres(this.#cfg);
   }
 
@@ -137,7 +140,7 @@ export class PostgresStore implements UsageStore {
 
   /** Connects; with auto_migrate creates the table, adds missing columns, then indexes. */
   async prepare(): Promise<void> {
-    const sql = this.#connect();
+    const sql = await this.#connect();
     this.#sql = sql;
     try {
       const schema = this.#cfg.schema_file && this.#cfg.auto_migrate && !this.#readOnly

@@ -54,14 +54,17 @@ export function sqliteDriver(path: string): SqlDriver {
 
 /** PostgreSQL through the usage store's connection settings (a pool of its own). */
 export function postgresDriver(usage: PostgresStoreConfig): SqlDriver {
-  const sql = connectPostgres(usage);
+  // The driver loads on first use (`connectPostgres`); every use waits for the one pool.
+  const pool = connectPostgres(usage);
+  // A failed load surfaces at the first use that awaits it, never as an unhandled rejection.
+  pool.catch(() => {});
   return {
-    run: async (text, args) => [...await sql.unsafe(text, args)] as Row[],
+    run: async (text, args) => [...await (await pool).unsafe(text, args)] as Row[],
     param: (i) => `$${i}`,
     // Several workers start at once: CREATE … IF NOT EXISTS races in PostgreSQL, so the tables
     // are made under the usage store's migration lock, on a reserved connection (as it does).
     migrate: async (statements) => {
-      const tx = await sql.reserve();
+      const tx = await (await pool).reserve();
       try {
         await tx.unsafe("BEGIN");
         await tx.unsafe(`SELECT pg_advisory_xact_lock(${MIGRATE_LOCK})`);
@@ -71,6 +74,6 @@ export function postgresDriver(usage: PostgresStoreConfig): SqlDriver {
         tx.release();
       }
     },
-    close: () => sql.end({ timeout: 5 }),
+    close: async () => (await pool).end({ timeout: 5 }),
   };
 }

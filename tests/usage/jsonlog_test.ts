@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertMatch } from "../_assert.ts";
 import { normalizeUsageStoreConfig } from "../../src/usage/config.ts";
-import { jsonlogRecordId, JsonlogStore } from "../../src/usage/jsonlog.ts";
+import { cutBack, jsonlogRecordId, JsonlogStore, writeAll } from "../../src/usage/jsonlog.ts";
 import { UsageLedger } from "../../src/usage/ledger.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { assertUsageSourceApart, event } from "./helpers.ts";
@@ -173,5 +173,25 @@ Deno.test("jsonlog: usage_source round-trips and is shown apart; bill_estimated:
       await ledger.close();
       await cleanup();
     }
+  }
+});
+
+Deno.test("jsonlog: a failed batch is cut back by the bytes it appended, not more", async () => {
+  const tmp = await tempDir();
+  try {
+    const path = `${tmp.dir}/usage.jsonl`;
+    await Deno.writeTextFile(path, '{"a":1}\n');
+    using file = await Deno.open(path, { append: true });
+    const appended = { bytes: 0 };
+    const enc = new TextEncoder();
+    await writeAll(file, enc.encode('{"b":2}\n'), appended);
+    await writeAll(file, enc.encode('{"c":'), appended);
+    assertEquals(appended.bytes, 13);
+    await cutBack(file, appended.bytes);
+    assertEquals(await Deno.readTextFile(path), '{"a":1}\n');
+    await cutBack(file, 0);
+    assertEquals(await Deno.readTextFile(path), '{"a":1}\n');
+  } finally {
+    await tmp.cleanup();
   }
 });

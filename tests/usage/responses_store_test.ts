@@ -293,7 +293,7 @@ Deno.test({
         env: () => undefined,
       });
       if (cfg.backend !== "postgresql") throw new Error("a postgresql store");
-      const sql = connectPostgres(cfg);
+      const sql = await connectPostgres(cfg);
       await sql.unsafe(OLD_TABLE("BIGSERIAL PRIMARY KEY"));
       await sql.unsafe(OLD_ROW);
       await sql.end();
