@@ -119,22 +119,12 @@ export async function readBody(
   const budget = intake.buffered;
   // A body the whole cap cannot hold is refused before a byte is read.
   if (budget !== undefined && Number.isFinite(n) && n > budget.limit) throw overCap(budget);
-  // A small declared body is read whole before `req.body` is ever touched: that getter turns
-  // the bytes the runtime already holds (a body that came with the head) into a ReadableStream,
-  // which `bytes()` then reads back through a reader — a stream, its queue, a reader, promises
-  // and a copy per request, and a stream the request keeps for as long as it lives.
-  const whole = Number.isSafeInteger(n) && n >= 0 && n <= WHOLE_READ_BYTES;
-  const body = whole ? undefined : req.body;
-  if (body === null) return new Uint8Array(0);
+  if (req.body === null) return new Uint8Array(0);
   const read = new BodyRead(intake.bodyWatch);
   try {
-    if (body !== undefined) {
-      if (!Number.isSafeInteger(n) || n < 0) return await readLimited(body, limit, budget, read);
-      return await readDeclared(body, n, budget, read);
-    }
+    if (!Number.isSafeInteger(n) || n < 0) return await readLimited(req.body, limit, budget, read);
+    if (n > WHOLE_READ_BYTES) return await readDeclared(req.body, n, budget, read);
     const out = await read.whole(req);
-    // No body at all (a GET, a request built without one): nothing to read, as for any length.
-    if (out.byteLength === 0 && req.body === null) return out;
     if (out.byteLength !== n) throw contentLengthMismatch(out.byteLength > n);
     // Counted once it arrived: a small body stalled half-way holds nothing in the cap.
     reserve(budget, out.byteLength);
