@@ -403,13 +403,14 @@ export class PostgresStore implements UsageStore {
     if (!sql) throw new Error(`${this.description}: store is not open`);
     try {
       const param = (n: number) => `$${n}`;
-      const { text, args } = await this.#readable(sql)
+      const statements = await this.#readable(sql)
         ? rollupSeriesSql(q, await this.#readableDaily(sql), param)
-        : {
+        : [{
           text: seriesSql(q, eventRows("postgresql", "usage_events"), param),
           args: [q.from, q.to],
-        };
-      const rows = await sql.unsafe(text, args);
+        }];
+      const rows = [];
+      for (const { text, args } of statements) rows.push(...await sql.unsafe(text, args));
       return seriesAnswer(q, rows, "postgresql", false);
     } catch (err) {
       throw this.#fail("series", err);

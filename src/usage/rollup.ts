@@ -330,47 +330,51 @@ export interface SqlText {
 const DAY_MS = 24 * HOUR_MS;
 
 /**
- * The series of `q` from the roll-up tables. With `daily` (its rows built) and `step=day`, the
- * whole days inside the range come from `usage_rollups_daily`, and only the hours of a partial
- * first or last day from `usage_rollups`: the answer is the one the hourly rows give (same
- * buckets, same groups, same order), from about a twenty-fourth of the rows.
+ * The series of `q` from the roll-up tables, as statements whose rows, concatenated in order,
+ * are the answer's rows. With `daily` (its rows built) and `step=day`, the whole days inside the
+ * range come from `usage_rollups_daily`, and only the hours of a partial first or last day from
+ * `usage_rollups`: the answer is the one the hourly rows give (same buckets, same groups, same
+ * order), from about a twenty-fourth of the rows.
+ *
+ * Separate statements, not one `UNION ALL`: PostgreSQL plans a union of three small scans as a
+ * parallel append, whose workers cost more to start on a busy host than the scans themselves
+ * (230 ms against 15 ms measured). Each statement's buckets come after the one before's, so the
+ * concatenation keeps the order each database's own `ORDER BY` (and collation) gives.
  */
 export function rollupSeriesSql(
   q: SeriesQuery,
   daily: boolean,
   param: (n: number) => string,
-): SqlText {
+): SqlText[] {
   const fromMs = Date.parse(`${q.from}:00:00Z`);
   const toMs = Date.parse(`${q.to}:00:00Z`);
   const dayFrom = Math.ceil(fromMs / DAY_MS) * DAY_MS;
   const dayTo = Math.floor(toMs / DAY_MS) * DAY_MS;
   if (!daily || q.step !== "day" || dayFrom >= dayTo) {
-    return { text: seriesSql(q, HOURLY.table, param), args: [q.from, q.to] };
+    return [{ text: seriesSql(q, HOURLY.table, param), args: [q.from, q.to] }];
   }
   const col = SERIES_COLUMN[q.by];
   const sums = `${
     ["requests", "errors", "input_tokens", "output_tokens", "cached_tokens"]
       .map((c) => `SUM(${c}) AS ${c}`).join(", ")
   }, SUM(cost_total_usd) AS cost_usd`;
-  const args: string[] = [];
-  const p = (v: string) => (args.push(v), param(args.length));
-  // The partial days' hours, before the first whole day and after the last: one arm each (a
-  // plain range of the key, where an OR of two ranges would be planned as two index walks).
-  const arms: string[] = [];
-  const hours = (from: string, to: string) =>
-    arms.push(
-      `SELECT substr(hour, 1, 10) AS bucket, ${col} AS name, ${sums} FROM ${HOURLY.table} ` +
-        `WHERE hour >= ${p(from)} AND hour < ${p(to)} GROUP BY substr(hour, 1, 10), ${col}`,
-    );
-  if (fromMs < dayFrom) hours(q.from, hourText(dayFrom));
-  if (dayTo < toMs) hours(hourText(dayTo), q.to);
+  // The partial days' hours, before the first whole day and after the last.
+  const hours = (from: string, to: string): SqlText => ({
+    text: `SELECT substr(hour, 1, 10) AS bucket, ${col} AS name, ${sums} FROM ${HOURLY.table} ` +
+      `WHERE hour >= ${param(1)} AND hour < ${param(2)} GROUP BY substr(hour, 1, 10), ${col} ` +
+      `ORDER BY 1, 2`,
+    args: [from, to],
+  });
   const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
-  arms.push(
-    `SELECT day AS bucket, ${col} AS name, ${sums} FROM ${DAILY.table} ` +
-      `WHERE day >= ${p(day(dayFrom))} AND day < ${p(day(dayTo))} GROUP BY day, ${col}`,
-  );
-  // Each bucket comes from one arm only, so the order is the one a single grouping gives.
-  return { text: `${arms.join(" UNION ALL ")} ORDER BY 1, 2`, args };
+  return [
+    ...(fromMs < dayFrom ? [hours(q.from, hourText(dayFrom))] : []),
+    {
+      text: `SELECT day AS bucket, ${col} AS name, ${sums} FROM ${DAILY.table} ` +
+        `WHERE day >= ${param(1)} AND day < ${param(2)} GROUP BY day, ${col} ORDER BY 1, 2`,
+      args: [day(dayFrom), day(dayTo)],
+    },
+    ...(dayTo < toMs ? [hours(hourText(dayTo), q.to)] : []),
+  ];
 }
 
 /** The answer of `q` from grouped rows (bucket, name, sums), every bucket of the range listed. */

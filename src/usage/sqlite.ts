@@ -310,13 +310,13 @@ export class SqliteStore implements UsageStore {
     const db = this.#db;
     if (!db) return Promise.reject(new Error(`sqlite ${this.#cfg.path}: store is not open`));
     try {
-      const { text, args } = this.#rollupsReadable(db, HOURLY)
+      const statements = this.#rollupsReadable(db, HOURLY)
         ? rollupSeriesSql(q, this.#rollupsReadable(db, DAILY), () => "?")
-        : {
+        : [{
           text: seriesSql(q, eventRows("sqlite", "usage_events"), () => "?"),
           args: [q.from, q.to],
-        };
-      const rows = db.prepare(text).all(...args);
+        }];
+      const rows = statements.flatMap(({ text, args }) => db.prepare(text).all(...args));
       return Promise.resolve(seriesAnswer(q, rows, "sqlite", false));
     } catch (err) {
       return Promise.reject(new Error(`sqlite series ${this.#cfg.path}: ${errorMessage(err)}`));
