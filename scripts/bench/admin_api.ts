@@ -4,7 +4,7 @@
  * SQLite file — and into a fresh PostgreSQL database when one answers — opens the store (its
  * roll-ups built once), then times, each `--runs` times: the Requests page's first screen
  * (`events`, limit 50), a page half a million rows deep, a page filtered by one customer key,
- * and the Usage page's 30-day series by served model. Prints a Markdown table of p50/p95 (ms)
+ * and the Usage page's 30-day series by served model (whole days, and from 13:00 to 13:00). Prints a Markdown table of p50/p95 (ms)
  * and the first page's query plan.
  *
  * Usage: deno task bench:admin [--events N] [--runs R] [--no-pg]
@@ -18,7 +18,7 @@ import { SqliteStore } from "../../src/usage/sqlite.ts";
 import { PostgresStore } from "../../src/usage/postgres.ts";
 import type { UsageStore } from "../../src/usage/types.ts";
 import { encodeCursor, parseEventsQuery } from "../../src/usage/events_page.ts";
-import { parseSeriesQuery } from "../../src/usage/rollup.ts";
+import { parseSeriesQuery, rollupSeriesSql } from "../../src/usage/rollup.ts";
 
 const args = Deno.args;
 const flag = (name: string, dflt: number) => {
@@ -93,6 +93,13 @@ async function time(fn: () => Promise<unknown>): Promise<{ p50: number; p95: num
 const q = (params: Record<string, string>) =>
   parseEventsQuery((n) => params[n] === undefined ? undefined : params[n]);
 
+/** What the console asks for "30 days" at 13:xx: partial first and last days. */
+const edges = parseSeriesQuery((n) =>
+  ({ from: "2026-08-30T13:00:00Z", to: "2026-09-29T13:00:00Z", by: "model", step: "day" })[
+    n as "from"
+  ]
+);
+
 async function measure(store: UsageStore, deepTs: string, deepId: number) {
   const series = parseSeriesQuery((n) =>
     ({ from: "2026-08-31T00:00:00Z", to: "2026-09-30T00:00:00Z", by: "model", step: "day" })[
@@ -105,6 +112,7 @@ async function measure(store: UsageStore, deepTs: string, deepId: number) {
     deep: await time(() => store.events!(q({ limit: "50", before: deep }))),
     key: await time(() => store.events!(q({ limit: "50", api_key_id: "k_7" }))),
     series: await time(() => store.series!(series)),
+    edges: await time(() => store.series!(edges)),
   };
 }
 
@@ -125,7 +133,9 @@ try {
     `WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ${EVENTS}) ` +
       `INSERT INTO usage_events (${COLUMNS}) SELECT ${selectList("sqlite")} FROM s`,
   );
-  db.exec("DELETE FROM usage_rollup_state; DELETE FROM usage_rollups");
+  db.exec(
+    "DELETE FROM usage_rollup_state; DELETE FROM usage_rollups; DELETE FROM usage_rollups_daily",
+  );
   const mid = db.prepare(
     `SELECT id, created_at FROM usage_events ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ${
       Math.floor(EVENTS / 2)
@@ -149,7 +159,7 @@ try {
       m.deep.p50.toFixed(2)
     } / ${m.deep.p95.toFixed(2)} | ${m.key.p50.toFixed(2)} / ${m.key.p95.toFixed(2)} | ${
       m.series.p50.toFixed(2)
-    } / ${m.series.p95.toFixed(2)} |`;
+    } / ${m.series.p95.toFixed(2)} | ${m.edges.p50.toFixed(2)} / ${m.edges.p95.toFixed(2)} |`;
   rows.push(line(`SQLite (insert ${insertS.toFixed(1)} s, roll-ups ${buildS.toFixed(1)} s)`, s));
   console.error(`sqlite first-page plan: ${plan}`);
 
@@ -186,6 +196,7 @@ try {
         );
         await sql.unsafe("DELETE FROM usage_rollup_state");
         await sql.unsafe("DELETE FROM usage_rollups");
+        await sql.unsafe("DELETE FROM usage_rollups_daily");
         await sql.unsafe("ANALYZE usage_events");
         const [m] = await sql.unsafe(
           `SELECT id, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS ts ` +
@@ -202,6 +213,16 @@ try {
         const pBuild = (performance.now() - t0) / 1000;
         const r = await measure(pg, String(m.ts), Number(m.id));
         await pg.close();
+        const ps = postgres(url.toString(), { max: 1, onnotice: () => {} });
+        for (const e of rollupSeriesSql(edges, true, (n) => `$${n}`)) {
+          const plan = await ps.unsafe(`EXPLAIN (ANALYZE) ${e.text}`, e.args);
+          console.error(
+            `postgresql edge-days series plan:\n${
+              plan.map((p) => String(p["QUERY PLAN"])).join("\n")
+            }`,
+          );
+        }
+        await ps.end({ timeout: 5 });
         rows.push(
           line(`PostgreSQL (insert ${pInsert.toFixed(1)} s, roll-ups ${pBuild.toFixed(1)} s)`, r),
         );
@@ -218,7 +239,7 @@ try {
 
 console.log(`${EVENTS} usage events over 30 days; ${RUNS} runs each; ms p50 / p95 (store call)\n`);
 console.log(
-  "| store | Requests first screen (50) | a page half the ledger deep | filtered by one key | Usage 30 days by model |",
+  "| store | Requests first screen (50) | a page half the ledger deep | filtered by one key | Usage 30 days by model | the same, from 13:00 to 13:00 |",
 );
-console.log("| --- | --- | --- | --- | --- |");
+console.log("| --- | --- | --- | --- | --- | --- |");
 for (const r of rows) console.log(r);

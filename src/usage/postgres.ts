@@ -31,9 +31,12 @@ import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types
 import type { KeyPeriodTotals } from "./types.ts";
 import { UsageWriteError } from "./write_error.ts";
 import {
-  BACKFILL_MARKER,
+  DAILY,
   eventRows,
+  HOURLY,
   ROLLUP_EVENT_COLUMNS,
+  type RollupGrain,
+  rollupSeriesSql,
   rollupTableStatements,
   type SeriesAnswer,
   seriesAnswer,
@@ -115,8 +118,12 @@ export class PostgresStore implements UsageStore {
   #conflict = false;
   /** Whether each insert also upserts `usage_rollups` (the table and its columns exist). */
   #rollups = false;
+  /** Whether each insert also upserts `usage_rollups_daily` (that table exists too). */
+  #daily = false;
   /** Set once the marker row was seen: the roll-ups are complete and reads may use them. */
   #rollupsReadable = false;
+  /** Set once the daily marker row was seen: the daily roll-ups are complete too. */
+  #dailyReadable = false;
   /** The background build of an existing ledger's roll-ups, when one was started. */
   #backfill: Promise<void> | undefined;
 
@@ -173,11 +180,15 @@ export class PostgresStore implements UsageStore {
       this.#conflict = idx.length > 0;
       const [t] = await sql.unsafe(
         "SELECT to_regclass('usage_rollups') IS NOT NULL AS r, " +
-          "to_regclass('usage_rollup_state') IS NOT NULL AS s",
+          "to_regclass('usage_rollup_state') IS NOT NULL AS s, " +
+          "to_regclass('usage_rollups_daily') IS NOT NULL AS d",
       );
       this.#rollups = !this.#readOnly && t?.r === true && t?.s === true &&
         ROLLUP_EVENT_COLUMNS.every((c) => this.#columns.has(c));
-      if (t?.s === true && !(await this.#markerSeen(sql)) && this.#rollups) {
+      this.#daily = this.#rollups && t?.d === true;
+      const built = t?.s === true && await this.#markerSeen(sql) &&
+        (!this.#daily || await this.#dailyMarkerSeen(sql));
+      if (t?.s === true && !built && this.#rollups) {
         // Off the open: the build of a large ledger takes a while (batches wait for its lock).
         this.#backfill = this.#buildRollups(sql).catch(() => {
           // Left unbuilt: reads scan the events; the next open tries again.
@@ -193,34 +204,59 @@ export class PostgresStore implements UsageStore {
   async #markerSeen(sql: postgres.Sql | postgres.ReservedSql): Promise<boolean> {
     if (this.#rollupsReadable) return true;
     const rows = await sql.unsafe("SELECT 1 FROM usage_rollup_state WHERE name = $1", [
-      BACKFILL_MARKER,
+      HOURLY.marker,
     ]);
     this.#rollupsReadable = rows.length > 0;
     return this.#rollupsReadable;
+  }
+
+  async #dailyMarkerSeen(sql: postgres.Sql): Promise<boolean> {
+    if (this.#dailyReadable) return true;
+    const rows = await sql.unsafe("SELECT 1 FROM usage_rollup_state WHERE name = $1", [
+      DAILY.marker,
+    ]);
+    this.#dailyReadable = rows.length > 0;
+    return this.#dailyReadable;
   }
 
   /**
    * Builds the roll-ups from every stored event, with the marker, in one transaction holding
    * the roll-up table against writers: a batch committed before it is in its scan, one after it
    * adds its own sums to the built rows, so nothing counts twice. Under the migration lock, so
-   * of several processes opening one ledger only the first builds.
+   * of several processes opening one ledger only the first builds. The daily rows are summed
+   * from the hourly ones in the same transaction (a ledger whose hourly rows were built before
+   * the daily table existed gets only the daily ones built).
    */
   async #buildRollups(sql: postgres.Sql): Promise<void> {
     const tx = await sql.reserve();
     try {
       await tx.unsafe("BEGIN");
       await tx.unsafe(`SELECT pg_advisory_xact_lock(${MIGRATE_LOCK})`);
-      const done = await tx.unsafe("SELECT 1 FROM usage_rollup_state WHERE name = $1", [
-        BACKFILL_MARKER,
-      ]);
-      if (done.length === 0) {
-        await tx.unsafe("LOCK TABLE usage_rollups IN EXCLUSIVE MODE");
-        await tx.unsafe("DELETE FROM usage_rollups");
-        await tx.unsafe(upsertRollupsFrom(eventRows("postgresql", "usage_events")));
-        await tx.unsafe("INSERT INTO usage_rollup_state (name, done_at) VALUES ($1, $2)", [
-          BACKFILL_MARKER,
+      const done = async (g: RollupGrain) =>
+        (await tx.unsafe("SELECT 1 FROM usage_rollup_state WHERE name = $1", [g.marker]))
+          .length > 0;
+      const mark = (g: RollupGrain) =>
+        tx.unsafe("INSERT INTO usage_rollup_state (name, done_at) VALUES ($1, $2)", [
+          g.marker,
           new Date().toISOString(),
         ]);
+      const hourly = !(await done(HOURLY));
+      const daily = this.#daily && !(await done(DAILY));
+      if (hourly || daily) {
+        // Both tables, in the order a batch's statement takes them, so neither waits on the other.
+        await tx.unsafe(
+          `LOCK TABLE ${HOURLY.table}${this.#daily ? `, ${DAILY.table}` : ""} IN EXCLUSIVE MODE`,
+        );
+      }
+      if (hourly) {
+        await tx.unsafe(`DELETE FROM ${HOURLY.table}`);
+        await tx.unsafe(upsertRollupsFrom(eventRows("postgresql", "usage_events")));
+        await mark(HOURLY);
+      }
+      if (daily) {
+        await tx.unsafe(`DELETE FROM ${DAILY.table}`);
+        await tx.unsafe(upsertRollupsFrom(HOURLY.table, DAILY));
+        await mark(DAILY);
       }
       await tx.unsafe("COMMIT");
     } catch (err) {
@@ -272,12 +308,17 @@ export class PostgresStore implements UsageStore {
           rows.join(", ")
         }${tail}`;
         // With roll-ups: one statement inserts the events and upserts the sums of the rows it
-        // really inserted (a replayed event_id returns none), one upsert per distinct key.
+        // really inserted (a replayed event_id returns none), one upsert per distinct key, into
+        // the hourly table and (a data-modifying CTE runs whether read or not) the daily one.
+        const returning = `WITH ins AS (${insert} RETURNING ${ROLLUP_EVENT_COLUMNS.join(", ")})`;
+        const inserted = eventRows("postgresql", "ins");
         await sql.unsafe(
-          this.#rollups
-            ? `WITH ins AS (${insert} RETURNING ${ROLLUP_EVENT_COLUMNS.join(", ")}) ${
-              upsertRollupsFrom(eventRows("postgresql", "ins"))
+          this.#daily
+            ? `${returning}, hourly AS (${upsertRollupsFrom(inserted)}) ${
+              upsertRollupsFrom(inserted, DAILY)
             }`
+            : this.#rollups
+            ? `${returning} ${upsertRollupsFrom(inserted)}`
             : insert,
           params,
           { prepare: false },
@@ -342,6 +383,13 @@ export class PostgresStore implements UsageStore {
     }
   }
 
+  /** Whether reads may use the daily roll-ups: their table there and their marker written. */
+  async #readableDaily(sql: postgres.Sql): Promise<boolean> {
+    if (this.#dailyReadable) return true;
+    const [t] = await sql.unsafe("SELECT to_regclass('usage_rollups_daily') IS NOT NULL AS d");
+    return t?.d === true && await this.#dailyMarkerSeen(sql);
+  }
+
   /** Whether reads may use the roll-ups: both tables there and the marker row written. */
   async #readable(sql: postgres.Sql): Promise<boolean> {
     if (this.#rollupsReadable) return true;
@@ -349,15 +397,23 @@ export class PostgresStore implements UsageStore {
     return t?.s === true && await this.#markerSeen(sql);
   }
 
-  /** The Usage page's series: from the roll-ups once built, else from the events. */
+  /**
+   * The Usage page's series: from the roll-ups once built (the daily ones for the whole days of
+   * a `step=day` range), else from the events.
+   */
   async series(q: SeriesQuery): Promise<SeriesAnswer> {
     const sql = this.#sql;
     if (!sql) throw new Error(`${this.description}: store is not open`);
     try {
-      const source = await this.#readable(sql)
-        ? "usage_rollups"
-        : eventRows("postgresql", "usage_events");
-      const rows = await sql.unsafe(seriesSql(q, source, (n) => `$${n}`), [q.from, q.to]);
+      const param = (n: number) => `$${n}`;
+      const statements = await this.#readable(sql)
+        ? rollupSeriesSql(q, await this.#readableDaily(sql), param)
+        : [{
+          text: seriesSql(q, eventRows("postgresql", "usage_events"), param),
+          args: [q.from, q.to],
+        }];
+      const rows = [];
+      for (const { text, args } of statements) rows.push(...await sql.unsafe(text, args));
       return seriesAnswer(q, rows, "postgresql", false);
     } catch (err) {
       throw this.#fail("series", err);

@@ -28,13 +28,17 @@ import { type ReportDialect, type SqlArg, sqlPeriodTotals, sqlReport } from "./s
 import type { ReportFilters, UsageEvent, UsageReport, UsageStore } from "./types.ts";
 import type { KeyPeriodTotals } from "./types.ts";
 import {
-  BACKFILL_MARKER,
+  DAILY,
   eventRows,
+  foldDays,
   foldEvent,
+  HOURLY,
   ROLLUP_EVENT_COLUMNS,
   ROLLUP_KEYS,
   ROLLUP_SUMS,
+  type RollupGrain,
   type RollupRow,
+  rollupSeriesSql,
   rollupTableStatements,
   type SeriesAnswer,
   seriesAnswer,
@@ -72,6 +76,8 @@ export class SqliteStore implements UsageStore {
   #insertColumns: string[] = [];
   /** The roll-up upsert, when the database has `usage_rollups` (auto_migrate makes it). */
   #upsert: StatementSync | undefined;
+  /** The daily roll-up upsert, when the database has `usage_rollups_daily` too. */
+  #upsertDaily: StatementSync | undefined;
   /** The background build of an existing ledger's roll-ups, when one was started. */
   #backfill: Promise<void> | undefined;
   #backfillTimer: ReturnType<typeof setTimeout> | undefined;
@@ -156,13 +162,18 @@ export class SqliteStore implements UsageStore {
   #prepareRollups(db: DatabaseSync): void {
     if (!this.#hasTable(db, "usage_rollups")) return;
     if (!ROLLUP_EVENT_COLUMNS.every((c) => this.#columns.has(c))) return;
-    const cols = ["hour", ...ROLLUP_KEYS, ...ROLLUP_SUMS];
-    this.#upsert = db.prepare(
-      `INSERT INTO usage_rollups (${cols.join(", ")}) VALUES (${
-        cols.map(() => "?").join(", ")
-      })${upsertTail()}`,
-    );
-    if (this.#rollupsBuilt(db)) return;
+    const upsert = (g: RollupGrain) => {
+      const cols = [g.column, ...ROLLUP_KEYS, ...ROLLUP_SUMS];
+      return db.prepare(
+        `INSERT INTO ${g.table} (${cols.join(", ")}) VALUES (${cols.map(() => "?").join(", ")})${
+          upsertTail(g)
+        }`,
+      );
+    };
+    this.#upsert = upsert(HOURLY);
+    const daily = this.#hasTable(db, DAILY.table);
+    this.#upsertDaily = daily ? upsert(DAILY) : undefined;
+    if (this.#rollupsBuilt(db, HOURLY) && (!daily || this.#rollupsBuilt(db, DAILY))) return;
     // Off the open: a large ledger's build holds the write lock a while (batches wait for it).
     this.#backfill = new Promise((resolve) => {
       this.#backfillEnd = resolve;
@@ -176,26 +187,35 @@ export class SqliteStore implements UsageStore {
     });
   }
 
-  #rollupsBuilt(db: DatabaseSync): boolean {
+  #rollupsBuilt(db: DatabaseSync, grain: RollupGrain): boolean {
     return this.#hasTable(db, "usage_rollup_state") &&
-      db.prepare("SELECT 1 FROM usage_rollup_state WHERE name = ?").all(BACKFILL_MARKER).length >
+      db.prepare("SELECT 1 FROM usage_rollup_state WHERE name = ?").all(grain.marker).length >
         0;
   }
 
   /**
-   * Builds the roll-ups from every stored event, in one transaction with the marker: what the
-   * batches upserted before it is replaced by the same sums, so nothing counts twice.
+   * Builds the roll-ups from every stored event, in one transaction with the markers: what the
+   * batches upserted before it is replaced by the same sums, so nothing counts twice. The daily
+   * rows are summed from the hourly ones (built just before, or kept since their own build),
+   * which agree with the events: a ledger from before the daily table gets only those built.
    */
   #buildRollups(): void {
     const db = this.#db;
     if (!db) return;
     db.exec("BEGIN IMMEDIATE");
     try {
-      if (!this.#rollupsBuilt(db)) {
-        db.exec("DELETE FROM usage_rollups");
-        db.exec(upsertRollupsFrom(eventRows("sqlite", "usage_events")));
+      const mark = (g: RollupGrain) =>
         db.prepare("INSERT INTO usage_rollup_state (name, done_at) VALUES (?, ?)")
-          .run(BACKFILL_MARKER, new Date().toISOString());
+          .run(g.marker, new Date().toISOString());
+      if (!this.#rollupsBuilt(db, HOURLY)) {
+        db.exec(`DELETE FROM ${HOURLY.table}`);
+        db.exec(upsertRollupsFrom(eventRows("sqlite", "usage_events")));
+        mark(HOURLY);
+      }
+      if (this.#upsertDaily && !this.#rollupsBuilt(db, DAILY)) {
+        db.exec(`DELETE FROM ${DAILY.table}`);
+        db.exec(upsertRollupsFrom(HOURLY.table, DAILY));
+        mark(DAILY);
       }
       db.exec("COMMIT");
     } catch (err) {
@@ -228,11 +248,13 @@ export class SqliteStore implements UsageStore {
           const { changes } = insert.run(...this.#insertColumns.map((c) => columnValue(e, c)));
           if (this.#upsert && Number(changes) > 0) foldEvent(fold, e);
         }
-        // One upsert per distinct roll-up key of the batch, in the batch's transaction.
-        for (const row of fold.values()) {
-          this.#upsert!.run(
-            ...["hour", ...ROLLUP_KEYS, ...ROLLUP_SUMS].map((c) => row[c as keyof RollupRow]),
-          );
+        // One upsert per distinct roll-up key of the batch, hourly and daily, in the batch's
+        // transaction.
+        const bind = (row: RollupRow) =>
+          ["hour", ...ROLLUP_KEYS, ...ROLLUP_SUMS].map((c) => row[c as keyof RollupRow]);
+        for (const row of fold.values()) this.#upsert!.run(...bind(row));
+        if (this.#upsertDaily) {
+          for (const row of foldDays(fold.values())) this.#upsertDaily.run(...bind(row));
         }
         db.exec("COMMIT");
       } catch (err) {
@@ -263,7 +285,7 @@ export class SqliteStore implements UsageStore {
       return await sqlReport(query, this.#dialect, filters, {
         backend: "sqlite",
         db_path: this.#cfg.path,
-      }, this.#rollupsReadable(db));
+      }, this.#rollupsReadable(db, HOURLY));
     } catch (err) {
       return {
         ok: false,
@@ -276,19 +298,25 @@ export class SqliteStore implements UsageStore {
   }
 
   /** Whether reads may use the roll-ups: built, and kept by whoever writes this file. */
-  #rollupsReadable(db: DatabaseSync): boolean {
-    return this.#hasTable(db, "usage_rollups") && this.#rollupsBuilt(db);
+  #rollupsReadable(db: DatabaseSync, grain: RollupGrain): boolean {
+    return this.#hasTable(db, grain.table) && this.#rollupsBuilt(db, grain);
   }
 
-  /** The Usage page's series: from the roll-ups once built, else from the events. */
+  /**
+   * The Usage page's series: from the roll-ups once built (the daily ones for the whole days of
+   * a `step=day` range), else from the events.
+   */
   series(q: SeriesQuery): Promise<SeriesAnswer> {
     const db = this.#db;
     if (!db) return Promise.reject(new Error(`sqlite ${this.#cfg.path}: store is not open`));
     try {
-      const source = this.#rollupsReadable(db)
-        ? "usage_rollups"
-        : eventRows("sqlite", "usage_events");
-      const rows = db.prepare(seriesSql(q, source, () => "?")).all(q.from, q.to);
+      const statements = this.#rollupsReadable(db, HOURLY)
+        ? rollupSeriesSql(q, this.#rollupsReadable(db, DAILY), () => "?")
+        : [{
+          text: seriesSql(q, eventRows("sqlite", "usage_events"), () => "?"),
+          args: [q.from, q.to],
+        }];
+      const rows = statements.flatMap(({ text, args }) => db.prepare(text).all(...args));
       return Promise.resolve(seriesAnswer(q, rows, "sqlite", false));
     } catch (err) {
       return Promise.reject(new Error(`sqlite series ${this.#cfg.path}: ${errorMessage(err)}`));

@@ -127,7 +127,7 @@ Deno.test({
         } finally {
           await ledger.close();
         }
-        await admin.unsafe("TRUNCATE usage_events, usage_rollups");
+        await admin.unsafe("TRUNCATE usage_events, usage_rollups, usage_rollups_daily");
       });
 
       await t.step("prepare is idempotent; record + report", async () => {
@@ -158,7 +158,7 @@ Deno.test({
           await again.close();
           await ledger.close();
         }
-        await admin.unsafe("TRUNCATE usage_events, usage_rollups");
+        await admin.unsafe("TRUNCATE usage_events, usage_rollups, usage_rollups_daily");
       });
 
       await t.step("usage_source round-trips and is shown apart (ADR 0027)", async () => {
@@ -169,7 +169,7 @@ Deno.test({
         } finally {
           await ledger.close();
         }
-        await admin.unsafe("TRUNCATE usage_events, usage_rollups");
+        await admin.unsafe("TRUNCATE usage_events, usage_rollups, usage_rollups_daily");
       });
 
       await t.step("report filters, ordering, limit default and cap", async () => {
@@ -194,7 +194,7 @@ Deno.test({
         } finally {
           await ledger.close();
         }
-        await admin.unsafe("TRUNCATE usage_events, usage_rollups");
+        await admin.unsafe("TRUNCATE usage_events, usage_rollups, usage_rollups_daily");
       });
 
       await t.step("1,000 events recorded concurrently → exactly 1,000 rows", async () => {
@@ -211,7 +211,7 @@ Deno.test({
         } finally {
           await ledger.close();
         }
-        await admin.unsafe("TRUNCATE usage_events, usage_rollups");
+        await admin.unsafe("TRUNCATE usage_events, usage_rollups, usage_rollups_daily");
       });
 
       await t.step("write-behind: the events of one interval are one transaction", async () => {
@@ -227,7 +227,7 @@ Deno.test({
         } finally {
           await ledger.close();
         }
-        await admin.unsafe("TRUNCATE usage_events, usage_rollups");
+        await admin.unsafe("TRUNCATE usage_events, usage_rollups, usage_rollups_daily");
       });
 
       await t.step("an outage mid-run loses nothing and duplicates nothing", async () => {
@@ -266,7 +266,7 @@ Deno.test({
           await ledger.close();
           await proxy.close();
         }
-        await admin.unsafe("TRUNCATE usage_events, usage_rollups");
+        await admin.unsafe("TRUNCATE usage_events, usage_rollups, usage_rollups_daily");
       });
 
       await t.step("schema_file runs instead of the shipped schema; auto_migrate off", async () => {

@@ -1,0 +1,63 @@
+/**
+ * jsonlog's in-memory roll-ups answer a day-step series as the daily rows of a SQLite ledger do
+ * for the same events: their days are the sums of their hours.
+ */
+import { assertEquals } from "../_assert.ts";
+import { normalizeUsageStoreConfig } from "../../src/usage/config.ts";
+import { SqliteStore } from "../../src/usage/sqlite.ts";
+import { MemoryRollups } from "../../src/usage/memory_rollups.ts";
+import { parseSeriesQuery, type SeriesAnswer } from "../../src/usage/rollup.ts";
+import { event } from "./helpers.ts";
+import { tempDir } from "../_helpers/temp.ts";
+
+/** Events over four days, every few hours, three models and two keys. */
+const events = Array.from({ length: 200 }, (_, i) =>
+  event({
+    created_at: new Date(Date.parse("2026-09-01T00:00:00Z") + (i * 37 % 96) * 3_600_000)
+      .toISOString(),
+    api_key_id: i % 2 ? "k_a" : "k_b",
+    model: `m${i % 3}`,
+    status_code: i % 9 ? 200 : 500,
+    usage: { prompt_tokens: i, completion_tokens: 2 * i },
+    cost_total_usd: (i % 4) * 0.5,
+  }));
+
+/** The buckets with their groups in name order (the SQL orders them; the memory fold does not). */
+function sorted(a: SeriesAnswer) {
+  return a.buckets.map((b) => ({
+    start: b.start,
+    groups: [...b.groups].sort((x, y) => x.name < y.name ? -1 : 1),
+  }));
+}
+
+Deno.test("memory roll-ups: a day-step series equals SQLite's daily rows for the same events", async () => {
+  const tmp = await tempDir();
+  const cfg = normalizeUsageStoreConfig({ backend: "sqlite", path: `${tmp.dir}/u.db` }, {
+    env: () => undefined,
+  });
+  if (cfg.backend !== "sqlite") throw new Error("sqlite config");
+  const store = new SqliteStore(cfg);
+  try {
+    await store.prepare();
+    await store.rollupsBuilt();
+    await store.write(events);
+    const memory = new MemoryRollups();
+    memory.add(events);
+    for (
+      const [from, to] of [
+        ["2026-09-01T00:00:00Z", "2026-09-05T00:00:00Z"],
+        ["2026-09-01T05:00:00Z", "2026-09-04T19:00:00Z"],
+      ]
+    ) {
+      for (const by of ["model", "key"]) {
+        const q = parseSeriesQuery((n) =>
+          ({ from, to, by, step: "day" } as Record<string, string>)[n]
+        );
+        assertEquals(sorted(memory.series(q, "jsonlog")), sorted(await store.series(q)));
+      }
+    }
+  } finally {
+    await store.close();
+    await tmp.cleanup();
+  }
+});
