@@ -189,19 +189,33 @@ export interface AffinityArgs {
 }
 
 /**
+ * Each candidate's rendezvous rank in a decision, computed once (a logarithm each): reused by
+ * every decision of this isolate, which runs start to end synchronously, so none share it.
+ */
+let rankScratch = new Float64Array(64);
+
+/**
  * The `affinity` decision over the admitting `candidates` (at least one). With `explain`, every
- * candidate's numbers come back too.
+ * candidate's numbers come back too. One pass gathers the ranks and the bound, one finds the
+ * affinity node, one chooses: no array, closure or score is made per candidate.
  */
 export function pickAffinity(
   candidates: readonly Candidate[],
   args: AffinityArgs,
   explain = false,
 ): PickExplanation {
-  const ceiling = boundLoad(candidates, args.bound);
-  const rank = (c: Candidate) => rendezvousScore(args.key, c.hash, c.weight);
-  const within = (c: Candidate) => c.load + 1 <= ceiling;
-  const prefillMs = (c: Candidate) =>
-    Math.max(0, args.promptTokens - c.cachedTokens) * c.prefillMsPerToken;
+  const n = candidates.length;
+  if (rankScratch.length < n) rankScratch = new Float64Array(n * 2);
+  const ranks = rankScratch;
+  let total = 1;
+  for (let i = 0; i < n; i++) {
+    const c = candidates[i];
+    ranks[i] = rendezvousScore(args.key, c.hash, c.weight);
+    total += c.load;
+  }
+  const ceiling = Math.ceil((args.bound * total) / Math.max(1, n));
+  const prompt = args.promptTokens;
+  const prefillMs = (c: Candidate) => Math.max(0, prompt - c.cachedTokens) * c.prefillMsPerToken;
   // Over the bound, each request beyond it counts as if it queued there: a warm node a little
   // over the bound keeps a request whose prefill elsewhere would cost more than that, and loses
   // one whose prefill is cheap. A hard cut would trade every such hit for a full prefill on a
@@ -210,73 +224,102 @@ export function pickAffinity(
     const over = c.load + 1 - ceiling;
     return over > 0 ? (over * c.serviceMs) / slotsOf(c) : 0;
   };
-  const score = (c: Candidate) => prefillMs(c) + predictedWaitMs(c) + overMs(c);
 
   // The affinity node: the one holding the longest prefix; with none, the session's first choice.
-  let home: Candidate | undefined;
-  for (const c of candidates) {
-    if (c.cachedTokens <= 0) continue;
+  let home = -1;
+  for (let i = 0; i < n; i++) {
+    const cached = candidates[i].cachedTokens;
+    if (cached <= 0) continue;
     if (
-      home === undefined || c.cachedTokens > home.cachedTokens ||
-      (c.cachedTokens === home.cachedTokens && rank(c) > rank(home))
-    ) home = c;
+      home < 0 || cached > candidates[home].cachedTokens ||
+      (cached === candidates[home].cachedTokens && ranks[i] > ranks[home])
+    ) home = i;
   }
-  const anyCached = home !== undefined;
-  if (home === undefined && args.keyKind !== "none") {
-    for (const c of candidates) if (home === undefined || rank(c) > rank(home)) home = c;
+  const anyCached = home >= 0;
+  if (home < 0 && args.keyKind !== "none") {
+    for (let i = 0; i < n; i++) if (home < 0 || ranks[i] > ranks[home]) home = i;
   }
+  // The pool: the nodes within the bound (all of them when none is).
+  let anyWithin = false;
+  for (let i = 0; i < n && !anyWithin; i++) anyWithin = candidates[i].load + 1 <= ceiling;
+  const maxLoad = anyWithin ? ceiling - 1 : Infinity;
 
-  let pool = candidates.filter(within);
-  if (pool.length === 0) pool = candidates.slice();
-  let chosen: Candidate;
+  let chosen = -1;
   if (args.keyKind === "none" || args.explore) {
-    chosen = pickLeastLoaded(pool, rank)!;
+    // By load: lowest wait, then load per weight, then the rendezvous order.
+    let bestWait = 0;
+    let bestLoad = 0;
+    for (let i = 0; i < n; i++) {
+      const c = candidates[i];
+      if (c.load > maxLoad) continue;
+      const wait = predictedWaitMs(c);
+      const load = c.load / Math.max(c.weight, 1e-9);
+      if (
+        chosen < 0 || wait < bestWait ||
+        (wait === bestWait && (load < bestLoad || (load === bestLoad && ranks[i] > ranks[chosen])))
+      ) {
+        chosen = i;
+        bestWait = wait;
+        bestLoad = load;
+      }
+    }
   } else if (anyCached) {
     // Lowest predicted TTFT (over-bound load counted as waiting); among nodes scoring alike,
     // the least loaded (a hot prefix warm on several nodes spreads over them), then the
     // rendezvous order.
-    chosen = candidates[0];
+    chosen = 0;
     let best = Infinity;
-    for (const c of candidates) {
-      const s = score(c);
+    for (let i = 0; i < n; i++) {
+      const c = candidates[i];
+      const s = prefillMs(c) + predictedWaitMs(c) + overMs(c);
+      const at = candidates[chosen];
       if (
         s < best ||
-        (s === best &&
-          (c.load < chosen.load || (c.load === chosen.load && rank(c) > rank(chosen))))
+        (s === best && (c.load < at.load || (c.load === at.load && ranks[i] > ranks[chosen])))
       ) {
         best = s;
-        chosen = c;
+        chosen = i;
       }
     }
   } else {
     // Nothing cached anywhere: the first rendezvous choice among the least-waiting nodes.
     let minWait = Infinity;
-    for (const c of pool) minWait = Math.min(minWait, predictedWaitMs(c));
-    chosen = pool[0];
-    let bestRank = -Infinity;
-    for (const c of pool) {
-      if (predictedWaitMs(c) !== minWait) continue;
-      const r = rank(c);
-      if (r > bestRank) {
-        bestRank = r;
-        chosen = c;
+    for (let i = 0; i < n; i++) {
+      if (candidates[i].load <= maxLoad) {
+        minWait = Math.min(minWait, predictedWaitMs(candidates[i]));
       }
     }
+    for (let i = 0; i < n; i++) {
+      const c = candidates[i];
+      if (c.load > maxLoad || predictedWaitMs(c) !== minWait) continue;
+      if (chosen < 0 || ranks[i] > ranks[chosen]) chosen = i;
+    }
   }
-  const hit = home !== undefined && chosen === home;
+  const c = candidates[chosen];
+  const hit = home >= 0 && chosen === home;
   const decision: PickExplanation = {
-    index: chosen.index,
-    node_id: chosen.id,
+    index: c.index,
+    node_id: c.id,
     pick: "affinity",
     key_kind: args.keyKind,
     hit,
-    spilled: home !== undefined && !hit && !within(home),
-    predicted_ttft_ms: prefillMs(chosen) + predictedWaitMs(chosen),
-    cached_tokens: chosen.cachedTokens,
+    spilled: home >= 0 && !hit && candidates[home].load + 1 > ceiling,
+    predicted_ttft_ms: prefillMs(c) + predictedWaitMs(c),
+    cached_tokens: c.cachedTokens,
     bound_load: ceiling,
     candidates: [],
   };
-  if (explain) decision.candidates = candidateScores(candidates, rank, within, prefillMs, overMs);
+  if (explain) {
+    const byRank = new Map<Candidate, number>();
+    for (let i = 0; i < n; i++) byRank.set(candidates[i], ranks[i]);
+    decision.candidates = candidateScores(
+      candidates,
+      (x) => byRank.get(x) ?? 0,
+      (x) => x.load + 1 <= ceiling,
+      prefillMs,
+      overMs,
+    );
+  }
   return decision;
 }
 
