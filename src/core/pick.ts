@@ -186,6 +186,13 @@ export interface AffinityArgs {
   bound: number;
   /** Pick by load this time, ignoring the cache (exploration keeps cost estimates fresh). */
   explore: boolean;
+  /**
+   * The best of the eligible nodes that cannot take the request now (full, backing off,
+   * ejected, or excluded by a failover): its cached prompt tokens and its rendezvous rank. When
+   * it would be the affinity node, no candidate is, so the pick is no hit (and nothing the bound
+   * did: no spill).
+   */
+  elsewhere?: { cachedTokens: number; rank: number };
 }
 
 /**
@@ -296,6 +303,15 @@ export function pickAffinity(
     }
   }
   const c = candidates[chosen];
+  // The affinity node is of every eligible node, not only of those admitting now.
+  const away = args.elsewhere;
+  const awayWins = away !== undefined && (
+    home < 0
+      ? away.cachedTokens > 0 || args.keyKind !== "none"
+      : away.cachedTokens > candidates[home].cachedTokens ||
+        (away.cachedTokens === candidates[home].cachedTokens && away.rank > ranks[home])
+  );
+  if (awayWins) home = -1;
   const hit = home >= 0 && chosen === home;
   const decision: PickExplanation = {
     index: c.index,

@@ -128,9 +128,14 @@ Deno.test("affinity chooses only among nodes that admit now; excluded nodes are 
   const { skeid } = fleet({ max_conns: 1 });
   const hint = ask("q", { prompt_cache_key: "k" });
   const home = skeid.pickNode({ model: "m", pick: "affinity" }, hintSource(hint))!.id;
+  const first = skeid.pickNode({ model: "m", pick: "affinity" }, hintSource(hint))!;
+  assertEquals(first.route?.hit, true, "the affinity node itself");
   skeid.startRequest(home);
   const next = skeid.pickNode({ model: "m", pick: "affinity" }, hintSource(hint))!;
   assert(next.id !== home, "a full node is not admitted, whatever its cache");
+  // The affinity node is the full one: a pick elsewhere is no hit, and no spill (admission
+  // ruled it out, not the bound).
+  assertEquals([next.route?.hit, next.route?.spilled], [false, false]);
   const exclude = new Set(NODES.filter((id) => id !== "c"));
   assertEquals(
     skeid.pickNode({ model: "m", pick: "affinity" }, hintSource(hint), exclude)?.id,
