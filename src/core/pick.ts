@@ -30,6 +30,14 @@ export function isPickKind(value: unknown): value is PickKind {
   return typeof value === "string" && (PICK_KINDS as readonly string[]).includes(value);
 }
 
+/**
+ * Scores this close to the best are ties, broken by load: 2 ms, and a tenth of the best (two
+ * nodes' learned prefill costs differ by that much for the same hardware).
+ */
+export const SCORE_TIE_MS = 2;
+/** See {@link SCORE_TIE_MS}. */
+export const SCORE_TIE_SHARE = 0.1;
+
 /** Default load bound of `affinity`: a node takes a session while below 1.25 × the mean load. */
 export const DEFAULT_LOAD_BOUND = 1.25;
 
@@ -220,7 +228,10 @@ export function pickAffinity(
     ranks[i] = rendezvousScore(args.key, c.hash, c.weight);
     total += c.load;
   }
-  const ceiling = Math.ceil((args.bound * total) / Math.max(1, n));
+  // The bound unrounded charges load over it; rounded up, it is the ceiling a node is within
+  // (so at a light load a node may always take one more).
+  const exact = (args.bound * total) / Math.max(1, n);
+  const ceiling = Math.ceil(exact);
   const prompt = args.promptTokens;
   const prefillMs = (c: Candidate) => Math.max(0, prompt - c.cachedTokens) * c.prefillMsPerToken;
   // Over the bound, each request beyond it counts as if it queued there: a warm node a little
@@ -228,7 +239,7 @@ export function pickAffinity(
   // one whose prefill is cheap. A hard cut would trade every such hit for a full prefill on a
   // node that already holds its share (why hashing with bounded load alone falls short).
   const overMs = (c: Candidate) => {
-    const over = c.load + 1 - ceiling;
+    const over = c.load + 1 - exact;
     return over > 0 ? (over * c.serviceMs) / slotsOf(c) : 0;
   };
 
@@ -271,22 +282,25 @@ export function pickAffinity(
       }
     }
   } else if (anyCached) {
-    // Lowest predicted TTFT (over-bound load counted as waiting); among nodes scoring alike,
-    // the least loaded (a hot prefix warm on several nodes spreads over them), then the
-    // rendezvous order.
-    chosen = 0;
+    // Lowest predicted TTFT (over-bound load counted as waiting); among nodes scoring alike
+    // (within the predictions' own error), the least loaded, then the rendezvous order. Taking
+    // the lowest score exactly let a learned prefill cost a tenth lower decide between two warm
+    // nodes with free slots: a hot prefix stayed on the one with the lower estimate until it
+    // queued.
     let best = Infinity;
     for (let i = 0; i < n; i++) {
       const c = candidates[i];
+      best = Math.min(best, prefillMs(c) + predictedWaitMs(c) + overMs(c));
+    }
+    const tie = best + SCORE_TIE_MS + best * SCORE_TIE_SHARE;
+    for (let i = 0; i < n; i++) {
+      const c = candidates[i];
       const s = prefillMs(c) + predictedWaitMs(c) + overMs(c);
-      const at = candidates[chosen];
+      if (s > tie) continue;
+      const at = chosen < 0 ? undefined : candidates[chosen];
       if (
-        s < best ||
-        (s === best && (c.load < at.load || (c.load === at.load && ranks[i] > ranks[chosen])))
-      ) {
-        best = s;
-        chosen = i;
-      }
+        at === undefined || c.load < at.load || (c.load === at.load && ranks[i] > ranks[chosen])
+      ) chosen = i;
     }
   } else {
     // Nothing cached anywhere: the first rendezvous choice among the least-waiting nodes.
