@@ -317,16 +317,19 @@ export function pickAffinity(
     }
   }
   const c = candidates[chosen];
-  // The affinity node is of every eligible node, not only of those admitting now.
+  // The affinity node is of every eligible node, not only of those admitting now; where several
+  // hold the longest prefix, landing on any of them is a hit (ties go by load).
   const away = args.elsewhere;
   const awayWins = away !== undefined && (
     home < 0
       ? away.cachedTokens > 0 || args.keyKind !== "none"
-      : away.cachedTokens > candidates[home].cachedTokens ||
-        (away.cachedTokens === candidates[home].cachedTokens && away.rank > ranks[home])
+      : anyCached
+      ? away.cachedTokens > candidates[home].cachedTokens
+      : away.cachedTokens > 0 || away.rank > ranks[home]
   );
   if (awayWins) home = -1;
-  const hit = home >= 0 && chosen === home;
+  const hit = home >= 0 &&
+    (chosen === home || (anyCached && c.cachedTokens === candidates[home].cachedTokens));
   const decision: PickExplanation = {
     index: c.index,
     node_id: c.id,

@@ -2,6 +2,7 @@ import { assert, assertEquals } from "../_assert.ts";
 import { core, counts, spec } from "./routing_helpers.ts";
 import { hintSource, routeHint } from "../../src/core/route_hint.ts";
 import type { RoutingCore } from "../../src/core/routing_core.ts";
+import { pickAffinity } from "../../src/core/pick.ts";
 
 const NODES = ["a", "b", "c", "d"];
 
@@ -199,4 +200,32 @@ Deno.test("affinity: a node seen running a few with nothing waiting is not taken
   const wait = skeid.explainPick({ model: "m", pick: "affinity" }, hint)!.candidates
     .find((c) => c.node_id === home)!.wait_ms;
   assert(wait > 0, `wait ${wait}`);
+});
+
+Deno.test("affinity: among nodes holding the same prefix the less loaded wins, and it is a hit", () => {
+  const node = (index: number, load: number, cachedTokens: number, prefill: number) => ({
+    index,
+    id: `n${index}`,
+    hash: 1000 + index,
+    weight: 1,
+    load,
+    slots: 8,
+    prefillMsPerToken: prefill,
+    serviceMs: 500,
+    cachedTokens,
+  });
+  const args = { key: 7, keyKind: "prompt" as const, promptTokens: 3100, bound: 1.25 };
+  // Both warm with free slots; learned costs a little apart: a tie, taken by load.
+  const d = pickAffinity([node(0, 5, 3072, 0.09), node(1, 2, 3072, 0.1), node(2, 0, 0, 0.1)], {
+    ...args,
+    explore: false,
+  });
+  assertEquals([d.node_id, d.hit, d.spilled], ["n1", true, false]);
+  // An eligible node that cannot take it holds more: the pick is no hit.
+  const away = pickAffinity([node(0, 5, 3072, 0.09), node(1, 2, 3072, 0.1)], {
+    ...args,
+    explore: false,
+    elsewhere: { cachedTokens: 3100, rank: 0 },
+  });
+  assertEquals([away.hit, away.spilled], [false, false]);
 });
