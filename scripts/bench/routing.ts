@@ -773,6 +773,15 @@ async function main(): Promise<number> {
     }
     seedRuns.set(`${w.name}|${load}`, runs);
   }
+  // The --workers 2 goal under the same seeds: later requests kept on their node, two workers
+  // against one.
+  const workerSeeds = [{ one: mtOne, two: mtWorkers }];
+  for (const seed of moreSeeds) {
+    workerSeeds.push({
+      one: byName(seedRuns.get("multi-turn|0.8")![workerSeeds.length], "affinity"),
+      two: runOnce(multiTurn, 0.8, "affinity", count, 4, "workers", seed),
+    });
+  }
   const cost = pickCost(values.quick ? 300 : 2000);
   const elapsed = (performance.now() - started) / 1000;
 
@@ -933,6 +942,12 @@ async function main(): Promise<number> {
         aff.map((x, i) => f2(x.ttft.p90 / rr[i].ttft.p90)).join(", ")
       } | ${aff.map((x) => f2(x.inflightRatio)).join(", ")} |`;
     }),
+    "",
+    "`--workers 2`, multi-turn at 0.8, per seed: a session's later requests on its previous node " +
+      "with two workers, with one, and their ratio (the goal: ≥ 95%): " +
+      workerSeeds.map((x) =>
+        `${pct(x.two.sticky)} / ${pct(x.one.sticky)} (${pct(x.two.sticky / x.one.sticky)})`
+      ).join(", ") + ".",
     "",
     "## The cost of a pick",
     "",
