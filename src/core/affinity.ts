@@ -10,7 +10,7 @@ import type { NodeRecord } from "./inventory.ts";
 import type { RoutingSettings } from "./types.ts";
 import { PrefixIndex } from "./prefix_index.ts";
 import { NodeCosts } from "./node_cost.ts";
-import { keyHash } from "./rendezvous.ts";
+import { keyHash, rendezvousScore } from "./rendezvous.ts";
 import { DEFAULT_BLOCKS, type RouteHint } from "./route_hint.ts";
 import {
   type Candidate,
@@ -126,9 +126,21 @@ export class AffinityRouter {
     const useHint = kind === "affinity" && hint !== undefined;
     const index = useHint ? this.index(routing) : undefined;
     const candidates: Candidate[] = [];
+    let elsewhere: { cachedTokens: number; rank: number } | undefined;
     for (let i = 0; i < nodes.length; i++) {
       const record = nodes[i];
-      if (!admits(record)) continue;
+      if (!admits(record)) {
+        // Not a candidate, but perhaps the affinity node: a pick elsewhere is then no hit.
+        if (!useHint) continue;
+        const hash = this.nodeHash(record.node.id);
+        const cached = index!.matched(hash, hint!.blocks) * BLOCK_TOKENS;
+        const rank = rendezvousScore(hint!.key, hash, record.node.weight);
+        if (
+          elsewhere === undefined || cached > elsewhere.cachedTokens ||
+          (cached === elsewhere.cachedTokens && rank > elsewhere.rank)
+        ) elsewhere = { cachedTokens: cached, rank };
+        continue;
+      }
       const id = record.node.id;
       const hash = this.nodeHash(id);
       const slots = this.costs.slots(id, view.slots(record) || DEFAULT_SLOTS);
@@ -170,6 +182,7 @@ export class AffinityRouter {
         promptTokens: hint!.prompt_tokens,
         bound: routing.affinity_bound,
         explore,
+        elsewhere,
       }, explain);
       if (!explain && hint!.blocks.length > 0) {
         const known = decision.cached_tokens / BLOCK_TOKENS;

@@ -30,6 +30,14 @@ export function isPickKind(value: unknown): value is PickKind {
   return typeof value === "string" && (PICK_KINDS as readonly string[]).includes(value);
 }
 
+/**
+ * Scores this close to the best are ties, broken by load: 2 ms, and a tenth of the best (two
+ * nodes' learned prefill costs differ by that much for the same hardware).
+ */
+export const SCORE_TIE_MS = 2;
+/** See {@link SCORE_TIE_MS}. */
+export const SCORE_TIE_SHARE = 0.1;
+
 /** Default load bound of `affinity`: a node takes a session while below 1.25 × the mean load. */
 export const DEFAULT_LOAD_BOUND = 1.25;
 
@@ -186,97 +194,165 @@ export interface AffinityArgs {
   bound: number;
   /** Pick by load this time, ignoring the cache (exploration keeps cost estimates fresh). */
   explore: boolean;
+  /**
+   * The best of the eligible nodes that cannot take the request now (full, backing off,
+   * ejected, or excluded by a failover): its cached prompt tokens and its rendezvous rank. When
+   * it would be the affinity node, no candidate is, so the pick is no hit (and nothing the bound
+   * did: no spill).
+   */
+  elsewhere?: { cachedTokens: number; rank: number };
 }
 
 /**
+ * Each candidate's rendezvous rank in a decision, computed once (a logarithm each): reused by
+ * every decision of this isolate, which runs start to end synchronously, so none share it.
+ */
+let rankScratch = new Float64Array(64);
+
+/**
  * The `affinity` decision over the admitting `candidates` (at least one). With `explain`, every
- * candidate's numbers come back too.
+ * candidate's numbers come back too. One pass gathers the ranks and the bound, one finds the
+ * affinity node, one chooses: no array, closure or score is made per candidate.
  */
 export function pickAffinity(
   candidates: readonly Candidate[],
   args: AffinityArgs,
   explain = false,
 ): PickExplanation {
-  const ceiling = boundLoad(candidates, args.bound);
-  const rank = (c: Candidate) => rendezvousScore(args.key, c.hash, c.weight);
-  const within = (c: Candidate) => c.load + 1 <= ceiling;
-  const prefillMs = (c: Candidate) =>
-    Math.max(0, args.promptTokens - c.cachedTokens) * c.prefillMsPerToken;
+  const n = candidates.length;
+  if (rankScratch.length < n) rankScratch = new Float64Array(n * 2);
+  const ranks = rankScratch;
+  let total = 1;
+  for (let i = 0; i < n; i++) {
+    const c = candidates[i];
+    ranks[i] = rendezvousScore(args.key, c.hash, c.weight);
+    total += c.load;
+  }
+  // The bound unrounded charges load over it; rounded up, it is the ceiling a node is within
+  // (so at a light load a node may always take one more).
+  const exact = (args.bound * total) / Math.max(1, n);
+  const ceiling = Math.ceil(exact);
+  const prompt = args.promptTokens;
+  const prefillMs = (c: Candidate) => Math.max(0, prompt - c.cachedTokens) * c.prefillMsPerToken;
   // Over the bound, each request beyond it counts as if it queued there: a warm node a little
   // over the bound keeps a request whose prefill elsewhere would cost more than that, and loses
   // one whose prefill is cheap. A hard cut would trade every such hit for a full prefill on a
   // node that already holds its share (why hashing with bounded load alone falls short).
   const overMs = (c: Candidate) => {
-    const over = c.load + 1 - ceiling;
+    const over = c.load + 1 - exact;
     return over > 0 ? (over * c.serviceMs) / slotsOf(c) : 0;
   };
-  const score = (c: Candidate) => prefillMs(c) + predictedWaitMs(c) + overMs(c);
 
   // The affinity node: the one holding the longest prefix; with none, the session's first choice.
-  let home: Candidate | undefined;
-  for (const c of candidates) {
-    if (c.cachedTokens <= 0) continue;
+  let home = -1;
+  for (let i = 0; i < n; i++) {
+    const cached = candidates[i].cachedTokens;
+    if (cached <= 0) continue;
     if (
-      home === undefined || c.cachedTokens > home.cachedTokens ||
-      (c.cachedTokens === home.cachedTokens && rank(c) > rank(home))
-    ) home = c;
+      home < 0 || cached > candidates[home].cachedTokens ||
+      (cached === candidates[home].cachedTokens && ranks[i] > ranks[home])
+    ) home = i;
   }
-  const anyCached = home !== undefined;
-  if (home === undefined && args.keyKind !== "none") {
-    for (const c of candidates) if (home === undefined || rank(c) > rank(home)) home = c;
+  const anyCached = home >= 0;
+  if (home < 0 && args.keyKind !== "none") {
+    for (let i = 0; i < n; i++) if (home < 0 || ranks[i] > ranks[home]) home = i;
   }
+  // The pool: the nodes within the bound (all of them when none is).
+  let anyWithin = false;
+  for (let i = 0; i < n && !anyWithin; i++) anyWithin = candidates[i].load + 1 <= ceiling;
+  const maxLoad = anyWithin ? ceiling - 1 : Infinity;
 
-  let pool = candidates.filter(within);
-  if (pool.length === 0) pool = candidates.slice();
-  let chosen: Candidate;
+  let chosen = -1;
   if (args.keyKind === "none" || args.explore) {
-    chosen = pickLeastLoaded(pool, rank)!;
-  } else if (anyCached) {
-    // Lowest predicted TTFT (over-bound load counted as waiting); among nodes scoring alike,
-    // the least loaded (a hot prefix warm on several nodes spreads over them), then the
-    // rendezvous order.
-    chosen = candidates[0];
-    let best = Infinity;
-    for (const c of candidates) {
-      const s = score(c);
+    // By load: lowest wait, then load per weight, then the rendezvous order.
+    let bestWait = 0;
+    let bestLoad = 0;
+    for (let i = 0; i < n; i++) {
+      const c = candidates[i];
+      if (c.load > maxLoad) continue;
+      const wait = predictedWaitMs(c);
+      const load = c.load / Math.max(c.weight, 1e-9);
       if (
-        s < best ||
-        (s === best &&
-          (c.load < chosen.load || (c.load === chosen.load && rank(c) > rank(chosen))))
+        chosen < 0 || wait < bestWait ||
+        (wait === bestWait && (load < bestLoad || (load === bestLoad && ranks[i] > ranks[chosen])))
       ) {
-        best = s;
-        chosen = c;
+        chosen = i;
+        bestWait = wait;
+        bestLoad = load;
       }
+    }
+  } else if (anyCached) {
+    // Lowest predicted TTFT (over-bound load counted as waiting); among nodes scoring alike
+    // (within the predictions' own error), the least loaded, then the rendezvous order. Taking
+    // the lowest score exactly let a learned prefill cost a tenth lower decide between two warm
+    // nodes with free slots: a hot prefix stayed on the one with the lower estimate until it
+    // queued.
+    let best = Infinity;
+    for (let i = 0; i < n; i++) {
+      const c = candidates[i];
+      best = Math.min(best, prefillMs(c) + predictedWaitMs(c) + overMs(c));
+    }
+    const tie = best + SCORE_TIE_MS + best * SCORE_TIE_SHARE;
+    for (let i = 0; i < n; i++) {
+      const c = candidates[i];
+      const s = prefillMs(c) + predictedWaitMs(c) + overMs(c);
+      if (s > tie) continue;
+      const at = chosen < 0 ? undefined : candidates[chosen];
+      if (
+        at === undefined || c.load < at.load || (c.load === at.load && ranks[i] > ranks[chosen])
+      ) chosen = i;
     }
   } else {
     // Nothing cached anywhere: the first rendezvous choice among the least-waiting nodes.
     let minWait = Infinity;
-    for (const c of pool) minWait = Math.min(minWait, predictedWaitMs(c));
-    chosen = pool[0];
-    let bestRank = -Infinity;
-    for (const c of pool) {
-      if (predictedWaitMs(c) !== minWait) continue;
-      const r = rank(c);
-      if (r > bestRank) {
-        bestRank = r;
-        chosen = c;
+    for (let i = 0; i < n; i++) {
+      if (candidates[i].load <= maxLoad) {
+        minWait = Math.min(minWait, predictedWaitMs(candidates[i]));
       }
     }
+    for (let i = 0; i < n; i++) {
+      const c = candidates[i];
+      if (c.load > maxLoad || predictedWaitMs(c) !== minWait) continue;
+      if (chosen < 0 || ranks[i] > ranks[chosen]) chosen = i;
+    }
   }
-  const hit = home !== undefined && chosen === home;
+  const c = candidates[chosen];
+  // The affinity node is of every eligible node, not only of those admitting now; where several
+  // hold the longest prefix, landing on any of them is a hit (ties go by load).
+  const away = args.elsewhere;
+  const awayWins = away !== undefined && (
+    home < 0
+      ? away.cachedTokens > 0 || args.keyKind !== "none"
+      : anyCached
+      ? away.cachedTokens > candidates[home].cachedTokens
+      : away.cachedTokens > 0 || away.rank > ranks[home]
+  );
+  if (awayWins) home = -1;
+  const hit = home >= 0 &&
+    (chosen === home || (anyCached && c.cachedTokens === candidates[home].cachedTokens));
   const decision: PickExplanation = {
-    index: chosen.index,
-    node_id: chosen.id,
+    index: c.index,
+    node_id: c.id,
     pick: "affinity",
     key_kind: args.keyKind,
     hit,
-    spilled: home !== undefined && !hit && !within(home),
-    predicted_ttft_ms: prefillMs(chosen) + predictedWaitMs(chosen),
-    cached_tokens: chosen.cachedTokens,
+    spilled: home >= 0 && !hit && candidates[home].load + 1 > ceiling,
+    predicted_ttft_ms: prefillMs(c) + predictedWaitMs(c),
+    cached_tokens: c.cachedTokens,
     bound_load: ceiling,
     candidates: [],
   };
-  if (explain) decision.candidates = candidateScores(candidates, rank, within, prefillMs, overMs);
+  if (explain) {
+    const byRank = new Map<Candidate, number>();
+    for (let i = 0; i < n; i++) byRank.set(candidates[i], ranks[i]);
+    decision.candidates = candidateScores(
+      candidates,
+      (x) => byRank.get(x) ?? 0,
+      (x) => x.load + 1 <= ceiling,
+      prefillMs,
+      overMs,
+    );
+  }
   return decision;
 }
 

@@ -143,12 +143,19 @@ export class PrefixIndex {
   /**
    * How many leading blocks of `blocks` are remembered for `node`: the longest prefix, found by
    * bisection — chained hashes are recorded a whole prompt at a time, so block i being there
-   * means (up to evictions) blocks 0..i are too. Costs O(log n) lookups, not n.
+   * means (up to evictions) blocks 0..i are too. The first block is asked first (most nodes of a
+   * fleet hold none of a prompt: one lookup each), then the last (a prompt sent again: two);
+   * only a node holding part of it costs O(log n) more. Each lookup is a likely cache miss in a
+   * table of megabytes, so their number is the pick's cost.
    */
   matched(node: number, blocks: ArrayLike<number>): number {
+    const n = blocks.length;
+    if (n === 0) return 0;
     const oldest = this.#second() - this.#ttlS;
-    let lo = 0; // blocks [0, lo) are known to match
-    let hi = blocks.length; // blocks [hi, n) are known not to
+    if (!this.#has(node, blocks[0], oldest)) return 0;
+    if (n === 1 || this.#has(node, blocks[n - 1], oldest)) return n;
+    let lo = 1; // blocks [0, lo) are known to match
+    let hi = n - 1; // blocks [hi, n) are known not to
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
       if (this.#has(node, blocks[mid], oldest)) lo = mid + 1;

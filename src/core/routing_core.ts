@@ -68,7 +68,7 @@ import { formatPath } from "./config_path.ts";
 import { hasAllTags, hasAnyTag, pickWeighted, RouteTable } from "./router.ts";
 import { AffinityRouter, type NodeLoadView, type PickCount } from "./affinity.ts";
 import type { PickExplanation } from "./pick.ts";
-import type { RouteHint } from "./route_hint.ts";
+import type { RouteHint, RouteHintSource } from "./route_hint.ts";
 import type { NodeCostView } from "./node_cost.ts";
 import {
   capacityMaxAgeFromEnv,
@@ -117,7 +117,7 @@ export interface SkeidOptions {
 }
 
 /** A route hint, computed only when a pick reads it (`round_robin` never does). */
-export type RouteHintSource = () => RouteHint | undefined;
+export type { RouteHintSource };
 
 /** What a measured request tells the picks about its node (`observeRoute`). */
 export interface RouteObservation {
@@ -631,7 +631,7 @@ export class RoutingCore {
     const admits = exclude === undefined || exclude.size === 0
       ? inSelection
       : (record: NodeRecord) => !exclude.has(record.node.id) && inSelection(record);
-    const routeHint = kind === "affinity" ? hint?.() : undefined;
+    const routeHint = kind === "affinity" ? hint?.routeHint() : undefined;
     const decision = this.#affinity.decide(
       kind,
       entry.nodes,

@@ -124,6 +124,8 @@ export class SimEngine {
   readonly cache: KvBlockCache;
   readonly #clock: SimClock;
   readonly #queue: Sequence[] = [];
+  /** The running sequences (their `start.endsAt` says when each frees its slot). */
+  readonly #runningSeqs = new Set<Sequence>();
   #running = 0;
   #prefixQueries = 0;
   #prefixHits = 0;
@@ -148,6 +150,39 @@ export class SimEngine {
       finished: this.#finished,
       submitted: this.#submitted,
     };
+  }
+
+  /**
+   * The TTFT a sequence of prompt blocks `hashes` (`promptTokens` tokens) would have if it were
+   * submitted now and nothing else arrived: the engine's true state played forward — each
+   * running sequence frees its slot when it ends, each queued one takes the first free slot in
+   * FIFO order for its own prefill and decode — then its wait, the base and its uncached
+   * prefill. What a router that sees every engine's queue and cache can know (the routing
+   * benchmark's oracle); blocking on KV room and later arrivals are not foreseen.
+   */
+  predictTtft(hashes: readonly number[], promptTokens: number): number {
+    const s = this.settings;
+    const now = this.#clock.now();
+    const frees: number[] = [];
+    for (const seq of this.#runningSeqs) frees.push(seq.start!.endsAt);
+    const itl = s.itlMs * (1 + s.decodeSlowdown);
+    const takeSlot = (): number => {
+      if (frees.length < s.maxRunning) return now;
+      let at = 0;
+      for (let i = 1; i < frees.length; i++) if (frees[i] < frees[at]) at = i;
+      const t = frees[at];
+      frees.splice(at, 1);
+      return Math.max(now, t);
+    };
+    for (const seq of this.#queue) {
+      const start = takeSlot();
+      const cached = this.cache.matched(seq.hashes) * s.blockSize;
+      const first = start + s.ttftBaseMs + (seq.tokens.length - cached) * s.prefillMsPerToken;
+      frees.push(first + (seq.output.length - 1) * itl);
+    }
+    const start = takeSlot();
+    const cached = Math.min(promptTokens, this.cache.matched(hashes) * s.blockSize);
+    return start - now + s.ttftBaseMs + (promptTokens - cached) * s.prefillMsPerToken;
   }
 
   /**
@@ -187,6 +222,7 @@ export class SimEngine {
       if (!lease) break; // FIFO: the head waits for blocks, and so does everyone behind it
       this.#queue.shift();
       this.#running++;
+      this.#runningSeqs.add(seq);
       seq.state = "running";
       seq.lease = lease;
       this.#prefixQueries += seq.tokens.length;
@@ -215,6 +251,7 @@ export class SimEngine {
     if (seq.state !== "running") return;
     seq.state = "done";
     this.#running--;
+    this.#runningSeqs.delete(seq);
     const lease = seq.lease!;
     if (completed) {
       this.#finished++;

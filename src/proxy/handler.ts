@@ -60,7 +60,6 @@ import { recordUsage, type UsageOutcome } from "./usage_facts.ts";
 import { logRequest } from "./request_log.ts";
 import { type NodeFaces, nodeFaces } from "./native.ts";
 import { RouteWalk } from "./walk.ts";
-import { routeHint } from "../core/route_hint.ts";
 import type { ProxyContext } from "./context.ts";
 
 /** An attempt that failed before the first byte: the request fails over on it. */
@@ -362,9 +361,8 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
     this.#span.keyPassed(this.#key !== undefined);
 
     const walk = new RouteWalk(skeid, ctx.waiters, plan.tiers, model);
-    const client = body;
     this.#walk = walk.sharing(id, upstream, routing.max_reserve_tokens)
-      .hinting(() => routeHint(client, this.req.headers, upstream.body));
+      .hinting(body, this.req.headers, upstream.body);
     const maxAttempts = Math.max(1, routing.max_attempts);
     let last: Failure | undefined;
     let keyMissing = 0;

@@ -18,7 +18,8 @@ import {
 import type { PickedNode, RouteState, Selection, Tier } from "../core/types.ts";
 import { type EstimatedRequest, requestTokensEstimate } from "./estimate.ts";
 import type { ShareTicket, Waiter, WaiterQueue } from "./wait.ts";
-import type { RouteHint } from "../core/route_hint.ts";
+import { type RouteHint, routeHint, type RouteHintSource } from "../core/route_hint.ts";
+import type { JsonObject } from "../core/json.ts";
 
 /** What the walk needs from the core (a `RoutingCore` satisfies it). */
 export interface WalkCore {
@@ -30,7 +31,7 @@ export interface WalkCore {
    */
   pickNode(
     sel: Selection,
-    hint?: () => RouteHint | undefined,
+    hint?: RouteHintSource,
     exclude?: ReadonlySet<string>,
   ): PickedNode | undefined;
   /** Admits one request on the node; false when another request took the slot in between. */
@@ -93,7 +94,7 @@ export type WalkResult = WalkAdmitted | WalkRefused | WalkAborted;
 const MAX_PICKS = 32;
 
 /** One request's walk over its route plan. */
-export class RouteWalk implements Waiter {
+export class RouteWalk implements Waiter, RouteHintSource {
   readonly #core: WalkCore;
   readonly #queue: WaiterQueue;
   readonly #tiers: readonly Tier[];
@@ -115,8 +116,13 @@ export class RouteWalk implements Waiter {
   #charged: EstimatedRequest | undefined;
   #maxReserve = 0;
   #policy: KeyPolicy | undefined;
-  /** The request's route hint, computed on the first pick that reads it (`hinting`). */
-  #hint: (() => RouteHint | undefined) | undefined;
+  /** What the route hint is computed from (`hinting`); undefined: the walk gives none. */
+  #hintBody: JsonObject | undefined;
+  #hintHeaders: Headers | undefined;
+  #hintUpstream: JsonObject | undefined;
+  /** The route hint once computed (`#hinted`). */
+  #hint: RouteHint | undefined;
+  #hinted = false;
 
   /**
    * A walk starting at the first tier; nothing is asked until `next()`.
@@ -146,20 +152,25 @@ export class RouteWalk implements Waiter {
   }
 
   /**
-   * Gives the `affinity` pick the request's route hint: `source` runs at most once, on the first
-   * pick that reads it (a `round_robin` walk never does).
+   * Gives the `affinity` pick the request's route hint, of the client's `body` and `headers` and
+   * the `upstream` body the node gets: computed at most once, on the first pick that reads it
+   * (a `round_robin` walk never does). The walk itself is the pick's hint source, so a request
+   * makes nothing for a pick that reads no hint.
    */
-  hinting(source: () => RouteHint | undefined): this {
-    let hint: RouteHint | undefined;
-    let done = false;
-    this.#hint = () => {
-      if (!done) {
-        done = true;
-        hint = source();
-      }
-      return hint;
-    };
+  hinting(body: JsonObject, headers: Headers, upstream: JsonObject): this {
+    this.#hintBody = body;
+    this.#hintHeaders = headers;
+    this.#hintUpstream = upstream;
     return this;
+  }
+
+  /** The request's route hint (RouteHintSource), computed on the first call. */
+  routeHint(): RouteHint | undefined {
+    if (!this.#hinted && this.#hintBody !== undefined) {
+      this.#hinted = true;
+      this.#hint = routeHint(this.#hintBody, this.#hintHeaders, this.#hintUpstream);
+    }
+    return this.#hint;
   }
 
   /** Waiter: the customer key's fair share settings, read once per request. */
@@ -276,7 +287,7 @@ export class RouteWalk implements Waiter {
     const excluded = this.#excluded;
     this.#sawFresh = excluded === undefined;
     for (let i = 0; i < MAX_PICKS; i++) {
-      const node = this.#core.pickNode(tier, this.#hint, excluded);
+      const node = this.#core.pickNode(tier, this, excluded);
       if (node === undefined) return false;
       if (excluded !== undefined && excluded.has(node.id)) continue;
       this.#sawFresh = true;

@@ -1,7 +1,8 @@
 import { assert, assertEquals } from "../_assert.ts";
 import { core, counts, spec } from "./routing_helpers.ts";
-import { routeHint } from "../../src/core/route_hint.ts";
+import { hintSource, routeHint } from "../../src/core/route_hint.ts";
 import type { RoutingCore } from "../../src/core/routing_core.ts";
+import { pickAffinity } from "../../src/core/pick.ts";
 
 const NODES = ["a", "b", "c", "d"];
 
@@ -21,7 +22,7 @@ const ask = (user: string, extra: Record<string, unknown> = {}) =>
 
 /** Picks and admits (the request stays in flight), answering the node id. */
 function send(skeid: RoutingCore, hint: ReturnType<typeof routeHint>, pick = "affinity" as const) {
-  const node = skeid.pickNode({ model: "m", pick }, () => hint)!;
+  const node = skeid.pickNode({ model: "m", pick }, hintSource(hint))!;
   assert(skeid.startRequest(node.id));
   return node;
 }
@@ -56,9 +57,11 @@ Deno.test("round_robin stays the default and reads no hint", () => {
   const { skeid } = fleet();
   let asked = 0;
   const ids = Array.from({ length: 8 }, () =>
-    skeid.pickNode({ model: "m" }, () => {
-      asked++;
-      return ask("x");
+    skeid.pickNode({ model: "m" }, {
+      routeHint: () => {
+        asked++;
+        return ask("x");
+      },
     })!.id);
   assertEquals(counts(ids), { a: 2, b: 2, c: 2, d: 2 });
   assertEquals(asked, 0);
@@ -77,7 +80,7 @@ Deno.test("affinity: one session stays on one node, and a second frontend places
     const first = send(one, hint);
     assertEquals(first.route?.key_kind, "prompt_cache_key");
     // The second frontend has no shared state: it ranks the session the same way.
-    assertEquals(two.pickNode({ model: "m", pick: "affinity" }, () => hint)?.id, first.id);
+    assertEquals(two.pickNode({ model: "m", pick: "affinity" }, hintSource(hint))?.id, first.id);
     one.finishRequest(first.id, { ok: true });
     for (let turn = 0; turn < 3; turn++) {
       const again = send(one, hint);
@@ -96,7 +99,7 @@ Deno.test("affinity: a prompt sharing a long prefix goes where that prefix is wa
   for (const user of ["bob", "carol", "dave"]) {
     const node = skeid.pickNode(
       { model: "m", pick: "affinity" },
-      () => ask(`hi from ${user}`, { user }),
+      hintSource(ask(`hi from ${user}`, { user })),
     )!;
     assertEquals(node.id, home.id);
     assertEquals(node.route?.hit, true);
@@ -125,17 +128,22 @@ Deno.test("affinity: a key sent on every request (pinning a node) is held by the
 Deno.test("affinity chooses only among nodes that admit now; excluded nodes are left out", () => {
   const { skeid } = fleet({ max_conns: 1 });
   const hint = ask("q", { prompt_cache_key: "k" });
-  const home = skeid.pickNode({ model: "m", pick: "affinity" }, () => hint)!.id;
+  const home = skeid.pickNode({ model: "m", pick: "affinity" }, hintSource(hint))!.id;
+  const first = skeid.pickNode({ model: "m", pick: "affinity" }, hintSource(hint))!;
+  assertEquals(first.route?.hit, true, "the affinity node itself");
   skeid.startRequest(home);
-  const next = skeid.pickNode({ model: "m", pick: "affinity" }, () => hint)!;
+  const next = skeid.pickNode({ model: "m", pick: "affinity" }, hintSource(hint))!;
   assert(next.id !== home, "a full node is not admitted, whatever its cache");
+  // The affinity node is the full one: a pick elsewhere is no hit, and no spill (admission
+  // ruled it out, not the bound).
+  assertEquals([next.route?.hit, next.route?.spilled], [false, false]);
   const exclude = new Set(NODES.filter((id) => id !== "c"));
   assertEquals(
-    skeid.pickNode({ model: "m", pick: "affinity" }, () => hint, exclude)?.id,
+    skeid.pickNode({ model: "m", pick: "affinity" }, hintSource(hint), exclude)?.id,
     home === "c" ? undefined : "c",
   );
   for (const id of NODES) skeid.startRequest(id);
-  assertEquals(skeid.pickNode({ model: "m", pick: "affinity" }, () => hint), undefined);
+  assertEquals(skeid.pickNode({ model: "m", pick: "affinity" }, hintSource(hint)), undefined);
 });
 
 Deno.test("routing.pick sets the default; a tier's pick wins over it", () => {
@@ -146,7 +154,7 @@ Deno.test("routing.pick sets the default; a tier's pick wins over it", () => {
   skeid.setModelAlias("chat", [{ tags: [], model: "m", pick: "affinity" }]);
   const tier = skeid.routePlan({ model: "chat" }).tiers[0];
   assertEquals(tier.pick, "affinity");
-  assertEquals(skeid.pickNode(tier, () => ask("q"))?.route?.pick, "affinity");
+  assertEquals(skeid.pickNode(tier, hintSource(ask("q")))?.route?.pick, "affinity");
 });
 
 Deno.test("the index forgets a node whose prefix-cache counter went back (a restart)", () => {
@@ -184,7 +192,7 @@ Deno.test("affinity: a node seen running a few with nothing waiting is not taken
   // the node had room for more, so three is not where its queue starts.
   for (const id of NODES) for (let i = 0; i < 3; i++) skeid.startRequest(id);
   skeid.setCapacityReading(home, { source: "prometheus", queue: { running: 3, waiting: 0 } });
-  const next = skeid.pickNode({ model: "m", pick: "affinity" }, () => hint)!;
+  const next = skeid.pickNode({ model: "m", pick: "affinity" }, hintSource(hint))!;
   assertEquals(next.id, home, JSON.stringify(next.route));
   assertEquals(next.route?.hit, true);
   // Seen running three with others waiting: three is its limit, and a fourth would queue.
@@ -192,4 +200,32 @@ Deno.test("affinity: a node seen running a few with nothing waiting is not taken
   const wait = skeid.explainPick({ model: "m", pick: "affinity" }, hint)!.candidates
     .find((c) => c.node_id === home)!.wait_ms;
   assert(wait > 0, `wait ${wait}`);
+});
+
+Deno.test("affinity: among nodes holding the same prefix the less loaded wins, and it is a hit", () => {
+  const node = (index: number, load: number, cachedTokens: number, prefill: number) => ({
+    index,
+    id: `n${index}`,
+    hash: 1000 + index,
+    weight: 1,
+    load,
+    slots: 8,
+    prefillMsPerToken: prefill,
+    serviceMs: 500,
+    cachedTokens,
+  });
+  const args = { key: 7, keyKind: "prompt" as const, promptTokens: 3100, bound: 1.25 };
+  // Both warm with free slots; learned costs a little apart: a tie, taken by load.
+  const d = pickAffinity([node(0, 5, 3072, 0.09), node(1, 2, 3072, 0.1), node(2, 0, 0, 0.1)], {
+    ...args,
+    explore: false,
+  });
+  assertEquals([d.node_id, d.hit, d.spilled], ["n1", true, false]);
+  // An eligible node that cannot take it holds more: the pick is no hit.
+  const away = pickAffinity([node(0, 5, 3072, 0.09), node(1, 2, 3072, 0.1)], {
+    ...args,
+    explore: false,
+    elsewhere: { cachedTokens: 3100, rank: 0 },
+  });
+  assertEquals([away.hit, away.spilled], [false, false]);
 });

@@ -57,3 +57,17 @@ Deno.test("prefix index: a fresh chain is extended by its new blocks; a stale on
   clock.t += 70_000;
   assertEquals(index.matched(1, prompt), 30, "refreshed 70 s ago, within the 80 s");
 });
+
+Deno.test("prefix index: matched asks the first block, then the last, then bisects", () => {
+  const index = new PrefixIndex({ capacity: 4096, ttlMs: 60_000, now: () => 1_700_000_000_000 });
+  const prompt = chain(3, 100);
+  assertEquals(index.matched(1, new Uint32Array(0)), 0);
+  index.record(1, prompt);
+  assertEquals(index.matched(1, prompt), 100, "all of it");
+  assertEquals(index.matched(1, prompt.subarray(0, 1)), 1, "one block");
+  index.record(2, prompt.subarray(0, 37));
+  assertEquals(index.matched(2, prompt), 37, "a part of it");
+  index.record(3, prompt.subarray(0, 1));
+  assertEquals(index.matched(3, prompt), 1, "its first block only");
+  assertEquals(index.matched(4, prompt), 0, "none of it");
+});

@@ -78,3 +78,31 @@ Deno.test("a body the hint cannot render gives no blocks and never throws", () =
   assertEquals(hint.key_kind, "prompt");
   assertEquals(routeHint({ model: "m", user: "u" }).key_kind, "user");
 });
+
+Deno.test("blocks are cut from the prompt's UTF-8 bytes; any text hashes, the same alike", () => {
+  const settings = { blockChars: 256, maxBlocks: 512 };
+  const text = "Grüße, 世界! 🙂 ".repeat(300);
+  const one = routeHint(
+    { messages: [{ role: "user", content: text }] },
+    undefined,
+    undefined,
+    settings,
+  );
+  const bytes = new TextEncoder().encode("\u0001user\u0002" + text).length;
+  assertEquals(one.blocks.length, Math.floor(bytes / 256));
+  const again = routeHint({ messages: [{ role: "user", content: text }] });
+  assertEquals([...again.blocks], [...one.blocks]);
+  assertEquals(new Set(one.blocks).size, one.blocks.length, "chained: every block differs");
+  assertEquals(one.blocks.includes(0), false, "0 marks a free index place: never a block hash");
+  // A character that would cross the bound is not cut: the bound holds.
+  const tight = routeHint(
+    { messages: [{ role: "user", content: "🙂".repeat(1000) }] },
+    undefined,
+    undefined,
+    {
+      blockChars: 256,
+      maxBlocks: 2,
+    },
+  );
+  assertEquals(tight.blocks.length <= 2, true);
+});

@@ -87,3 +87,25 @@ Deno.test("engine: a cancelled waiting sequence leaves the queue; a cancelled on
   assertEquals(thirdStart?.queuedMs, 5);
   assertEquals(engine.cache.usedBlocks, 0);
 });
+
+Deno.test("engine: predictTtft plays the running and queued sequences forward", () => {
+  const clock = new VirtualClock();
+  const engine = new SimEngine(clock, {
+    blockSize: 10,
+    numBlocks: 100,
+    maxRunning: 1,
+    ttftBaseMs: 20,
+    prefillMsPerToken: 1,
+    itlMs: 10,
+    decodeSlowdown: 0,
+  });
+  const idle = words("p", 20);
+  // Nothing running: base + every prompt token.
+  assertEquals(engine.predictTtft([], idle.length), 20 + 20);
+  const a = run(engine, clock, words("a", 10), 4); // ends at 20 + 10 + 3 × 10 = 60
+  const b = run(engine, clock, words("b", 10), 2); // queued: starts at 60, ends at 60 + 30 + 10
+  // A third waits for both: 100 ms, then its own base and prefill.
+  assertEquals(engine.predictTtft([], 5), 100 + 20 + 5);
+  clock.run();
+  assertEquals([a.endedAt, b.endedAt], [60, 100]);
+});
