@@ -396,7 +396,7 @@ export class ConfigManager {
         const lines = await parsed.linesOf(built.issues.map((i) => i.segments));
         const loaded = locateIssues(built, path, (segments) => lines.get(formatPath(segments)));
         parsed.restore(loaded.config);
-        const sections = changedSections(this.#sectionDigests, sectionDigests(loaded.config));
+        const sections = changedSections(this.#sectionDigests, digestMap(loaded.topLevelDigests));
         return { ok: true, path, file_sha256: fileSha256, changes: { sections }, errors: [] };
       } catch (e) {
         return {
@@ -655,7 +655,7 @@ export class ConfigManager {
     }
 
     // Committed: from here on nothing may fail the reload.
-    const digests = sectionDigests(loaded.config);
+    const digests = digestMap(loaded.topLevelDigests);
     if (this.#loaded) {
       const sections = changedSections(this.#sectionDigests, digests);
       if (sections.length > 0) this.#lastChange = { at: this.#now(), sections };
@@ -768,13 +768,9 @@ function issuesOf(e: unknown): ConfigIssue[] {
   return [{ path: "", message: errorMessage(e) }];
 }
 
-/** Digest of each top-level section of a validated config. */
-function sectionDigests(config: Config): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const key of Object.keys(config)) {
-    out.set(key, digestOf((config as Record<string, unknown>)[key] ?? null));
-  }
-  return out;
+/** The top-level digests a load brought (computed off the serving thread for a large file). */
+function digestMap(digests: Readonly<Record<string, string>>): Map<string, string> {
+  return new Map(Object.entries(digests));
 }
 
 /** The top-level sections that differ between two configs' digests (added, changed, removed). */

@@ -76,6 +76,8 @@ export interface LoadedConfig {
   config: Config;
   /** Digest of every section Skeid reads: the change detector of the whole file. */
   digest: string;
+  /** Digest of each top-level section as written (what a change or a dry run names). */
+  topLevelDigests: Record<string, string>;
   /** Digests of the sections that replace as a whole; a key is absent when the section is. */
   sections: {
     nodes?: string;
@@ -155,6 +157,21 @@ export function configDigest(value: unknown): string {
   return digestOf(read);
 }
 
+/**
+ * Digest of each top-level section Skeid reads, as written. Computed where the document's
+ * {@link configDigest} is — in the parse worker for a large config — because a `keys:` section
+ * of megabytes costs the serving thread hundreds of milliseconds to serialize.
+ */
+export function topLevelDigests(value: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (isJsonObject(value)) {
+    for (const key of TOP_LEVEL_KEYS) {
+      if (key in value) out[key] = digestOf(value[key] ?? null);
+    }
+  }
+  return out;
+}
+
 /** Parses and loads YAML text. Throws ConfigLoadError. */
 export function loadConfigText(text: string, opts: LoadOptions): LoadedConfig {
   const parsed = parseConfigText(text, opts.source);
@@ -189,6 +206,8 @@ export function loadConfigValue(
 export interface Prebuilt {
   /** {@link configDigest} of the document. */
   digest: string;
+  /** {@link topLevelDigests} of the document. */
+  topLevelDigests: Record<string, string>;
   /** The policy set and its section digest, when the policy keys built without an error. */
   policy?: { set: PolicySet; digest: string };
 }
@@ -280,6 +299,7 @@ export function buildConfig(value: unknown, opts: LoadOptions, prebuilt?: Prebui
     loaded: {
       config: cfg,
       digest: prebuilt?.digest ?? configDigest(root),
+      topLevelDigests: prebuilt?.topLevelDigests ?? topLevelDigests(root),
       sections,
       nodeSpecs: nodes?.specs,
       nodes: nodes?.nodes,

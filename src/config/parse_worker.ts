@@ -7,7 +7,13 @@
  * @module
  */
 import { ConfigLoadError, type PathSegment } from "./errors.ts";
-import { configDigest, policyDigest, type Prebuilt, sectionInput } from "./load.ts";
+import {
+  configDigest,
+  policyDigest,
+  type Prebuilt,
+  sectionInput,
+  topLevelDigests,
+} from "./load.ts";
 import { loadPolicies } from "./sections.ts";
 import { type ParsedYaml, parseYaml } from "./yaml.ts";
 import { errorMessage } from "../error_message.ts";
@@ -35,7 +41,10 @@ scope.onmessage = (e) => {
     last = undefined;
     const parsed = parseYaml(msg.text, msg.source);
     last = parsed;
-    const prebuilt: Prebuilt = { digest: configDigest(parsed.value) };
+    const prebuilt: Prebuilt = {
+      digest: configDigest(parsed.value),
+      topLevelDigests: topLevelDigests(parsed.value),
+    };
     let value = parsed.value;
     let keysJson: string | undefined;
     if (isJsonObject(value)) {

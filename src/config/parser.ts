@@ -9,7 +9,7 @@
 import type { Policy } from "../core/types.ts";
 import type { PolicySet } from "../core/policies.ts";
 import { type ConfigIssue, ConfigLoadError, formatPath, type PathSegment } from "./errors.ts";
-import { configDigest, type Prebuilt } from "./load.ts";
+import { configDigest, type Prebuilt, topLevelDigests } from "./load.ts";
 import { parseYaml } from "./yaml.ts";
 import type { Config } from "./config_schema.ts";
 
@@ -56,7 +56,10 @@ export class ConfigParser {
       const parsed = parseYaml(text, source);
       return {
         value: parsed.value,
-        prebuilt: { digest: configDigest(parsed.value) },
+        prebuilt: {
+          digest: configDigest(parsed.value),
+          topLevelDigests: topLevelDigests(parsed.value),
+        },
         linesOf: (paths) => Promise.resolve(lineMap(paths, (p) => parsed.lineOf(p))),
         restore: () => {},
       };
