@@ -42,7 +42,13 @@ import {
   type SideFigures,
 } from "./bench/check.ts";
 import { holdIdle, type MemorySide, renderMemory } from "./bench/memory.ts";
-import { liveOrder, type LiveRound, openLiveClients, renderLive } from "./bench/live.ts";
+import {
+  type LiveIdle,
+  liveOrder,
+  type LiveRound,
+  openLiveClients,
+  renderLive,
+} from "./bench/live.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 const MAIN = `${ROOT}/src/main.ts`;
@@ -457,6 +463,29 @@ async function cpuMs(pid: number): Promise<number | null> {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
+/**
+ * Every thread's time on CPU so far, ms with ns resolution (the schedstat of each of /proc/PID/task); a
+ * thread that ended since is not counted, so only for windows where the threads stay.
+ */
+async function threadCpuMs(pid: number): Promise<number | null> {
+  // Through `cat`, as readProc: this process may not read /proc itself.
+  try {
+    const out = await new Deno.Command("sh", {
+      args: ["-c", `cat /proc/${pid}/task/*/schedstat`],
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    if (!out.success) return null;
+    let ns = 0;
+    for (const line of new TextDecoder().decode(out.stdout).split("\n")) {
+      if (line.trim() !== "") ns += Number(line.split(" ")[0]);
+    }
+    return ns / 1e6;
+  } catch {
+    return null;
+  }
+}
+
 /** What `--check` needs from the command line. */
 interface CheckOptions {
   pin: boolean;
@@ -720,6 +749,11 @@ const LIVE_FIGURES = `${ROOT}/docs/bench/live.md`;
 /** The bench gateway's admin key under `--live` (a throwaway value, this run only). */
 const LIVE_ADMIN_KEY = "bench-live-admin-key-0123456789abcdef";
 
+/** `--live`'s idle windows: rounds of every client count, each window this long, ms. */
+const LIVE_IDLE_ROUNDS = 3;
+const LIVE_IDLE_MS = 6000;
+const LIVE_SETTLE_MS = 3000;
+
 /** Live clients of each `--live` state: the page closed, open once, open in three tabs. */
 const LIVE_CLIENTS = [0, 1, 3];
 
@@ -792,7 +826,29 @@ async function runLive(opts: CheckOptions): Promise<number> {
       }
       rounds.push(round);
     }
-    const text = renderLive(rounds, {
+    // The producer alone: idle windows with each client count, the order alternating, after a
+    // pause that lets the load's last usage flush and collections pass.
+    await new Promise((r) => setTimeout(r, LIVE_SETTLE_MS));
+    const idle: LiveIdle[] = [];
+    const windows = Array.from({ length: LIVE_IDLE_ROUNDS }, (_, i) => liveOrder(LIVE_CLIENTS, i))
+      .flat();
+    for (const [i, n] of windows.entries()) {
+      log(`live idle window ${i + 1} of ${windows.length}: ${n} live clients`);
+      const clients = await openLiveClients(adminUrl, LIVE_ADMIN_KEY, n);
+      try {
+        const events0 = clients.events();
+        const t0 = performance.now();
+        const before = await threadCpuMs(gw.child.pid);
+        await new Promise((r) => setTimeout(r, LIVE_IDLE_MS));
+        const after = await threadCpuMs(gw.child.pid);
+        const ms = performance.now() - t0;
+        if (before === null || after === null) throw new Error("gateway CPU not read");
+        idle.push({ clients: n, ms, cpuMs: after - before, events: clients.events() - events0 });
+      } finally {
+        await clients.close();
+      }
+    }
+    const text = renderLive(rounds, idle, {
       date: new Date().toISOString(),
       machine: await machine(),
       command: opts.command,

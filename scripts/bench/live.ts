@@ -20,6 +20,27 @@ export interface LiveSide {
   events: number;
 }
 
+/** The idle gateway's CPU over one window with `clients` live clients and no load. */
+export interface LiveIdle {
+  clients: number;
+  /** Length of the window, ms. */
+  ms: number;
+  /** Gateway CPU over it (every thread's time on CPU), ms. */
+  cpuMs: number;
+  /** Live events the clients read in it. */
+  events: number;
+}
+
+/**
+ * The producer's CPU per second with `clients` streams open: the idle windows with them less
+ * those without (each window's CPU per second, medians), ms of CPU per second.
+ */
+export function producerCostMsPerS(idle: readonly LiveIdle[], clients: number): number {
+  const rate = (n: number) =>
+    median(idle.filter((w) => w.clients === n).map((w) => (w.cpuMs * 1000) / w.ms));
+  return rate(clients) - rate(0);
+}
+
 /** One round: every state measured back to back on the same gateway. */
 export type LiveRound = LiveSide[];
 
@@ -153,6 +174,7 @@ export const LIVE_CPU_GOAL = 1.02;
 /** docs/bench/live.md: every round's figures, then the ratios against the goal. */
 export function renderLive(
   rounds: readonly LiveRound[],
+  idle: readonly LiveIdle[],
   meta: { date: string; machine: string; command: string; load: string; tickMs: number },
 ): string {
   const counts = [...new Set(rounds.flatMap((r) => r.map((s) => s.clients)))].sort((a, b) => a - b);
@@ -171,6 +193,43 @@ export function renderLive(
       x.rps.toFixed(3)
     } | ≤ ${LIVE_CPU_GOAL.toFixed(2)} | ${x.cpu <= LIVE_CPU_GOAL ? "met" : "missed"} |`
   );
+  const idleRows = idle.map((w, i) =>
+    `| ${i + 1} | ${w.clients} | ${(w.ms / 1000).toFixed(1)} | ${w.cpuMs.toFixed(2)} | ${
+      ((w.cpuMs * 1000) / w.ms).toFixed(3)
+    } | ${w.events} |`
+  );
+  const base = rounds.flatMap((r) => r.filter((s) => s.clients === 0));
+  const gatewayMsPerS = median(base.map((s) => (s.rps * s.cpuUs) / 1000));
+  const idleCounts = [...new Set(idle.map((w) => w.clients))].filter((c) => c > 0).sort((a, b) =>
+    a - b
+  );
+  const costRows = idleCounts.map((n) => {
+    const producer = producerCostMsPerS(idle, n);
+    const share = producer / gatewayMsPerS;
+    return `| ${n} | ${producer.toFixed(3)} | ${(share * 100).toFixed(3)} % | ≤ 2 % | ${
+      share <= LIVE_CPU_GOAL - 1 ? "met" : "missed"
+    } |`;
+  });
+  const idleText = idle.length === 0 ? [] : [
+    "## The producer on its own (no load)",
+    "",
+    "Under load the machine's noise swamps a cost this small, so the producer is also measured " +
+    "alone: the idle gateway's CPU over windows with each client count, the order alternating " +
+    "(every thread's time on CPU from `/proc/PID/task/*/schedstat`, ns resolution).",
+    "",
+    "| window | live clients | s | gateway CPU ms | CPU ms per s | events |",
+    "|---:|---:|---:|---:|---:|---:|",
+    ...idleRows,
+    "",
+    "What the open streams cost (median window with them less median without), against the " +
+    `median ${gatewayMsPerS.toFixed(0)} ms of CPU a second the gateway spent at c=32 with no ` +
+    "client (req/s × CPU/req of the rounds above):",
+    "",
+    "| live clients | producer CPU ms per s | of the gateway's CPU at c=32 | goal | |",
+    "|---:|---:|---:|---:|---|",
+    ...costRows,
+    "",
+  ];
   return [
     "# The Live page open vs closed",
     "",
@@ -190,5 +249,6 @@ export function renderLive(
     "|---:|---:|---|---:|---:|---|",
     ...ratioRows,
     "",
+    ...idleText,
   ].join("\n");
 }

@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertRejects } from "../../tests/_assert.ts";
 import { LiveFeed, type LiveSnapshot } from "../../src/admin/live.ts";
-import { liveOrder, liveRatios, openLiveClients, renderLive } from "./live.ts";
+import { liveOrder, liveRatios, openLiveClients, producerCostMsPerS, renderLive } from "./live.ts";
 
 const KEY = "live-test-admin-key";
 
@@ -75,7 +75,14 @@ Deno.test("liveOrder alternates; liveRatios takes each round against its own non
   assertEquals(r[0].cpu, 1.01);
   assertEquals(r[1].cpu, 1.03);
   assertEquals(r[1].cpuMin, 1.02);
-  const text = renderLive(rounds, {
+  const idle = [
+    { clients: 0, ms: 1000, cpuMs: 2, events: 0 },
+    { clients: 3, ms: 1000, cpuMs: 2.5, events: 3 },
+    { clients: 0, ms: 1000, cpuMs: 2.2, events: 0 },
+    { clients: 3, ms: 1000, cpuMs: 2.7, events: 3 },
+  ];
+  assertEquals(Math.round(producerCostMsPerS(idle, 3) * 1000) / 1000, 0.5);
+  const text = renderLive(rounds, idle, {
     date: "2026-12-02T00:00:00Z",
     machine: "test",
     command: "deno task bench --live",
@@ -84,4 +91,6 @@ Deno.test("liveOrder alternates; liveRatios takes each round against its own non
   });
   assert(text.includes("| 1 | 1.010 | 1.000–1.010 |"), text);
   assert(text.includes("| 3 | 1.030 | 1.020–1.030 |") && text.includes("missed"), text);
+  // 0.5 ms a second against a median 100 ms a second of CPU at c=32 (1,000 req/s × 100 µs).
+  assert(text.includes("| 3 | 0.500 | 0.500 % | ≤ 2 % | met |"), text);
 });
