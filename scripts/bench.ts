@@ -826,7 +826,7 @@ async function runLive(opts: CheckOptions): Promise<number> {
       }
       rounds.push(round);
     }
-    // The producer alone: idle windows with each client count, the order alternating, after a
+    // The live feed alone: idle windows with each client count, the order alternating, after a
     // pause that lets the load's last usage flush and collections pass.
     await new Promise((r) => setTimeout(r, LIVE_SETTLE_MS));
     const idle: LiveIdle[] = [];

@@ -32,7 +32,7 @@ export interface LiveIdle {
 }
 
 /**
- * The producer's CPU per second with `clients` streams open: the idle windows with them less
+ * The live feed's CPU per second with `clients` streams open: the idle windows with them less
  * those without (each window's CPU per second, medians), ms of CPU per second.
  */
 export function producerCostMsPerS(idle: readonly LiveIdle[], clients: number): number {
@@ -57,7 +57,7 @@ const FIRST_EVENT_MS = 10_000;
 
 /**
  * Opens `n` event-stream clients on `${adminUrl}/skeid/live` with `adminKey` as Bearer, and
- * resolves once every one has read its first `event: live` (so the producer runs before the
+ * resolves once every one has read its first `event: live` (so the live feed runs before the
  * load starts). Fails with the status or the timeout when one does not.
  */
 export async function openLiveClients(
@@ -178,7 +178,7 @@ export function renderLive(
   meta: { date: string; machine: string; command: string; load: string; tickMs: number },
 ): string {
   const counts = [...new Set(rounds.flatMap((r) => r.map((s) => s.clients)))].sort((a, b) => a - b);
-  const head = counts.flatMap((c) => [`${c} clients req/s`, `CPU/req µs`, "events"]);
+  const head = counts.flatMap((c) => [`${c} live: req/s`, `CPU/req µs`, "events"]);
   const rows = rounds.map((r, i) => {
     const cells = counts.flatMap((c) => {
       const s = r.find((x) => x.clients === c);
@@ -211,9 +211,9 @@ export function renderLive(
     } |`;
   });
   const idleText = idle.length === 0 ? [] : [
-    "## The producer on its own (no load)",
+    "## The live feed on its own (no load)",
     "",
-    "Under load the machine's noise swamps a cost this small, so the producer is also measured " +
+    "Under load the machine's noise swamps a cost this small, so the live feed is also measured " +
     "alone: the idle gateway's CPU over windows with each client count, the order alternating " +
     "(every thread's time on CPU from `/proc/PID/task/*/schedstat`, ns resolution).",
     "",
@@ -225,7 +225,7 @@ export function renderLive(
     `median ${gatewayMsPerS.toFixed(0)} ms of CPU a second the gateway spent at c=32 with no ` +
     "client (req/s × CPU/req of the rounds above):",
     "",
-    "| live clients | producer CPU ms per s | of the gateway's CPU at c=32 | goal | |",
+    "| live clients | live feed CPU ms per s | of the gateway's CPU at c=32 | goal | |",
     "|---:|---:|---:|---:|---|",
     ...costRows,
     "",
