@@ -42,6 +42,13 @@ import {
   type SideFigures,
 } from "./bench/check.ts";
 import { holdIdle, type MemorySide, renderMemory } from "./bench/memory.ts";
+import {
+  type LiveIdle,
+  liveOrder,
+  type LiveRound,
+  openLiveClients,
+  renderLive,
+} from "./bench/live.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 const MAIN = `${ROOT}/src/main.ts`;
@@ -456,6 +463,29 @@ async function cpuMs(pid: number): Promise<number | null> {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
+/**
+ * Every thread's time on CPU so far, ms with ns resolution (the schedstat of each of /proc/PID/task); a
+ * thread that ended since is not counted, so only for windows where the threads stay.
+ */
+async function threadCpuMs(pid: number): Promise<number | null> {
+  // Through `cat`, as readProc: this process may not read /proc itself.
+  try {
+    const out = await new Deno.Command("sh", {
+      args: ["-c", `cat /proc/${pid}/task/*/schedstat`],
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    if (!out.success) return null;
+    let ns = 0;
+    for (const line of new TextDecoder().decode(out.stdout).split("\n")) {
+      if (line.trim() !== "") ns += Number(line.split(" ")[0]);
+    }
+    return ns / 1e6;
+  } catch {
+    return null;
+  }
+}
+
 /** What `--check` needs from the command line. */
 interface CheckOptions {
   pin: boolean;
@@ -713,6 +743,126 @@ async function runOtel(opts: CheckOptions): Promise<number> {
   }
 }
 
+/** Where `--live` writes its figures. */
+const LIVE_FIGURES = `${ROOT}/docs/bench/live.md`;
+
+/** The bench gateway's admin key under `--live` (a throwaway value, this run only). */
+const LIVE_ADMIN_KEY = "bench-live-admin-key-0123456789abcdef";
+
+/** `--live`'s idle windows: rounds of every client count, each window this long, ms. */
+const LIVE_IDLE_ROUNDS = 3;
+const LIVE_IDLE_MS = 6000;
+const LIVE_SETTLE_MS = 3000;
+
+/** Live clients of each `--live` state: the page closed, open once, open in three tabs. */
+const LIVE_CLIENTS = [0, 1, 3];
+
+/**
+ * `--live`: one gateway with the admin API on, c=32 measured with 0, 1 and 3 `GET /skeid/live`
+ * clients connected, the order alternating over `rounds` rounds; per round the gateway CPU per
+ * request against none. Written to docs/bench/live.md.
+ */
+async function runLive(opts: CheckOptions): Promise<number> {
+  const { log, pin } = opts;
+  const load = (await readProc("/proc/loadavg") ?? "").split(" ").slice(0, 3).join(" ");
+  const scope = await childScope("skeid-bench-live-", log);
+  try {
+    const { children, dir } = scope;
+    const fake = await startFake(children, pin);
+    const gw = await startSkeid(children, {
+      fakeUrl: fake.url,
+      usage: opts.usage,
+      dir,
+      limits: opts.limits,
+      contended: false,
+      workers: opts.workers,
+      pin,
+      env: { SKEID_ADMIN_API_KEY: LIVE_ADMIN_KEY },
+    });
+    const problem = await waitHealthy(`http://127.0.0.1:${gw.port}/health`, gw.child, 60_000) ??
+      await sanityCheck(gw.url);
+    if (problem) {
+      console.error(`bench --live: ${problem}`);
+      return 1;
+    }
+    const adminUrl = `http://127.0.0.1:${gw.port}`;
+    const c32: Scenario = { ...scenarios(false, 1).c32, durationMs: 4000, warmup: 1000 };
+    const rounds: LiveRound[] = [];
+    for (let i = 0; i < opts.rounds; i++) {
+      const order = liveOrder(LIVE_CLIENTS, i);
+      log(`live round ${i + 1} of ${opts.rounds}: ${order.join(", ")} live clients`);
+      const round: LiveRound = [];
+      for (const n of order) {
+        const clients = await openLiveClients(adminUrl, LIVE_ADMIN_KEY, n);
+        try {
+          const events0 = clients.events();
+          const before = await cpuMs(gw.child.pid);
+          const many = opts.useWrk
+            ? await runWrk({
+              url: `${gw.url}/chat/completions`,
+              concurrency: c32.concurrency,
+              seconds: Math.round(c32.durationMs / 1000),
+              body: JSON.stringify(c32.body),
+              dir,
+              cpu: pin ? LOAD_CPU : undefined,
+            })
+            : await runClient(gw.url, c32, opts.transport, pin);
+          const after = await cpuMs(gw.child.pid);
+          if (many.errors > 0 || many.completed === 0 || before === null || after === null) {
+            throw new Error(
+              `${n} live clients: ${many.errors} failed requests of ${many.completed}, ` +
+                `gateway CPU ${before === null || after === null ? "not read" : "read"}`,
+            );
+          }
+          round.push({
+            clients: n,
+            rps: many.rps,
+            cpuUs: ((after - before) * 1000) / many.completed,
+            events: clients.events() - events0,
+          });
+        } finally {
+          await clients.close();
+        }
+      }
+      rounds.push(round);
+    }
+    // The live feed alone: idle windows with each client count, the order alternating, after a
+    // pause that lets the load's last usage flush and collections pass.
+    await new Promise((r) => setTimeout(r, LIVE_SETTLE_MS));
+    const idle: LiveIdle[] = [];
+    const windows = Array.from({ length: LIVE_IDLE_ROUNDS }, (_, i) => liveOrder(LIVE_CLIENTS, i))
+      .flat();
+    for (const [i, n] of windows.entries()) {
+      log(`live idle window ${i + 1} of ${windows.length}: ${n} live clients`);
+      const clients = await openLiveClients(adminUrl, LIVE_ADMIN_KEY, n);
+      try {
+        const events0 = clients.events();
+        const t0 = performance.now();
+        const before = await threadCpuMs(gw.child.pid);
+        await new Promise((r) => setTimeout(r, LIVE_IDLE_MS));
+        const after = await threadCpuMs(gw.child.pid);
+        const ms = performance.now() - t0;
+        if (before === null || after === null) throw new Error("gateway CPU not read");
+        idle.push({ clients: n, ms, cpuMs: after - before, events: clients.events() - events0 });
+      } finally {
+        await clients.close();
+      }
+    }
+    const text = renderLive(rounds, idle, {
+      date: new Date().toISOString(),
+      machine: await machine(),
+      command: opts.command,
+      load,
+      tickMs: 1000,
+    });
+    await Deno.writeTextFile(LIVE_FIGURES, text);
+    console.log(text);
+    return 0;
+  } finally {
+    await scope.close();
+  }
+}
+
 async function main(): Promise<number> {
   const { values } = parseArgs({
     args: Deno.args,
@@ -731,6 +881,7 @@ async function main(): Promise<number> {
       save: { type: "boolean", default: false },
       rounds: { type: "string", default: "3" },
       otel: { type: "boolean", default: false },
+      live: { type: "boolean", default: false },
       memory: { type: "boolean", default: false },
       connections: { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -740,7 +891,7 @@ async function main(): Promise<number> {
     console.log(
       "usage: deno task bench [--quick] [--out FILE] [--gateway-url URL|fake|bare] " +
         "[--usage jsonlog|jsonlog-direct|sqlite|none] [--transport raw|fetch] [--wrk auto|yes|no] [--streams N] " +
-        "[--limits] [--contended] [--workers N] [--check [--save] [--rounds N]] [--otel [--rounds N]] [--memory [--connections N]]",
+        "[--limits] [--contended] [--workers N] [--check [--save] [--rounds N]] [--otel [--rounds N]] [--live [--rounds N]] [--memory [--connections N]]",
     );
     return 0;
   }
@@ -815,6 +966,26 @@ async function main(): Promise<number> {
           "CPU it keeps up where the Deno client does not)"
         : `c=32 and c=256 throughput: the Deno client (${problem})`,
     );
+  }
+  if (values.live) {
+    const rounds = Number(values.rounds);
+    if (!Number.isInteger(rounds) || rounds < 2) {
+      console.error(`bench: --rounds must be a whole number >= 2, got '${values.rounds}'`);
+      return 2;
+    }
+    return await runLive({
+      pin,
+      useWrk,
+      usage: values.usage,
+      limits: values.limits,
+      contended: false,
+      workers,
+      rounds,
+      save: false,
+      transport: values.transport,
+      command,
+      log,
+    });
   }
   if (values.otel) {
     const rounds = Number(values.rounds);
