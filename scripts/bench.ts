@@ -543,34 +543,7 @@ async function runCheck(opts: CheckOptions): Promise<number> {
       console.error(`bench --check: ${problem}`);
       return 1;
     }
-    const sc = scenarios(false, 1);
-    const c1: Scenario = { ...sc.c1, requests: 3000, durationMs: 3000, warmup: 500 };
-    const c32: Scenario = { ...sc.c32, durationMs: 3000, warmup: 1000 };
-    const measure = async (url: string, pid?: number): Promise<SideFigures> => {
-      const one = await runClient(url, c1, opts.transport, pin);
-      const before = pid === undefined ? null : await cpuMs(pid);
-      const many = opts.useWrk
-        ? await runWrk({
-          url: `${url}/chat/completions`,
-          concurrency: c32.concurrency,
-          seconds: Math.round(c32.durationMs / 1000),
-          body: JSON.stringify(c32.body),
-          dir,
-          cpu: pin ? LOAD_CPU : undefined,
-        })
-        : await runClient(url, c32, opts.transport, pin);
-      const after = pid === undefined ? null : await cpuMs(pid);
-      const errors = one.errors + many.errors;
-      if (errors > 0) {
-        throw new Error(
-          `${url}: ${errors} failed requests (${[...one.errorSamples, ...many.errorSamples][0]})`,
-        );
-      }
-      const cpu = before !== null && after !== null && many.completed > 0
-        ? ((after - before) * 1000) / many.completed
-        : undefined;
-      return { c1P50Ms: one.latency.p50, c32Rps: many.rps, c32CpuUs: cpu };
-    };
+    const measure = (url: string, pid?: number) => measureSide(url, pid, opts, dir, pin);
     const rounds: CheckRound[] = [];
     for (let i = 0; i < opts.rounds; i++) {
       log(`check round ${i + 1} of ${opts.rounds}: direct, bare proxy, skeid`);
@@ -611,6 +584,45 @@ interface OtelRound {
   direct: SideFigures;
   off: SideFigures;
   on: SideFigures;
+}
+
+/**
+ * One side of a `--check` or `--otel` round: c=1 p50, then c=32 throughput and, with `pid`, the
+ * gateway's CPU per request over the c=32 run (less swayed by a busy machine than latency).
+ */
+async function measureSide(
+  url: string,
+  pid: number | undefined,
+  opts: CheckOptions,
+  dir: string,
+  pin: boolean,
+): Promise<SideFigures> {
+  const sc = scenarios(false, 1);
+  const c1: Scenario = { ...sc.c1, requests: 3000, durationMs: 3000, warmup: 500 };
+  const c32: Scenario = { ...sc.c32, durationMs: 3000, warmup: 1000 };
+  const one = await runClient(url, c1, opts.transport, pin);
+  const before = pid === undefined ? null : await cpuMs(pid);
+  const many = opts.useWrk
+    ? await runWrk({
+      url: `${url}/chat/completions`,
+      concurrency: c32.concurrency,
+      seconds: Math.round(c32.durationMs / 1000),
+      body: JSON.stringify(c32.body),
+      dir,
+      cpu: pin ? LOAD_CPU : undefined,
+    })
+    : await runClient(url, c32, opts.transport, pin);
+  const after = pid === undefined ? null : await cpuMs(pid);
+  const errors = one.errors + many.errors;
+  if (errors > 0) {
+    throw new Error(
+      `${url}: ${errors} failed requests (${[...one.errorSamples, ...many.errorSamples][0]})`,
+    );
+  }
+  const cpu = before !== null && after !== null && many.completed > 0
+    ? ((after - before) * 1000) / many.completed
+    : undefined;
+  return { c1P50Ms: one.latency.p50, c32Rps: many.rps, c32CpuUs: cpu };
 }
 
 /**
@@ -664,31 +676,7 @@ async function runOtel(opts: CheckOptions): Promise<number> {
       OTEL_SERVICE_NAME: "skeid-bench",
       OTEL_DENO_CONSOLE: "ignore",
     });
-    const sc = scenarios(false, 1);
-    const c1: Scenario = { ...sc.c1, requests: 3000, durationMs: 3000, warmup: 500 };
-    const c32: Scenario = { ...sc.c32, durationMs: 3000, warmup: 1000 };
-    const measure = async (url: string, pid?: number): Promise<SideFigures> => {
-      const one = await runClient(url, c1, opts.transport, pin);
-      const before = pid === undefined ? null : await cpuMs(pid);
-      const many = opts.useWrk
-        ? await runWrk({
-          url: `${url}/chat/completions`,
-          concurrency: c32.concurrency,
-          seconds: Math.round(c32.durationMs / 1000),
-          body: JSON.stringify(c32.body),
-          dir,
-          cpu: pin ? LOAD_CPU : undefined,
-        })
-        : await runClient(url, c32, opts.transport, pin);
-      const after = pid === undefined ? null : await cpuMs(pid);
-      const errors = one.errors + many.errors;
-      if (errors > 0) throw new Error(`${url}: ${errors} failed requests`);
-      // Gateway CPU per request: what OTel costs, less swayed by a busy machine than latency.
-      const cpu = before !== null && after !== null && many.completed > 0
-        ? ((after - before) * 1000) / many.completed
-        : undefined;
-      return { c1P50Ms: one.latency.p50, c32Rps: many.rps, c32CpuUs: cpu };
-    };
+    const measure = (url: string, pid?: number) => measureSide(url, pid, opts, dir, pin);
     const rounds: OtelRound[] = [];
     for (let i = 0; i < opts.rounds; i++) {
       log(`otel round ${i + 1} of ${opts.rounds}`);
