@@ -229,7 +229,7 @@ try {
       const [script, data] = await page.evaluate(
         `(() => { const r = performance.getEntriesByType("resource");` +
           `const end = (part) => r.find((e) => e.name.includes(part))?.responseEnd ?? -1;` +
-          `return [end("/skeid/ui/app.js"), end("/skeid/usage/")]; })()`,
+          `return [end("/skeid/ui/app."), end("/skeid/usage/")]; })()`,
       ) as [number, number];
       // The first load warms the browser's cache.
       if (i > 0) {

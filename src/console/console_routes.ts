@@ -10,7 +10,7 @@
  * @module
  */
 import { Hono } from "hono";
-import { CONSOLE_ASSETS, CONSOLE_PAGE, type ConsoleAsset } from "./assets.ts";
+import { CONSOLE_ASSET_NAMES, CONSOLE_ASSETS, CONSOLE_PAGE, type ConsoleAsset } from "./assets.ts";
 import { consoleOffPage } from "./console_off_page.ts";
 
 /** The console's Content-Security-Policy (also what the browser tests expect). */
@@ -25,18 +25,22 @@ export const CONSOLE_CSP = [
   "form-action 'self'",
 ].join("; ");
 
-/** Headers of every console answer. */
-export function consoleHeaders(type: string): Record<string, string> {
+/** Headers of every console answer; `immutable` for a file served under its digest name. */
+export function consoleHeaders(type: string, immutable = false): Record<string, string> {
   return {
     "content-type": type,
     "content-security-policy": CONSOLE_CSP,
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
     "x-frame-options": "DENY",
-    // The files change with the program: revalidate rather than keep a stale page after an upgrade.
-    "cache-control": "no-cache",
+    // A digest name's content never changes; the page and plain names change with the program:
+    // revalidate those rather than keep a stale page after an upgrade.
+    "cache-control": immutable ? "public, max-age=31536000, immutable" : "no-cache",
   };
 }
+
+/** The stylesheet's digest name: served with the admin API off too (the off page uses it). */
+const STYLE_DIGEST_NAME = CONSOLE_ASSET_NAMES.get("style.css");
 
 /** What the console needs from the gateway. */
 export interface ConsoleDeps {
@@ -49,7 +53,7 @@ export interface ConsoleDeps {
 function answer(asset: ConsoleAsset, method: string, status = 200): Response {
   return new Response(method === "HEAD" ? null : asset.body, {
     status,
-    headers: consoleHeaders(asset.type),
+    headers: consoleHeaders(asset.type, asset.immutable),
   });
 }
 
@@ -58,7 +62,7 @@ export function consoleRoutes(deps: ConsoleDeps): Hono {
   const app = new Hono();
   const serve = (name: string | undefined, method: string): Response => {
     // The stylesheet is served either way: the off page uses it too.
-    if (deps.adminKey() === "" && name !== "style.css") {
+    if (deps.adminKey() === "" && name !== "style.css" && name !== STYLE_DIGEST_NAME) {
       const page = consoleOffPage(deps.adminKeyProblem?.() ?? null);
       return answer({ type: "text/html; charset=utf-8", body: page }, method, 503);
     }

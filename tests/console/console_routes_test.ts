@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_assert.ts";
 import { CONSOLE_CSP, consoleRoutes } from "../../src/console/console_routes.ts";
-import { CONSOLE_ASSETS, CONSOLE_PAGE } from "../../src/console/assets.ts";
+import { CONSOLE_ASSET_NAMES, CONSOLE_ASSETS, CONSOLE_PAGE } from "../../src/console/assets.ts";
 
 function fixture(key = "adm-key", problem: string | null = null) {
   const state = { key, problem };
@@ -42,6 +42,32 @@ Deno.test("the console's files are served with their types; an unknown one is 40
   assertEquals(await head.text(), "");
 });
 
+Deno.test("the page refers to its files by digest names, cached for good; itself revalidated", async () => {
+  const f = fixture();
+  const page = await f.req("/skeid/ui");
+  assertEquals(page.headers.get("cache-control"), "no-cache");
+  const html = await page.text();
+  for (const name of ["app.js", "style.css"]) {
+    const digestName = CONSOLE_ASSET_NAMES.get(name) ?? "";
+    assertMatch(digestName, /^(app|style)\.[0-9a-f]{16}\.(js|css)$/);
+    assertStringIncludes(html, `"/skeid/ui/${digestName}"`);
+    assert(!html.includes(`"/skeid/ui/${name}"`), `the page names ${name} only by its digest`);
+    const res = await f.req(`/skeid/ui/${digestName}`);
+    assertEquals(res.status, 200);
+    assertEquals(res.headers.get("cache-control"), "public, max-age=31536000, immutable");
+    assertEquals(res.headers.get("content-security-policy"), CONSOLE_CSP);
+    assertEquals(await res.text(), CONSOLE_ASSETS.get(name)?.body);
+    // The plain name still answers (an old page open across an upgrade), revalidated.
+    const plain = await f.req(`/skeid/ui/${name}`);
+    assertEquals(plain.headers.get("cache-control"), "no-cache");
+    await plain.body?.cancel();
+  }
+  // Another digest of a known file is not that file.
+  const stale = await f.req("/skeid/ui/app.0000000000000000.js");
+  assertEquals(stale.status, 404);
+  await stale.body?.cancel();
+});
+
 Deno.test("with the admin API off the page names the variable to set", async () => {
   const f = fixture("");
   const res = await f.req("/skeid/ui");
@@ -69,7 +95,7 @@ Deno.test("the page has no inline script and the script never parses data as HTM
   const html = CONSOLE_PAGE.body;
   for (const m of html.matchAll(/<script\b[^>]*>([\s\S]*?)<\/script>/g)) {
     assertEquals(m[1].trim(), "", "no inline script");
-    assertMatch(m[0], /src="\/skeid\/ui\/app\.js"/);
+    assertStringIncludes(m[0], `src="/skeid/ui/${CONSOLE_ASSET_NAMES.get("app.js")}"`);
   }
   assert(!/\son[a-z]+=/i.test(html), "no inline event handler");
   assert(!/\sstyle=/i.test(html), "no inline style");
@@ -109,7 +135,7 @@ Deno.test("through a served gateway: /skeid/ui with the admin API off, then on",
     const page = await fetch(`${on.base}/skeid/ui`);
     assertEquals(page.status, 200);
     assertEquals(page.headers.get("content-security-policy"), CONSOLE_CSP);
-    assertStringIncludes(await page.text(), "/skeid/ui/app.js");
+    assertStringIncludes(await page.text(), `/skeid/ui/${CONSOLE_ASSET_NAMES.get("app.js")}`);
   } finally {
     await on.stop();
   }
