@@ -373,7 +373,13 @@ const livePage = {
       const health = /** @type {HTMLButtonElement} */ (h("button", { type: "button" }));
       const drain = /** @type {HTMLButtonElement} */ (h("button", { type: "button" }));
       const path = `/skeid/nodes/${encodeURIComponent(id)}`;
-      const entry = { row: h("tr", { "data-node": id }), cells, health, drain, node: null };
+      const entry = {
+        row: h("tr", { "data-node": id }),
+        cells,
+        health,
+        drain,
+        node: /** @type {any} */ (null),
+      };
       health.addEventListener("click", () => {
         const on = !entry.node?.healthy;
         act(
