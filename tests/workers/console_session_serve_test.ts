@@ -3,12 +3,9 @@
  * worker took the sign-in is good on every worker (each request on a new connection), and a
  * sign-out on one ends it on all.
  */
-import { assert, assertEquals, assertMatch } from "../_assert.ts";
-import { endChild } from "../_helpers/cli.ts";
-import { fileURLToPath } from "node:url";
+import { assert, assertEquals } from "../_assert.ts";
+import { type ServedGroup, serveWorkers } from "../_helpers/cli.ts";
 import { tempDir } from "../_helpers/temp.ts";
-
-const launcher = fileURLToPath(new URL("../../scripts/skeid", import.meta.url));
 
 Deno.test("serve --workers 2: one session for the group, ended everywhere by sign-out", async () => {
   const tmp = await tempDir();
@@ -17,31 +14,10 @@ Deno.test("serve --workers 2: one session for the group, ended everywhere by sig
     "admin:\n  api_key: adm-serve-0123456789\n" +
       "nodes:\n  - id: n\n    url: http://127.0.0.1:9/v1\n    model: m\n",
   );
-  const proc = new Deno.Command(launcher, {
-    args: [
-      "serve",
-      "--config",
-      `${tmp.dir}/skeid.yaml`,
-      "--listen",
-      "127.0.0.1:0",
-      "--workers",
-      "2",
-    ],
-    stdout: "piped",
-    stderr: "null",
-    env: { SKEID_LOG_LEVEL: "error" },
-  }).spawn();
-  const reader = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let served: ServedGroup | undefined;
   try {
-    let text = "";
-    const end = Date.now() + 30_000;
-    while (!/--workers 2/.test(text) && Date.now() < end) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += value;
-    }
-    assertMatch(text, /--workers 2/);
-    const base = text.match(/http:\/\/127\.0\.0\.1:\d+/)![0];
+    served = await serveWorkers(`${tmp.dir}/skeid.yaml`);
+    const { base } = served;
     const signIn = await fetch(`${base}/skeid/session`, {
       method: "POST",
       headers: { connection: "close" },
@@ -70,8 +46,7 @@ Deno.test("serve --workers 2: one session for the group, ended everywhere by sig
     for (let i = 0; i < 8; i++) after.push(await status("/skeid/nodes"));
     assert(after.every((s) => s === 401), `${after}`);
   } finally {
-    await endChild(proc);
-    await reader.cancel().catch(() => {});
+    await served?.stop();
     await tmp.cleanup();
   }
 });

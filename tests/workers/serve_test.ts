@@ -1,10 +1,7 @@
 import { assert, assertEquals, assertMatch } from "../_assert.ts";
-import { endChild } from "../_helpers/cli.ts";
-import { fileURLToPath } from "node:url";
+import { type ServedGroup, serveWorkers } from "../_helpers/cli.ts";
 import { tempDir } from "../_helpers/temp.ts";
 import { startFakeModel } from "../../src/fake/model.ts";
-
-const launcher = fileURLToPath(new URL("../../scripts/skeid", import.meta.url));
 
 Deno.test("serve --workers 2: SIGTERM drains both workers, stores every event, exits 0", async () => {
   const tmp = await tempDir();
@@ -15,31 +12,11 @@ Deno.test("serve --workers 2: SIGTERM drains both workers, stores every event, e
     `nodes:\n  - id: n\n    url: ${fake.url}\n    model: m\n    max_conns: 64\n` +
       `usage_store:\n  backend: jsonlog\n  path: ${events}\n`,
   );
-  const proc = new Deno.Command(launcher, {
-    args: [
-      "serve",
-      "--config",
-      `${tmp.dir}/skeid.yaml`,
-      "--listen",
-      "127.0.0.1:0",
-      "--workers",
-      "2",
-    ],
-    stdout: "piped",
-    stderr: "null",
-    env: { SKEID_LOG_LEVEL: "error" },
-  }).spawn();
-  const reader = proc.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let served: ServedGroup | undefined;
   try {
-    let text = "";
-    const end = Date.now() + 30_000;
-    while (!/--workers 2/.test(text) && Date.now() < end) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += value;
-    }
-    assertMatch(text, /--workers 2: 2 workers share each node's max_conns/);
-    const base = text.match(/http:\/\/127\.0\.0\.1:\d+/)![0];
+    served = await serveWorkers(`${tmp.dir}/skeid.yaml`);
+    const { proc, base } = served;
+    assertMatch(served.banner, /--workers 2: 2 workers share each node's max_conns/);
     const send = () =>
       fetch(`${base}/v1/chat/completions`, {
         method: "POST",
@@ -86,8 +63,7 @@ Deno.test("serve --workers 2: SIGTERM drains both workers, stores every event, e
     const ids = new Set(lines.map((l) => JSON.parse(l).request_id));
     assertEquals(ids.size, 26, "each once");
   } finally {
-    await endChild(proc);
-    await reader.cancel().catch(() => {});
+    await served?.stop();
     await fake.close();
     await tmp.cleanup();
   }
