@@ -32,7 +32,7 @@ import {
   type LoadOptions,
   locateIssues,
 } from "./load.ts";
-import { ConfigParser } from "./parser.ts";
+import { ConfigParser, type ParsedText } from "./parser.ts";
 import type { RegistrySettings } from "./registry.ts";
 import { type OwnSecrets, ownSecretVariables } from "./own_secrets.ts";
 import type { Config } from "./config_schema.ts";
@@ -391,11 +391,7 @@ export class ConfigManager {
       }
       const fileSha256 = sha256(text);
       try {
-        const parsed = await this.#parser.parse(text, path);
-        const built = buildConfig(parsed.value, this.#loadOptions(), parsed.prebuilt);
-        const lines = await parsed.linesOf(built.issues.map((i) => i.segments));
-        const loaded = locateIssues(built, path, (segments) => lines.get(formatPath(segments)));
-        parsed.restore(loaded.config);
+        const loaded = await this.#build(await this.#parser.parse(text, path), path);
         const sections = changedSections(this.#sectionDigests, digestMap(loaded.topLevelDigests));
         return { ok: true, path, file_sha256: fileSha256, changes: { sections }, errors: [] };
       } catch (e) {
@@ -408,6 +404,18 @@ export class ConfigManager {
         };
       }
     });
+  }
+
+  /**
+   * Builds parsed config text into a loaded config (a reload and a dry run alike): every issue
+   * located by line, throws ConfigLoadError on an error.
+   */
+  async #build(parsed: ParsedText, path: string): Promise<LoadedConfig> {
+    const built = buildConfig(parsed.value, this.#loadOptions(), parsed.prebuilt);
+    const lines = await parsed.linesOf(built.issues.map((i) => i.segments));
+    const loaded = locateIssues(built, path, (segments) => lines.get(formatPath(segments)));
+    parsed.restore(loaded.config);
+    return loaded;
   }
 
   /** The admin API key in force; `''` = the admin API is off. */
@@ -581,10 +589,7 @@ export class ConfigManager {
         this.#succeeded();
         return false;
       }
-      const built = buildConfig(parsed.value, this.#loadOptions(), parsed.prebuilt);
-      const lines = await parsed.linesOf(built.issues.map((i) => i.segments));
-      loaded = locateIssues(built, path, (segments) => lines.get(formatPath(segments)));
-      parsed.restore(loaded.config);
+      loaded = await this.#build(parsed, path);
       await this.#applyChanged(loaded);
       this.#applied = { at: this.#now(), fileSha256: textDigest };
     } catch (e) {
