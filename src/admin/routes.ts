@@ -8,25 +8,16 @@
  *
  * @module
  */
+import { QueryParamError } from "../usage/query_param_error.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import type { RoutingCore } from "../core/routing_core.ts";
 import type { ReloadStatus } from "../core/types.ts";
 import type { ReportFilters, UsageReport } from "../usage/types.ts";
-import {
-  parseSeriesQuery,
-  type SeriesAnswer,
-  type SeriesQuery,
-  SeriesQueryError,
-} from "../usage/rollup.ts";
+import { parseSeriesQuery, type SeriesAnswer, type SeriesQuery } from "../usage/rollup.ts";
 import type { Logger } from "../log.ts";
 import { seriesCsv, seriesCsvName } from "../usage/series_csv.ts";
-import {
-  type EventsPage,
-  type EventsQuery,
-  EventsQueryError,
-  parseEventsQuery,
-} from "../usage/events_page.ts";
+import { type EventsPage, type EventsQuery, parseEventsQuery } from "../usage/events_page.ts";
 import { withPublicUrl } from "../url_credentials.ts";
 import { FunctionError, type FunctionTable, nodeMetricsToWire } from "../core/functions.ts";
 import { NodeSpecError } from "../core/inventory.ts";
@@ -360,7 +351,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
     try {
       q = parseSeriesQuery((name) => c.req.query(name));
     } catch (e) {
-      if (e instanceof SeriesQueryError) {
+      if (e instanceof QueryParamError) {
         return json({ ok: false, error: e.message, param: e.param }, 400);
       }
       throw e;
@@ -392,7 +383,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
     try {
       q = parseEventsQuery((name) => c.req.query(name));
     } catch (e) {
-      if (e instanceof EventsQueryError) {
+      if (e instanceof QueryParamError) {
         return json({ ok: false, error: e.message, param: e.param }, 400);
       }
       throw e;

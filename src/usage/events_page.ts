@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { QueryParamError } from "./query_param_error.ts";
 import type { UsageEvent } from "./types.ts";
 import { withoutCredentials } from "../url_credentials.ts";
 
@@ -46,20 +47,13 @@ export interface EventsPage {
   source: "database" | "memory";
 }
 
-/** A wrong query parameter: the route answers 400 naming `param`. */
-export class EventsQueryError extends Error {
-  constructor(readonly param: string, message: string) {
-    super(`${param}: ${message}`);
-  }
-}
-
 /** The cursor as the client holds it: opaque base64url. */
 export function encodeCursor(c: EventsCursor): string {
   return btoa(JSON.stringify([c.ts, c.id])).replaceAll("+", "-").replaceAll("/", "_")
     .replace(/=+$/, "");
 }
 
-/** A cursor back from the client; throws EventsQueryError naming `before`. */
+/** A cursor back from the client; throws QueryParamError naming `before`. */
 export function decodeCursor(text: string): EventsCursor {
   try {
     const b64 = text.replaceAll("-", "+").replaceAll("_", "/");
@@ -73,10 +67,10 @@ export function decodeCursor(text: string): EventsCursor {
   } catch {
     // fall through to the error
   }
-  throw new EventsQueryError("before", "not a cursor this gateway gave (use `next` as it came)");
+  throw new QueryParamError("before", "not a cursor this gateway gave (use `next` as it came)");
 }
 
-/** The page's query from the request's parameters; throws EventsQueryError naming one. */
+/** The page's query from the request's parameters; throws QueryParamError naming one. */
 export function parseEventsQuery(q: (name: string) => string | undefined): EventsQuery {
   const given = (name: string) => {
     const v = q(name);
@@ -85,21 +79,21 @@ export function parseEventsQuery(q: (name: string) => string | undefined): Event
   const limitText = given("limit");
   const limit = limitText === undefined ? EVENTS_PAGE_DEFAULT : Number(limitText);
   if (!Number.isInteger(limit) || limit < 1 || limit > EVENTS_PAGE_MAX) {
-    throw new EventsQueryError("limit", `must be a whole number from 1 to ${EVENTS_PAGE_MAX}`);
+    throw new QueryParamError("limit", `must be a whole number from 1 to ${EVENTS_PAGE_MAX}`);
   }
   const beforeText = given("before");
   const filters: EventsFilters = {};
   for (const name of ["api_key_id", "model", "node", "error_type"] as const) {
     const v = given(name);
     if (v === undefined) continue;
-    if (v.length > 512) throw new EventsQueryError(name, "at most 512 characters");
+    if (v.length > 512) throw new QueryParamError(name, "at most 512 characters");
     filters[name] = v;
   }
   const statusText = given("status");
   if (statusText !== undefined) {
     const status = Number(statusText);
     if (!Number.isInteger(status) || status < 100 || status > 599) {
-      throw new EventsQueryError("status", `'${statusText}' is not an HTTP status (100-599)`);
+      throw new QueryParamError("status", `'${statusText}' is not an HTTP status (100-599)`);
     }
     filters.status = status;
   }

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { QueryParamError } from "./query_param_error.ts";
 import { TOKEN_COUNT_FIELDS } from "./report.ts";
 import type { UsageEvent } from "./types.ts";
 
@@ -263,13 +264,6 @@ export interface SeriesAnswer {
   buckets: { start: string; groups: SeriesGroup[] }[];
 }
 
-/** A series query parameter that is wrong: the route answers 400 naming `param`. */
-export class SeriesQueryError extends Error {
-  constructor(readonly param: string, message: string) {
-    super(`${param}: ${message}`);
-  }
-}
-
 const HOUR_MS = 3_600_000;
 
 function hourText(ms: number): string {
@@ -278,31 +272,31 @@ function hourText(ms: number): string {
 
 function instant(param: string, value: string | undefined): number {
   if (value === undefined || value.trim() === "") {
-    throw new SeriesQueryError(param, "required (an ISO-8601 time, e.g. 2026-09-01T00:00:00Z)");
+    throw new QueryParamError(param, "required (an ISO-8601 time, e.g. 2026-09-01T00:00:00Z)");
   }
   const v = value.trim();
   const ms = /^\d{4}-\d{2}-\d{2}/.test(v) ? Date.parse(v) : NaN;
-  if (Number.isNaN(ms)) throw new SeriesQueryError(param, `'${v}' is not an ISO-8601 time`);
+  if (Number.isNaN(ms)) throw new QueryParamError(param, `'${v}' is not an ISO-8601 time`);
   return ms;
 }
 
-/** Parses the query string of a series; throws SeriesQueryError naming the wrong parameter. */
+/** Parses the query string of a series; throws QueryParamError naming the wrong parameter. */
 export function parseSeriesQuery(q: (name: string) => string | undefined): SeriesQuery {
   const by = q("by") ?? "model";
   if (!(by in SERIES_COLUMN)) {
-    throw new SeriesQueryError("by", `'${by}' is not one of key, alias, model, node`);
+    throw new QueryParamError("by", `'${by}' is not one of key, alias, model, node`);
   }
   const step = q("step") ?? "hour";
   if (step !== "hour" && step !== "day") {
-    throw new SeriesQueryError("step", `'${step}' is not hour or day`);
+    throw new QueryParamError("step", `'${step}' is not hour or day`);
   }
   const fromMs = Math.floor(instant("from", q("from")) / HOUR_MS) * HOUR_MS;
   const toMs = Math.ceil(instant("to", q("to")) / HOUR_MS) * HOUR_MS;
-  if (toMs <= fromMs) throw new SeriesQueryError("to", "must be after from");
+  if (toMs <= fromMs) throw new QueryParamError("to", "must be after from");
   const width = step === "hour" ? HOUR_MS : 24 * HOUR_MS;
   const buckets = Math.ceil((toMs - fromMs) / width);
   if (buckets > MAX_SERIES_BUCKETS) {
-    throw new SeriesQueryError(
+    throw new QueryParamError(
       "to",
       `the range is ${buckets} ${step}s; at most ${MAX_SERIES_BUCKETS} at step=${step}`,
     );
