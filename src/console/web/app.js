@@ -306,26 +306,25 @@ function probeText(p) {
   return rest.length ? `${p.state ?? "?"} (${rest.join(", ")})` : String(p.state ?? "?");
 }
 
+/** The Live page's node columns (each row's cells are labelled with them), before its actions. */
+const NODE_COLUMNS = [
+  "Node",
+  "Health",
+  "In flight",
+  "Capacity",
+  "Probe",
+  "Req/s",
+  "Errors",
+  "TTFT p50 / p90",
+];
+
 /** @type {Page} */
 const livePage = {
   title: "Live",
   mount(root) {
     const { note } = pageHead(root, "Live");
     const at = h("p", { className: "muted", text: "Waiting for the first snapshot…" });
-    const nodes = table(
-      [
-        "Node",
-        "Health",
-        "In flight",
-        "Capacity",
-        "Probe",
-        "Req/s",
-        "Errors",
-        "TTFT p50 / p90",
-        "Actions",
-      ],
-      "nodes",
-    );
+    const nodes = table([...NODE_COLUMNS, "Actions"], "nodes");
     const tiers = table(["Alias", "Tier", "Queue", "Oldest wait", "Who waits"]);
     const workers = table(["Worker", "Started", "Restarts", "Requests", "In flight"]);
     root.append(
@@ -356,20 +355,7 @@ const livePage = {
 
     /** @param {string} id */
     function newRow(id) {
-      const cells = [0, 1, 2, 3, 4, 5, 6, 7].map((i) =>
-        td(
-          [
-            "Node",
-            "Health",
-            "In flight",
-            "Capacity",
-            "Probe",
-            "Req/s",
-            "Errors",
-            "TTFT p50 / p90",
-          ][i],
-        )
-      );
+      const cells = NODE_COLUMNS.map((label) => td(label));
       const health = /** @type {HTMLButtonElement} */ (h("button", { type: "button" }));
       const drain = /** @type {HTMLButtonElement} */ (h("button", { type: "button" }));
       const path = `/skeid/nodes/${encodeURIComponent(id)}`;
