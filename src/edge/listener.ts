@@ -252,11 +252,16 @@ export function listen(opts: ListenerOptions): ClientListener {
     };
     /**
      * An answer that says `connection: close` (a refusal that leaves the body unread: a 408 for
-     * a stalled body) closes its connection: Deno keeps a connection open while its request body
-     * is unread, even past a graceful close.
+     * a stalled body, a 413) closes its connection: Deno keeps a connection open while its
+     * request body is unread, even past a graceful close. Deno's server itself writes
+     * `connection: close` on an answer whose request body is unread, so ours is taken off: the
+     * client would read the header twice.
      */
     const closing = (res: Response): Response => {
-      if (res.headers.get("connection") === "close") c.closeAfter = true;
+      if (res.headers.get("connection") === "close") {
+        c.closeAfter = true;
+        res.headers.delete("connection");
+      }
       return res;
     };
     const done = (): void => {

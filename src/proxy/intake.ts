@@ -115,10 +115,12 @@ export async function readBody(
 ): Promise<Uint8Array<ArrayBuffer>> {
   const declared = req.headers.get("content-length");
   const n = declared === null ? NaN : Number(declared);
-  if (Number.isFinite(n) && n > limit) throw bodyTooLarge(limit);
+  if (Number.isFinite(n) && n > limit) throw closing(bodyTooLarge(limit));
   const budget = intake.buffered;
   // A body the whole cap cannot hold is refused before a byte is read.
-  if (budget !== undefined && Number.isFinite(n) && n > budget.limit) throw overCap(budget);
+  if (budget !== undefined && Number.isFinite(n) && n > budget.limit) {
+    throw closing(overCap(budget));
+  }
   if (req.body === null) return new Uint8Array(0);
   const read = new BodyRead(intake.bodyWatch);
   try {
@@ -129,9 +131,27 @@ export async function readBody(
     // Counted once it arrived: a small body stalled half-way holds nothing in the cap.
     reserve(budget, out.byteLength);
     return out;
+  } catch (err) {
+    throw err instanceof Refusal ? closing(err) : err;
   } finally {
     read.end();
   }
+}
+
+/**
+ * A refusal of a body left unread, as an answer that closes its connection: the rest of the body
+ * is still on the wire, so the connection cannot carry another request, and Deno would keep it
+ * open until the idle timeout (the listener closes a connection whose answer says so).
+ */
+function closing(refusal: Refusal): Refusal {
+  return new Refusal(
+    refusal.status,
+    refusal.type,
+    refusal.message,
+    refusal.reason,
+    refusal.code,
+    { ...refusal.headers, connection: "close" },
+  );
 }
 
 /** Reserves `n` bytes in `budget`, or refuses (503 `buffered_bytes_full`). */
@@ -198,9 +218,6 @@ class BodyRead implements Watched {
         "invalid_request_error",
         `Request body timed out: no bytes for ${this.watch?.timeoutMs} ms (SKEID_BODY_TIMEOUT_MS)`,
         "body_timeout",
-        undefined,
-        // The rest of the body is not read: the connection cannot carry another request.
-        { connection: "close" },
       ),
     );
   }

@@ -66,6 +66,14 @@ async function startBody(
   return conn;
 }
 
+/** The values of the answer head's `connection` header lines, in order. */
+function connectionHeaders(text: string): string[] {
+  const head = text.split("\r\n\r\n")[0];
+  return head.split("\r\n").filter((l) => /^connection:/i.test(l)).map((l) =>
+    l.slice(l.indexOf(":") + 1).trim()
+  );
+}
+
 /** Connections whose request head the server handed to the gateway (busy, not idle). */
 function busy(server: RunningServer): number {
   const s = server.listener.stats();
@@ -121,6 +129,7 @@ Deno.test("slow body: a body that stops sending is cut after SKEID_BODY_TIMEOUT_
         assertMatch(text, /^HTTP\/1\.1 408 /, `${length}: ${JSON.stringify(text)}`);
         assert(text.includes("SKEID_BODY_TIMEOUT_MS"), `${length}: names the setting: ${text}`);
         assert(closed, `${length}: the connection closed after the 408: ${JSON.stringify(text)}`);
+        assertEquals(connectionHeaders(text), ["close"], `${length}: one connection header`);
       } finally {
         closeConn(conn);
       }
@@ -144,5 +153,23 @@ Deno.test("slow body: a body that stops sending is cut after SKEID_BODY_TIMEOUT_
     } finally {
       closeConn(conn);
     }
+  });
+});
+
+Deno.test("slow body: a declared body over a limit is refused at once (413), its connection closed", async () => {
+  // Over the buffered-bytes cap: the body is never read, so the connection cannot carry another
+  // request and closes after the answer, not at the idle timeout (75 s, past this read's bound).
+  await withServer({ SKEID_MAX_BUFFERED_BYTES: "1000" }, async (server) => {
+    const conn = await startBody(server.addr.port, 5_000, CHAT_PREFIX);
+    try {
+      const { text, closed } = await readToClose(conn, 10_000);
+      assertMatch(text, /^HTTP\/1\.1 413 /, JSON.stringify(text));
+      assert(text.includes("SKEID_MAX_BUFFERED_BYTES"), `names the setting: ${text}`);
+      assert(closed, `the connection closed after the 413: ${JSON.stringify(text)}`);
+      assertEquals(connectionHeaders(text), ["close"], "one connection header");
+    } finally {
+      closeConn(conn);
+    }
+    assertEquals(server.gateway.buffered.used, 0, "nothing held in the cap");
   });
 });
