@@ -52,7 +52,10 @@ export function keyStatus(
 ): Record<string, unknown> | undefined {
   const set = skeid.policySet;
   const id = skeid.keyIdForName(ref) ?? ref;
-  if (!set.knownKeyIds.has(id) && !isFullKeyId(id) && id !== "anonymous") return undefined;
+  if (
+    !set.knownKeyIds.has(id) && !isFullKeyId(id) && id !== "anonymous" &&
+    !skeid.isJudgedIdentity(id)
+  ) return undefined;
   return keyStatusOf(skeid, tenancy, id);
 }
 

@@ -504,6 +504,14 @@ export class RoutingCore {
     return true;
   }
 
+  /**
+   * Whether a customer key id is an identity judged at intake (a JWT identity, ADR 0029) that this
+   * core has seen lately: such an id is known, though no `keys:` entry names it.
+   */
+  isJudgedIdentity(apiKeyId: string): boolean {
+    return this.#identityPolicy?.(apiKeyId) !== undefined;
+  }
+
   /** The policy a customer key id routes under; null when no policies are configured. */
   policyForKey(apiKeyId: string | undefined): Policy | null {
     const set = this.#policySet;

@@ -98,6 +98,7 @@ async function withJwt(
   const jwks = jwksServer(keys);
   const fake = startFakeModel({});
   const t = await startGateway({
+    admin_api_key: "adm",
     nodes: [{ id: "n1", url: fake.url, model: "m1" }],
     policies: { std: {}, closed: { models: ["other"] } },
     jwt: {
@@ -227,5 +228,25 @@ Deno.test("jwt: identities with one budget group claim are one customer key", as
       t.sink.events.map((e) => e.api_key_id).sort(),
       ["jwt:corp:cy", "jwt:corp:group:search", "jwt:corp:group:search"],
     );
+  });
+});
+
+Deno.test("jwt: an identity seen is shown by GET /skeid/keys/<id>; one never seen is 404", async () => {
+  const key = await signingKey("ES256", "e1");
+  await withJwt([key], async (t) => {
+    assertEquals((await ask(t, await token(key, { sub: "ann", skeid_policy: "std" }))).status, 200);
+    const id = "jwt:corp:ann";
+    const got = await fetch(`${t.base}/skeid/keys/${encodeURIComponent(id)}`, {
+      headers: { authorization: "Bearer adm" },
+    });
+    const body = await got.json();
+    assertEquals(got.status, 200, JSON.stringify(body));
+    assertEquals(body.api_key_id, id);
+    assertEquals(body.policy, "std", "the policy its token named");
+    assertEquals(body.listed, false, "no keys: entry names it");
+    const unseen = await fetch(`${t.base}/skeid/keys/jwt:corp:nobody`, {
+      headers: { authorization: "Bearer adm" },
+    });
+    assertEquals(unseen.status, 404, await unseen.text());
   });
 });
