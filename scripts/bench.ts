@@ -18,6 +18,7 @@ import {
   type Child,
   childScope,
   freePort,
+  machine,
   readProc,
   readRss,
   sampleRss,
@@ -444,15 +445,6 @@ async function startSkeid(
   });
   children.push(gw);
   return { url: `http://127.0.0.1:${port}/v1`, port, child: gw };
-}
-
-async function machine(): Promise<string> {
-  const cpuinfo = await readProc("/proc/cpuinfo") ?? "";
-  const cpu = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? "unknown CPU";
-  const kb = Number(/^MemTotal:\s+(\d+)/m.exec(await readProc("/proc/meminfo") ?? "")?.[1]);
-  const mem = kb ? `, ${(kb / 1024 / 1024).toFixed(1)} GB RAM` : "";
-  return `nproc ${navigator.hardwareConcurrency}, ${cpu}${mem}, ${Deno.build.os} ` +
-    `${Deno.osRelease()}, Deno ${Deno.version.deno}`;
 }
 
 /** User + system CPU time of a process so far, ms (/proc/PID/stat, 100 ticks a second). */

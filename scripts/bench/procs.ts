@@ -23,6 +23,22 @@ export interface Child {
   stop(graceMs?: number): Promise<void>;
 }
 
+/** The machine a run is on, for a report's header: CPUs, model, memory, OS and Deno. */
+export async function machine(): Promise<string> {
+  const cpuinfo = await readProc("/proc/cpuinfo") ?? "";
+  const cpu = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? "unknown CPU";
+  const kb = Number(/^MemTotal:\s+(\d+)/m.exec(await readProc("/proc/meminfo") ?? "")?.[1]);
+  const mem = kb ? `, ${(kb / 1024 / 1024).toFixed(1)} GB RAM` : "";
+  return `nproc ${navigator.hardwareConcurrency}, ${cpu}${mem}, ${Deno.build.os} ` +
+    `${Deno.osRelease()}, Deno ${Deno.version.deno}`;
+}
+
+/** The load average now (`1 5 15` minutes), or `?`. */
+export async function loadAverage(): Promise<string> {
+  const load = (await readProc("/proc/loadavg") ?? "").split(" ").slice(0, 3).join(" ");
+  return load || "?";
+}
+
 /** Whether `taskset` works here (and there are two CPUs to pin to). */
 export async function canPin(): Promise<boolean> {
   if (navigator.hardwareConcurrency < 2) return false;

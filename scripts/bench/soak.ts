@@ -22,7 +22,8 @@ import {
   childEnv,
   childScope,
   countFds,
-  readProc,
+  loadAverage,
+  machine,
   readRss,
   samplePeak,
   sampleRss,
@@ -475,14 +476,6 @@ function renderSummary(args: {
   ].join("\n");
 }
 
-async function machine(): Promise<string> {
-  const cpuinfo = await readProc("/proc/cpuinfo") ?? "";
-  const cpu = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? "unknown CPU";
-  const load = (await readProc("/proc/loadavg") ?? "").split(" ").slice(0, 3).join(" ");
-  return `nproc ${navigator.hardwareConcurrency}, ${cpu}, Deno ${Deno.version.deno}; ` +
-    `load average at the end ${load || "?"}`;
-}
-
 function positive(name: string, value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   const n = Number(value);
@@ -685,7 +678,7 @@ async function main(): Promise<number> {
     const summary = renderSummary({
       command,
       date: new Date().toISOString(),
-      machine: await machine(),
+      machine: `${await machine()}; load average at the end ${await loadAverage()}`,
       opts: { durationS, concurrency, warmupS },
       warm,
       soak,
