@@ -478,19 +478,29 @@ async function threadCpuMs(pid: number): Promise<number | null> {
   }
 }
 
-/** What `--check` needs from the command line. */
-interface CheckOptions {
+/** The gateway setup a bench mode measures, as the command line chose it. */
+interface GatewayChoice {
+  /** Whether the gateway and the load are pinned to CPUs of their own. */
   pin: boolean;
-  useWrk: boolean;
+  /** The usage store (`--usage`). */
   usage: string;
+  /** A customer key with limits and a budget (`--limits`). */
   limits: boolean;
+  /** Fair share contended (`--contended`). */
   contended: boolean;
+  /** `serve --workers N`. */
   workers: number;
+  /** The command line, for the report. */
+  command: string;
+  log: (msg: string) => void;
+}
+
+/** What `--check` needs from the command line. */
+interface CheckOptions extends GatewayChoice {
+  useWrk: boolean;
   rounds: number;
   save: boolean;
   transport: string;
-  command: string;
-  log: (msg: string) => void;
 }
 
 /**
@@ -1178,18 +1188,11 @@ async function main(): Promise<number> {
 const MEMORY_CONNECT_TIMEOUT_S = 30;
 
 /** What `--memory` needs from the command line. */
-interface MemoryOptions {
-  pin: boolean;
-  usage: string;
-  limits: boolean;
-  contended: boolean;
-  workers: number;
+interface MemoryOptions extends GatewayChoice {
   connections: number;
   streams: number;
   quick: boolean;
-  command: string;
   out: string;
-  log: (msg: string) => void;
 }
 
 /**
