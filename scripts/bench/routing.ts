@@ -552,6 +552,9 @@ interface PickCost {
   noiseP99s: number[];
   rrP50Ns: number;
   rrP99Ns: number;
+  /** Heap bytes one affinity pick allocates (and one round_robin pick), the hint aside. */
+  pickBytes: number;
+  rrBytes: number;
   indexBytes: number;
   indexRssMb: number;
 }
@@ -610,9 +613,24 @@ function pickCost(iterations: number, rounds = 5): PickCost {
     pick99.push(p.p99);
     noise99.push(summarize(noiseTimes).p99);
   }
+  const rrSel = { model: "m" };
+  // What a pick allocates: the heap's growth over 100 picks, the median of 21 such runs (a
+  // scavenge during a run only lowers it). Garbage is what makes a pick's tail on any machine:
+  // the young generation fills, and the pick that finds it full pays the scavenge.
+  const hints = bodies.map((b) => hintSource(routeHint(b)));
+  const heapPerOp = (op: (i: number) => void) => {
+    const runs: number[] = [];
+    for (let k = 0; k < 21; k++) {
+      const before = Deno.memoryUsage().heapUsed;
+      for (let i = 0; i < 100; i++) op(i);
+      runs.push((Deno.memoryUsage().heapUsed - before) / 100);
+    }
+    return Math.max(0, median(runs));
+  };
+  const pickBytes = heapPerOp((i) => skeid.pickNode(sel, hints[i % hints.length]));
+  const rrBytes = heapPerOp(() => skeid.pickNode(rrSel));
   const rr: number[] = [];
   const batch = 1000;
-  const rrSel = { model: "m" };
   for (let i = 0; i < 200; i++) {
     const t0 = performance.now();
     for (let j = 0; j < batch; j++) skeid.pickNode(rrSel);
@@ -636,6 +654,8 @@ function pickCost(iterations: number, rounds = 5): PickCost {
     noiseP99s: sorted(noise99),
     rrP50Ns: rrs.p50,
     rrP99Ns: rrs.p99,
+    pickBytes,
+    rrBytes,
     indexBytes: prefixIndexBytes(1_000_000),
     indexRssMb: (after - before) / 1e6,
   };
@@ -699,9 +719,11 @@ async function main(): Promise<number> {
       `route hint p50 ${f2(c.hintP50)} µs, p99 by round ${us(c.hintP99s)} µs; affinity pick ` +
         `p50 ${f2(c.pickP50)} µs, p99 by round ${us(c.pickP99s)} µs; empty region p99 ${
           us(c.noiseP99s)
-        } µs; round_robin p50 ${f0(c.rrP50Ns)} ns p99 ${f0(c.rrP99Ns)} ns; index ${
-          (c.indexBytes / 1e6).toFixed(1)
-        } MB (RSS +${c.indexRssMb.toFixed(1)} MB)`,
+        } µs; round_robin p50 ${f0(c.rrP50Ns)} ns p99 ${f0(c.rrP99Ns)} ns; heap per pick ${
+          f0(c.pickBytes)
+        } B (round_robin ${f0(c.rrBytes)} B); index ${(c.indexBytes / 1e6).toFixed(1)} MB (RSS +${
+          c.indexRssMb.toFixed(1)
+        } MB)`,
     );
     return 0;
   }
@@ -967,6 +989,10 @@ async function main(): Promise<number> {
     } µs | ${cost.pickP99s.map(f2).join(", ")} µs |`,
     `| empty timed region (the same loop) | | ${cost.noiseP99s.map(f2).join(", ")} µs |`,
     `| round_robin pick (batches of 1,000) | ${f0(cost.rrP50Ns)} ns | ${f0(cost.rrP99Ns)} ns |`,
+    "",
+    `Heap allocated per pick (the median growth over 100 picks, 21 runs; the load-independent ` +
+      `part of the tail, since garbage brings scavenges): affinity ${f0(cost.pickBytes)} B, ` +
+      `round_robin ${f0(cost.rrBytes)} B (the route hint aside).`,
     "",
     `Prefix index at a million blocks: ${(cost.indexBytes / 1e6).toFixed(1)} MB (12 bytes an ` +
       `entry, fixed when made); RSS grew ${cost.indexRssMb.toFixed(1)} MB as it filled.`,
