@@ -41,7 +41,7 @@ export interface TierExplanation {
   /** See `hit`. */
   spilled: boolean;
   /** The admitting nodes, in the session key's rendezvous order (affinity). */
-  candidates: CandidateScore[];
+  candidates: readonly CandidateScore[];
 }
 
 /** The explanation of a model's route plan for a sample request. */

@@ -13,9 +13,11 @@ import { NodeCosts } from "./node_cost.ts";
 import { keyHash, rendezvousScore } from "./rendezvous.ts";
 import { DEFAULT_BLOCKS, type RouteHint } from "./route_hint.ts";
 import {
+  type AffinityArgs,
   type Candidate,
   candidateScores,
   DEFAULT_SLOTS,
+  NO_SCORES,
   pickAffinity,
   type PickExplanation,
   type PickKind,
@@ -24,6 +26,38 @@ import {
 
 /** One affinity pick in a hundred goes by load alone, so cost estimates see cold prefills too. */
 export const EXPLORE_EVERY = 100;
+
+/**
+ * Index blocks one pick writes at most for its own prompt, and as many again of what earlier
+ * picks left unwritten: a 32k-token prompt sent to a node that holds none of it is 512 blocks,
+ * each write a likely cache miss (~0.2 µs), which made that pick (one in a hundred: the
+ * exploration ones) the pick's p99. The rest follows over the next picks, in order, so the
+ * index holds a prefix of the chain meanwhile (a little less than the node has, never more).
+ */
+export const RECORD_BUDGET = 32;
+
+/** Earlier picks' prompts still being written, at most (beyond: the oldest is given up). */
+const RECORD_BACKLOG = 64;
+
+/** The rest of a pick's prompt still to be written to the index. */
+interface PendingRecord {
+  node: number;
+  blocks: Uint32Array;
+  from: number;
+}
+
+/** A candidate's shape before it is filled (the pool's objects are made from it). */
+const EMPTY_CANDIDATE: Readonly<Candidate> = Object.freeze({
+  index: 0,
+  id: "",
+  hash: 0,
+  weight: 0,
+  load: 0,
+  slots: 0,
+  prefillMsPerToken: 0,
+  serviceMs: 0,
+  cachedTokens: 0,
+});
 
 /** Prompt tokens one index block stands for (its characters / 4). */
 const BLOCK_TOKENS = DEFAULT_BLOCKS.blockChars / 4;
@@ -48,6 +82,9 @@ export interface PickCount {
   count: number;
 }
 
+/** Pick outcomes by their place in a counter triple. */
+const OUTCOMES: readonly PickCount["outcome"][] = ["hit", "spilled", "miss"];
+
 /** The affinity state of one core. */
 export class AffinityRouter {
   /** What each node was seen to cost. */
@@ -58,8 +95,34 @@ export class AffinityRouter {
   #index: PrefixIndex | undefined;
   #indexShape = "";
   readonly #hashes = new Map<string, number>();
-  readonly #picks = new Map<string, PickCount>();
+  /** The counters in the order they first counted (`/skeid/metrics`). */
+  readonly #picks: PickCount[] = [];
+  /**
+   * The same counters by pick, key kind and outcome: found without building a string, so
+   * counting a pick allocates nothing once its counter exists.
+   */
+  readonly #pickIndex = new Map<PickKind, Map<string, (PickCount | undefined)[]>>();
   #explore = 0;
+  readonly #args: AffinityArgs = {
+    key: 0,
+    keyKind: "none",
+    promptTokens: 0,
+    bound: 0,
+    explore: false,
+    elsewhere: undefined,
+  };
+  readonly #decision: PickExplanation = pickAffinity([{ ...EMPTY_CANDIDATE }], {
+    key: 0,
+    keyKind: "none",
+    promptTokens: 0,
+    bound: 2,
+    explore: false,
+  });
+  /** The candidates of the decision under way (see `decide`), and the objects they are. */
+  readonly #candidates: Candidate[] = [];
+  readonly #pool: Candidate[] = [];
+  /** Prompts of earlier picks not yet fully written to the index, oldest first. */
+  readonly #backlog: PendingRecord[] = [];
   /** Picks by load so far: equal nodes take turns by it. */
   #turn = 0;
   /** Requests at each node that this gateway did not send, as its last probe reading showed. */
@@ -93,6 +156,7 @@ export class AffinityRouter {
       }
       this.#index = index;
       this.#indexShape = shape;
+      this.#backlog.length = 0;
     }
     return this.#index;
   }
@@ -125,7 +189,11 @@ export class AffinityRouter {
   ): PickExplanation | undefined {
     const useHint = kind === "affinity" && hint !== undefined;
     const index = useHint ? this.index(routing) : undefined;
-    const candidates: Candidate[] = [];
+    // The candidates are this core's own objects, refilled by every decision (a decision runs
+    // start to end synchronously): a pick among 32 nodes allocated 32 of them, and the
+    // scavenges that garbage brought were the pick's p99.
+    const candidates = this.#candidates;
+    let count = 0;
     let elsewhere: { cachedTokens: number; rank: number } | undefined;
     for (let i = 0; i < nodes.length; i++) {
       const record = nodes[i];
@@ -144,18 +212,20 @@ export class AffinityRouter {
       const id = record.node.id;
       const hash = this.nodeHash(id);
       const slots = this.costs.slots(id, view.slots(record) || DEFAULT_SLOTS);
-      candidates.push({
-        index: i,
-        id,
-        hash,
-        weight: record.node.weight,
-        load: view.load(record),
-        slots,
-        prefillMsPerToken: this.costs.prefillMsPerToken(id),
-        serviceMs: this.costs.serviceMs(id),
-        cachedTokens: index ? index.matched(hash, hint!.blocks) * BLOCK_TOKENS : 0,
-      });
+      let c = this.#pool[count];
+      if (c === undefined) this.#pool.push(c = { ...EMPTY_CANDIDATE });
+      c.index = i;
+      c.id = id;
+      c.hash = hash;
+      c.weight = record.node.weight;
+      c.load = view.load(record);
+      c.slots = slots;
+      c.prefillMsPerToken = this.costs.prefillMsPerToken(id);
+      c.serviceMs = this.costs.serviceMs(id);
+      c.cachedTokens = index ? index.matched(hash, hint!.blocks) * BLOCK_TOKENS : 0;
+      candidates[count++] = c;
     }
+    candidates.length = count;
     if (candidates.length === 0) return undefined;
     let decision: PickExplanation;
     if (!useHint) {
@@ -172,25 +242,52 @@ export class AffinityRouter {
         bound_load: 0,
         candidates: explain
           ? candidateScores(candidates, (x) => -x.index, () => true, () => 0)
-          : [],
+          : NO_SCORES,
       };
     } else {
       const explore = !explain && ++this.#explore % EXPLORE_EVERY === 0;
-      decision = pickAffinity(candidates, {
-        key: hint!.key,
-        keyKind: hint!.key_kind,
-        promptTokens: hint!.prompt_tokens,
-        bound: routing.affinity_bound,
-        explore,
-        elsewhere,
-      }, explain);
-      if (!explain && hint!.blocks.length > 0) {
-        const known = decision.cached_tokens / BLOCK_TOKENS;
-        index!.record(this.nodeHash(nodes[decision.index].node.id), hint!.blocks, known);
-      }
+      // One arguments object and one decision object of this core serve every pick (the caller
+      // copies what it keeps); an explanation gets its own.
+      const args = explain ? { ...this.#args } : this.#args;
+      args.key = hint!.key;
+      args.keyKind = hint!.key_kind;
+      args.promptTokens = hint!.prompt_tokens;
+      args.bound = routing.affinity_bound;
+      args.explore = explore;
+      args.elsewhere = elsewhere;
+      decision = pickAffinity(candidates, args, explain, explain ? undefined : this.#decision);
+      if (!explain) this.#record(index!, nodes[decision.index].node.id, hint!, decision);
     }
     if (!explain) this.#count(decision);
     return decision;
+  }
+
+  /**
+   * Remembers the chosen node's prompt in the index: up to {@link RECORD_BUDGET} blocks of it
+   * now (the rest waits its turn), then as many of what earlier picks left.
+   */
+  #record(index: PrefixIndex, id: string, hint: RouteHint, decision: PickExplanation): void {
+    const blocks = hint.blocks;
+    const backlog = this.#backlog;
+    let rest: PendingRecord | undefined;
+    if (blocks.length > 0) {
+      const node = this.nodeHash(id);
+      const from = index.recordStart(node, blocks, decision.cached_tokens / BLOCK_TOKENS);
+      const next = index.recordFrom(node, blocks, from, RECORD_BUDGET);
+      if (next < blocks.length) rest = { node, blocks, from: next };
+    }
+    let budget = RECORD_BUDGET;
+    while (budget > 0 && backlog.length > 0) {
+      const p = backlog[0];
+      const next = index.recordFrom(p.node, p.blocks, p.from, budget);
+      budget -= next - p.from;
+      if (next < p.blocks.length) p.from = next;
+      else backlog.shift();
+    }
+    if (rest !== undefined) {
+      if (backlog.length >= RECORD_BACKLOG) backlog.shift();
+      backlog.push(rest);
+    }
   }
 
   /**
@@ -216,7 +313,13 @@ export class AffinityRouter {
 
   /** Forgets what the index and the costs know of a node (it restarted, left, or was reset). */
   forgetNode(id: string): void {
-    this.#index?.forgetNode(this.nodeHash(id));
+    const node = this.nodeHash(id);
+    // What is still to be written of it would bring back what the node no longer holds.
+    const backlog = this.#backlog;
+    for (let i = backlog.length - 1; i >= 0; i--) {
+      if (backlog[i].node === node) backlog.splice(i, 1);
+    }
+    this.#index?.forgetNode(node);
     this.costs.forget(id);
     this.#external.delete(id);
   }
@@ -233,14 +336,22 @@ export class AffinityRouter {
 
   /** The pick counters. */
   picks(): PickCount[] {
-    return [...this.#picks.values()].map((c) => ({ ...c }));
+    return this.#picks.map((c) => ({ ...c }));
   }
 
   #count(d: PickExplanation): void {
-    const outcome = d.hit ? "hit" : d.spilled ? "spilled" : "miss";
-    const key = `${d.pick}|${d.key_kind}|${outcome}`;
-    const entry = this.#picks.get(key);
-    if (entry) entry.count++;
-    else this.#picks.set(key, { pick: d.pick, key_kind: d.key_kind, outcome, count: 1 });
+    const at = d.hit ? 0 : d.spilled ? 1 : 2;
+    let byKind = this.#pickIndex.get(d.pick);
+    if (byKind === undefined) this.#pickIndex.set(d.pick, byKind = new Map());
+    let counts = byKind.get(d.key_kind);
+    if (counts === undefined) byKind.set(d.key_kind, counts = [undefined, undefined, undefined]);
+    const entry = counts[at];
+    if (entry !== undefined) entry.count++;
+    else {
+      const outcome = OUTCOMES[at];
+      const made: PickCount = { pick: d.pick, key_kind: d.key_kind, outcome, count: 1 };
+      counts[at] = made;
+      this.#picks.push(made);
+    }
   }
 }

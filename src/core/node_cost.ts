@@ -20,6 +20,13 @@ const ALPHA = 0.05;
 /** Observations before the fitted slope replaces the default. */
 const MIN_SAMPLES = 8;
 
+/**
+ * The spread (weighted standard deviation) of recent uncached sizes, tokens, below which the
+ * slope is not refitted: sizes within a quarter of an index block differ by a couple of ms of
+ * prefill, less than a TTFT's own noise.
+ */
+export const MIN_SPREAD_TOKENS = 16;
+
 /** The learned numbers of one node. */
 class NodeFit {
   n = 0;
@@ -45,17 +52,24 @@ class NodeFit {
     this.sxx = this.sxx * keep + x * x;
     this.sxy = this.sxy * keep + x * y;
     this.samples++;
+    this.#refit();
   }
 
-  get slope(): number {
-    if (this.samples < MIN_SAMPLES) return DEFAULT_PREFILL_MS_PER_TOKEN;
+  /**
+   * The fitted slope, refitted on each observation while the recent uncached sizes spread. With
+   * all of them alike (a node serving only warm requests of one hot prefix) the data say nothing
+   * about the slope, and the last fitted one is kept: a ratio through the origin there took the
+   * fixed part of TTFT for prefill (0.63 ms a token where the engine spends 0.1), priced the
+   * node out of the prefix it held, and — getting no traffic — it never learned otherwise.
+   */
+  slope = DEFAULT_PREFILL_MS_PER_TOKEN;
+
+  #refit(): void {
+    if (this.samples < MIN_SAMPLES) return;
     const varX = this.sxx - (this.sx * this.sx) / this.n;
-    // Prompts all of one size say nothing about the slope: keep a ratio through the origin.
-    if (varX <= 1e-9 * Math.max(1, this.sxx)) {
-      return this.sx > 0 ? Math.max(0, this.sy / this.sx) : DEFAULT_PREFILL_MS_PER_TOKEN;
-    }
+    if (!(varX >= MIN_SPREAD_TOKENS * MIN_SPREAD_TOKENS * this.n)) return;
     const slope = (this.sxy - (this.sx * this.sy) / this.n) / varX;
-    return Math.min(100, Math.max(0, slope));
+    this.slope = Math.min(100, Math.max(0, slope));
   }
 }
 

@@ -111,8 +111,11 @@ export interface PickExplanation extends PickDecision {
   /** The load bound's ceiling: a node takes the request while load + 1 ≤ this. */
   bound_load: number;
   /** Candidates in rendezvous order. */
-  candidates: CandidateScore[];
+  candidates: readonly CandidateScore[];
 }
+
+/** The candidates of a decision not explained: none (one array for all of them). */
+export const NO_SCORES: readonly CandidateScore[] = Object.freeze([]);
 
 /** The requests a node runs at once, as far as anyone knows. */
 function slotsOf(c: Candidate): number {
@@ -175,6 +178,23 @@ export function pickLeastLoadedTurn(
   return ties.length === 0 ? undefined : ties[turn % ties.length];
 }
 
+/** Predicted uncached prefill of a `prompt`-token request on `c`, ms. */
+function prefillMsOf(c: Candidate, prompt: number): number {
+  return Math.max(0, prompt - c.cachedTokens) * c.prefillMsPerToken;
+}
+
+/**
+ * The bound's charge on `c` for load over `exact` (the bound × the mean, unrounded), ms: each
+ * request beyond it counts as if it queued there. A warm node a little over the bound keeps a
+ * request whose prefill elsewhere would cost more than that, and loses one whose prefill is
+ * cheap. A hard cut would trade every such hit for a full prefill on a node that already holds
+ * its share (why hashing with bounded load alone falls short).
+ */
+function overMsOf(c: Candidate, exact: number): number {
+  const over = c.load + 1 - exact;
+  return over > 0 ? (over * c.serviceMs) / slotsOf(c) : 0;
+}
+
 /** The load ceiling of the bound: a node takes the request while `load + 1` ≤ it. */
 export function boundLoad(candidates: readonly Candidate[], bound: number): number {
   let total = 1;
@@ -209,15 +229,32 @@ export interface AffinityArgs {
  */
 let rankScratch = new Float64Array(64);
 
+/** A decision's shape before it is filled. */
+const EMPTY_DECISION: Readonly<PickExplanation> = Object.freeze({
+  index: 0,
+  node_id: "",
+  pick: "affinity",
+  key_kind: "none",
+  hit: false,
+  spilled: false,
+  predicted_ttft_ms: 0,
+  cached_tokens: 0,
+  bound_load: 0,
+  candidates: NO_SCORES,
+});
+
 /**
  * The `affinity` decision over the admitting `candidates` (at least one). With `explain`, every
  * candidate's numbers come back too. One pass gathers the ranks and the bound, one finds the
- * affinity node, one chooses: no array, closure or score is made per candidate.
+ * affinity node, one chooses: no array, closure or score is made per candidate. `out`: an
+ * object to fill with the decision (a caller that copies what it keeps reuses one) instead of
+ * a new one.
  */
 export function pickAffinity(
   candidates: readonly Candidate[],
-  args: AffinityArgs,
+  args: Readonly<AffinityArgs>,
   explain = false,
+  out?: PickExplanation,
 ): PickExplanation {
   const n = candidates.length;
   if (rankScratch.length < n) rankScratch = new Float64Array(n * 2);
@@ -233,15 +270,6 @@ export function pickAffinity(
   const exact = (args.bound * total) / Math.max(1, n);
   const ceiling = Math.ceil(exact);
   const prompt = args.promptTokens;
-  const prefillMs = (c: Candidate) => Math.max(0, prompt - c.cachedTokens) * c.prefillMsPerToken;
-  // Over the bound, each request beyond it counts as if it queued there: a warm node a little
-  // over the bound keeps a request whose prefill elsewhere would cost more than that, and loses
-  // one whose prefill is cheap. A hard cut would trade every such hit for a full prefill on a
-  // node that already holds its share (why hashing with bounded load alone falls short).
-  const overMs = (c: Candidate) => {
-    const over = c.load + 1 - exact;
-    return over > 0 ? (over * c.serviceMs) / slotsOf(c) : 0;
-  };
 
   // The affinity node: the one holding the longest prefix; with none, the session's first choice.
   let home = -1;
@@ -290,12 +318,12 @@ export function pickAffinity(
     let best = Infinity;
     for (let i = 0; i < n; i++) {
       const c = candidates[i];
-      best = Math.min(best, prefillMs(c) + predictedWaitMs(c) + overMs(c));
+      best = Math.min(best, prefillMsOf(c, prompt) + predictedWaitMs(c) + overMsOf(c, exact));
     }
     const tie = best + SCORE_TIE_MS + best * SCORE_TIE_SHARE;
     for (let i = 0; i < n; i++) {
       const c = candidates[i];
-      const s = prefillMs(c) + predictedWaitMs(c) + overMs(c);
+      const s = prefillMsOf(c, prompt) + predictedWaitMs(c) + overMsOf(c, exact);
       if (s > tie) continue;
       const at = chosen < 0 ? undefined : candidates[chosen];
       if (
@@ -330,18 +358,17 @@ export function pickAffinity(
   if (awayWins) home = -1;
   const hit = home >= 0 &&
     (chosen === home || (anyCached && c.cachedTokens === candidates[home].cachedTokens));
-  const decision: PickExplanation = {
-    index: c.index,
-    node_id: c.id,
-    pick: "affinity",
-    key_kind: args.keyKind,
-    hit,
-    spilled: home >= 0 && !hit && candidates[home].load + 1 > ceiling,
-    predicted_ttft_ms: prefillMs(c) + predictedWaitMs(c),
-    cached_tokens: c.cachedTokens,
-    bound_load: ceiling,
-    candidates: [],
-  };
+  const decision: PickExplanation = out ?? { ...EMPTY_DECISION };
+  decision.index = c.index;
+  decision.node_id = c.id;
+  decision.pick = "affinity";
+  decision.key_kind = args.keyKind;
+  decision.hit = hit;
+  decision.spilled = home >= 0 && !hit && candidates[home].load + 1 > ceiling;
+  decision.predicted_ttft_ms = prefillMsOf(c, prompt) + predictedWaitMs(c);
+  decision.cached_tokens = c.cachedTokens;
+  decision.bound_load = ceiling;
+  decision.candidates = NO_SCORES;
   if (explain) {
     const byRank = new Map<Candidate, number>();
     for (let i = 0; i < n; i++) byRank.set(candidates[i], ranks[i]);
@@ -349,8 +376,8 @@ export function pickAffinity(
       candidates,
       (x) => byRank.get(x) ?? 0,
       (x) => x.load + 1 <= ceiling,
-      prefillMs,
-      overMs,
+      (x) => prefillMsOf(x, prompt),
+      (x) => overMsOf(x, exact),
     );
   }
   return decision;

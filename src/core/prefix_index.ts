@@ -87,14 +87,30 @@ export class PrefixIndex {
    * blocks after them are written — a long conversation costs its new blocks, not all of them.
    */
   record(node: number, blocks: ArrayLike<number>, known = 0): void {
+    this.recordFrom(node, blocks, this.recordStart(node, blocks, known), Infinity);
+  }
+
+  /**
+   * Where {@link PrefixIndex.record} would start writing `blocks` for `node`: after the `known`
+   * leading ones while the chain is fresh, else at the first (a refresh).
+   */
+  recordStart(node: number, blocks: ArrayLike<number>, known: number): number {
+    if (known <= 0 || known > blocks.length) return 0;
+    const at = this.#find(node, blocks[0]);
+    return at >= 0 && this.#second() - this.#words[at + 2] < this.#ttlS / 8 ? known : 0;
+  }
+
+  /**
+   * Writes `blocks[from, from + budget)` for `node` (in order, so what is written is always a
+   * prefix of the chain) and answers where it stopped: `blocks.length` when all are written.
+   * Each write is a likely cache miss in a table of megabytes; a caller bounding the work of
+   * one pick writes the rest later.
+   */
+  recordFrom(node: number, blocks: ArrayLike<number>, from: number, budget: number): number {
     const second = this.#second();
     const w = this.#words;
-    let from = 0;
-    if (known > 0 && known <= blocks.length) {
-      const at = this.#find(node, blocks[0]);
-      if (at >= 0 && second - w[at + 2] < this.#ttlS / 8) from = known;
-    }
-    for (let i = from; i < blocks.length; i++) {
+    const end = Math.min(blocks.length, from + budget);
+    for (let i = from; i < end; i++) {
       const key = entryKey(blocks[i], node);
       const base = (key % this.#buckets) * WAYS * WORDS;
       let place = -1;
@@ -115,6 +131,7 @@ export class PrefixIndex {
       w[place + 1] = node;
       w[place + 2] = second;
     }
+    return end;
   }
 
   /** Whether block `block` is remembered for `node` and younger than the time-to-live. */

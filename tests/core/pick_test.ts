@@ -3,6 +3,7 @@ import { core, counts, spec } from "./routing_helpers.ts";
 import { hintSource, routeHint } from "../../src/core/route_hint.ts";
 import type { RoutingCore } from "../../src/core/routing_core.ts";
 import { pickAffinity } from "../../src/core/pick.ts";
+import { RECORD_BUDGET } from "../../src/core/affinity.ts";
 
 const NODES = ["a", "b", "c", "d"];
 
@@ -228,4 +229,49 @@ Deno.test("affinity: among nodes holding the same prefix the less loaded wins, a
     elsewhere: { cachedTokens: 3100, rank: 0 },
   });
   assertEquals([away.hit, away.spilled], [false, false]);
+});
+
+Deno.test("affinity: a long prompt is remembered a bounded part per pick, all of it soon after", () => {
+  const { skeid } = fleet();
+  // 200 index blocks (256 bytes each) of a long document, sent to a node holding none of it.
+  const document = "The quarterly report of the northern division, page after page. ".repeat(800);
+  const long = routeHint({ model: "m", messages: [{ role: "user", content: document }] });
+  assertEquals(long.blocks.length, 200);
+  const home = send(skeid, long).id;
+  const held = () =>
+    skeid.explainPick({ model: "m", pick: "affinity" }, long)!.candidates.find((c) =>
+      c.node_id === home
+    )!.cached_tokens / 64;
+  // The pick wrote its first RECORD_BUDGET blocks; a prefix of the prompt, never more.
+  assertEquals(held(), RECORD_BUDGET);
+  // Every later pick writes as many again of the rest, whatever it routes.
+  const picksToFinish = Math.ceil((200 - RECORD_BUDGET) / RECORD_BUDGET);
+  for (let i = 0; i < picksToFinish; i++) {
+    const other = send(skeid, ask(`short question ${i}`, { user: `u${i}` }));
+    skeid.finishRequest(other.id, { ok: true });
+    assertEquals(held(), Math.min(200, RECORD_BUDGET * (i + 2)));
+  }
+  assertEquals(held(), 200);
+});
+
+Deno.test("affinity: what is still to be written of a node's prompts goes when it is forgotten", () => {
+  const { skeid } = fleet();
+  const document = "Minutes of the board, item by item, with every vote recorded. ".repeat(800);
+  const long = routeHint({ model: "m", messages: [{ role: "user", content: document }] });
+  const home = send(skeid, long).id;
+  skeid.setCapacityReading(home, {
+    source: "prometheus",
+    queue: { running: 1, waiting: 0, prefix_queries: 900 },
+  });
+  // Its prefix-cache counter went back: a restart. Nothing of the prompt comes back after it.
+  skeid.setCapacityReading(home, {
+    source: "prometheus",
+    queue: { running: 1, waiting: 0, prefix_queries: 3 },
+  });
+  for (let i = 0; i < 10; i++) {
+    skeid.pickNode({ model: "m", pick: "affinity" }, hintSource(ask(`q${i}`)));
+  }
+  const cached = skeid.explainPick({ model: "m", pick: "affinity" }, long)!.candidates
+    .find((c) => c.node_id === home)!.cached_tokens;
+  assertEquals(cached, 0);
 });
