@@ -262,6 +262,23 @@ async function consoleInBrowser(t: Deno.TestContext, name: BrowserName): Promise
         );
         assertStringIncludes(csv.split("\n")[0], "requests");
         assertStringIncludes(csv, "m1");
+
+        // A segment's tooltip names its bucket, group and value once a pointer is over it.
+        await page.hover("figure.card svg.chart rect");
+        await waitText(page, "figure.card svg.chart rect > title", ": ");
+
+        // Its own address: the page's HTML named the series call, sent once, from the preload.
+        await page.goto(`${ui}/usage?range=30d&by=key`, { waitUntil: "load" });
+        await page.waitForSelector("body[data-usage-drawn]", { timeout: 8000 });
+        assertEquals(
+          await page.$eval("#usage-by", (el) => (el as unknown as { value: string }).value),
+          "key",
+        );
+        const calls = await page.evaluate(
+          `performance.getEntriesByType("resource")` +
+            `.filter((e) => e.name.includes("/skeid/usage/series?")).map((e) => e.initiatorType)`,
+        ) as string[];
+        assertEquals(calls, ["link"], "one request for the first chart, the preload's");
       });
 
       await t.step("Requests: latest first, filtered by node, one in full", async () => {
@@ -280,8 +297,15 @@ async function consoleInBrowser(t: Deno.TestContext, name: BrowserName): Promise
         await waitText(page, ".detail pre", "fake-2");
 
         // Keyset paging: three a page, "Older" appends the next three, none twice, newest first.
-        await page.goto(`${ui}#/requests?limit=3`, { waitUntil: "load" });
+        await page.goto(`${ui}/requests?limit=3`, { waitUntil: "load" });
         await waitJs(page, `document.querySelectorAll("tr[data-event]").length === 3`);
+        // The page's HTML named its first call: the browser sent it once, from the preload.
+        const calls = await page.evaluate(
+          `performance.getEntriesByType("resource")` +
+            `.filter((e) => e.name.endsWith("/skeid/usage/events?limit=3"))` +
+            `.map((e) => e.initiatorType)`,
+        ) as string[];
+        assertEquals(calls, ["link"], "one request for the first screen, the preload's");
         await page.click("main p > button:not([hidden])");
         await waitJs(page, `document.querySelectorAll("tr[data-event]").length === 6`);
         const rows = await page.evaluate(
@@ -291,6 +315,14 @@ async function consoleInBrowser(t: Deno.TestContext, name: BrowserName): Promise
         assertEquals(new Set(rows.map(([id]) => id)).size, 6, "no event shown twice");
         const times = rows.map(([, at]) => at);
         assertEquals(times, [...times].sort().reverse(), "newest first");
+
+        // An address of the old form (the page in the hash) still opens its view, at its own.
+        await page.goto(`${ui}#/requests?limit=2`, { waitUntil: "load" });
+        await waitJs(page, `document.querySelectorAll("tr[data-event]").length === 2`);
+        assertEquals(
+          await page.evaluate("location.pathname + location.search + location.hash"),
+          "/skeid/ui/requests?limit=2",
+        );
       });
 
       await t.step(
@@ -348,9 +380,7 @@ async function consoleInBrowser(t: Deno.TestContext, name: BrowserName): Promise
           domain: url.hostname,
           path: "/skeid",
         });
-        // A real load (the signed-out page is at `${ui}#`: a new hash alone would not reload it).
-        await page.goto("about:blank");
-        await page.goto(`${ui}#/keys`, { waitUntil: "load" });
+        await page.goto(`${ui}/keys`, { waitUntil: "load" });
         await page.waitForSelector("#admin-key", { timeout: 8000 });
         assertEquals(await page.$$eval("tr[data-key]", (els) => els.length), 0, "no key shown");
       });
