@@ -707,26 +707,41 @@ function chart(title, fmt, buckets, metric, colours) {
     s("line", { x1: padL, x2: W - padL, y1: padT + plotH, y2: padT + plotH, class: "axis" }),
   );
   const bw = plotW / Math.max(1, buckets.length);
+  // One path per colour, a rectangle per segment in it: a few elements a chart, where a rect
+  // per segment made hundreds. Over each bucket lies a transparent strip whose tooltip names
+  // every group's value in that bucket (made on the first hover: showTip).
+  /** @type {Map<string, string>} */
+  const paths = new Map();
+  /** @type {SVGElement[]} */
+  const strips = [];
+  const w = Math.max(0.5, bw * 0.8).toFixed(2);
   buckets.forEach((b, i) => {
     let y = padT + plotH;
+    const x = (padL + i * bw + bw * 0.1).toFixed(2);
+    /** @type {string[]} */
+    const parts = [];
     for (const g of b.groups) {
       const v = g[metric] || 0;
       if (v <= 0 || max <= 0) continue;
       const hgt = (v / max) * plotH;
       y -= hgt;
-      const r = s("rect", {
-        x: (padL + i * bw + bw * 0.1).toFixed(2),
-        y: y.toFixed(2),
-        width: Math.max(0.5, bw * 0.8).toFixed(2),
-        height: Math.max(0.5, hgt).toFixed(2),
-        fill: colours.get(g.name) ?? PALETTE[PALETTE.length - 1],
-      });
-      // Its tooltip is made when a pointer first comes over it (showTip): a <title> for
-      // each of the hundreds of segments would double the nodes the first screen builds.
-      r.setAttribute("data-tip", `${b.start} ${g.name || "(none)"}: ${fmt(v)}`);
-      svg.append(r);
+      const fill = colours.get(g.name) ?? PALETTE[PALETTE.length - 1];
+      const d = `M${x} ${y.toFixed(2)}h${w}v${Math.max(0.5, hgt).toFixed(2)}h-${w}z`;
+      paths.set(fill, (paths.get(fill) ?? "") + d);
+      parts.push(`${g.name || "(none)"} ${fmt(v)}`);
     }
+    if (parts.length === 0) return;
+    strips.push(s("rect", {
+      x: (padL + i * bw).toFixed(2),
+      y: padT,
+      width: bw.toFixed(2),
+      height: plotH,
+      class: "bucket",
+      "data-tip": `${b.start}: ${parts.join(", ")}`,
+    }));
   });
+  for (const [fill, d] of paths) svg.append(s("path", { d, fill }));
+  svg.append(...strips);
   const label = (
     /** @type {number} */ x,
     /** @type {string} */ text,
@@ -752,7 +767,7 @@ function chart(title, fmt, buckets, metric, colours) {
 }
 
 /**
- * A chart segment's tooltip: its `<title>` (text), made from its `data-tip` the first time a
+ * A chart bucket's tooltip: its `<title>` (text), made from its `data-tip` the first time a
  * pointer comes over it.
  * @param {Event} ev
  */
