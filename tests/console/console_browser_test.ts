@@ -351,6 +351,24 @@ async function consoleInBrowser(t: Deno.TestContext, name: BrowserName): Promise
         },
       );
 
+      await t.step("Back returns to the page before; the skip link stays on the page", async () => {
+        // Config was reached from the Requests page of two rows (a nav click: a new entry).
+        await page.evaluate("history.back()");
+        await waitText(page, "main h1", "Requests");
+        await waitJs(page, `document.querySelectorAll("tr[data-event]").length === 2`);
+        // A mark on the row element itself: a page mounted again would have new rows.
+        await page.evaluate(`document.querySelector("tr[data-event]").dataset.probe = "kept"`);
+        await page.focus("a.skip");
+        await page.keyboard.press("Enter");
+        await waitJs(page, `location.hash === "#main"`);
+        assertEquals(await textOf(page, "main h1"), "Requests");
+        assertEquals(
+          await page.evaluate(`document.querySelector("tr[data-event]")?.dataset.probe ?? ""`),
+          "kept",
+          "the page was not mounted again",
+        );
+      });
+
       await t.step("a narrow window shows rows as labelled cards", async () => {
         await page.setViewport({ width: 390, height: 800 });
         await page.click('nav a[data-page="live"]');

@@ -1354,12 +1354,17 @@ function attach() {
 
 /**
  * An address of the old form (`/skeid/ui#/usage?range=30d`) becomes the page's own
- * (`/skeid/ui/usage?range=30d`), so links kept from before still open their view.
+ * (`/skeid/ui/usage?range=30d`), so links kept from before still open their view. True when it
+ * was one.
  */
 function fromHash() {
   const m = location.hash.match(/^#\/(\w+)(?:\?(.*))?$/);
   if (m) history.replaceState(null, "", `/skeid/ui/${m[1]}${m[2] ? `?${m[2]}` : ""}`);
+  return m !== null;
 }
+
+/** The address (path and query) of the page last mounted. */
+let mountedAt = "";
 
 function route() {
   if (!session && !booting) return;
@@ -1370,6 +1375,7 @@ function route() {
   const name = m && PAGES[m[1]] ? m[1] : "live";
   const params = new URLSearchParams(location.search);
   const page = PAGES[name];
+  mountedAt = location.pathname + location.search;
   unmount();
   top.hidden = session === null;
   for (const a of top.querySelectorAll("nav a")) {
@@ -1387,10 +1393,12 @@ function route() {
   if (!booting) main.querySelector("h1")?.focus();
 }
 
-globalThis.addEventListener("popstate", route);
+// Back and forward change the page; a fragment of its own (the skip link's `#main`) does not.
+globalThis.addEventListener("popstate", () => {
+  if (location.pathname + location.search !== mountedAt) route();
+});
 globalThis.addEventListener("hashchange", () => {
-  fromHash();
-  route();
+  if (fromHash()) route();
 });
 // The nav bar's links change the page in place (a click with a modifier opens a new tab as
 // usual; the new tab loads that page's address).
