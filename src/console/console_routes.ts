@@ -12,6 +12,7 @@
 import { Hono } from "hono";
 import { CONSOLE_ASSET_NAMES, CONSOLE_ASSETS, CONSOLE_PAGE, type ConsoleAsset } from "./assets.ts";
 import { consoleOffPage } from "./console_off_page.ts";
+import { CONSOLE_PAGE_NAMES, firstCalls, preloadLinks } from "./first_calls.ts";
 
 /** The console's Content-Security-Policy (also what the browser tests expect). */
 export const CONSOLE_CSP = [
@@ -48,6 +49,23 @@ export interface ConsoleDeps {
   adminKey(): string;
   /** Why the admin API is off though the config names a key variable, else null. */
   adminKeyProblem?(): string | null;
+  /** The clock the Usage page's first range is taken from (tests set it). */
+  now?(): number;
+}
+
+/** Where the page's HTML names the calls of its first screen. */
+const FIRST_CALLS_MARK = "<!--skeid:first-calls-->";
+
+/**
+ * The page for `/skeid/ui/<page>?<query>`: the one HTML, naming the first calls of that page
+ * (ADR 0048). It changes with the query and the hour, so it is never cached (`no-cache`, as
+ * before).
+ */
+function pageFor(page: string, query: URLSearchParams, now: number): ConsoleAsset {
+  return {
+    ...CONSOLE_PAGE,
+    body: CONSOLE_PAGE.body.replace(FIRST_CALLS_MARK, preloadLinks(firstCalls(page, query, now))),
+  };
 }
 
 function answer(asset: ConsoleAsset, method: string, status = 200): Response {
@@ -60,19 +78,26 @@ function answer(asset: ConsoleAsset, method: string, status = 200): Response {
 /** The console's routes, as a Hono app mounted before the admin routes. */
 export function consoleRoutes(deps: ConsoleDeps): Hono {
   const app = new Hono();
-  const serve = (name: string | undefined, method: string): Response => {
+  const serve = (name: string | undefined, method: string, url: string): Response => {
     // The stylesheet is served either way: the off page uses it too.
     if (deps.adminKey() === "" && name !== "style.css" && name !== STYLE_DIGEST_NAME) {
       const page = consoleOffPage(deps.adminKeyProblem?.() ?? null);
       return answer({ type: "text/html; charset=utf-8", body: page }, method, 503);
     }
-    if (name === undefined || name === "") return answer(CONSOLE_PAGE, method);
+    if (name === undefined || name === "" || CONSOLE_PAGE_NAMES.includes(name)) {
+      const query = new URL(url).searchParams;
+      return answer(pageFor(name || "live", query, deps.now?.() ?? Date.now()), method);
+    }
     const asset = CONSOLE_ASSETS.get(name);
     if (asset) return answer(asset, method);
     return answer({ type: "text/plain; charset=utf-8", body: "Not Found" }, method, 404);
   };
-  app.on(["GET", "HEAD"], "/skeid/ui", (c) => serve(undefined, c.req.method));
-  app.on(["GET", "HEAD"], "/skeid/ui/", (c) => serve(undefined, c.req.method));
-  app.on(["GET", "HEAD"], "/skeid/ui/:name", (c) => serve(c.req.param("name"), c.req.method));
+  app.on(["GET", "HEAD"], "/skeid/ui", (c) => serve(undefined, c.req.method, c.req.url));
+  app.on(["GET", "HEAD"], "/skeid/ui/", (c) => serve(undefined, c.req.method, c.req.url));
+  app.on(
+    ["GET", "HEAD"],
+    "/skeid/ui/:name",
+    (c) => serve(c.req.param("name"), c.req.method, c.req.url),
+  );
   return app;
 }

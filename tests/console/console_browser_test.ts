@@ -1,5 +1,5 @@
 /**
- * The console in a real Chromium against a real gateway (two fake nodes of `m1`, a third whose
+ * The console in real browsers (Chromium and Firefox, each the same steps) against a real gateway (two fake nodes of `m1`, a third whose
  * model name is markup, a priced customer key with a budget, a SQLite ledger): every page and
  * what it acts on, the sign-in and its failures, CSRF, and that the page never reaches another
  * origin nor runs data as markup. Screenshots of every page go to SKEID_CONSOLE_SCREENSHOTS when
@@ -10,7 +10,15 @@ import { type FakeModel, startFakeModel } from "../../src/fake/model.ts";
 import { keyIdForKey } from "../../src/core/customer_key_id.ts";
 import { post, startGateway, type TestGateway } from "../integration/helpers.ts";
 import { until } from "../_helpers/poll.ts";
-import { launchBrowser, screenshot, type TestBrowser, watchedPage } from "./browser.ts";
+import {
+  BROWSER_INFO,
+  type BrowserName,
+  BROWSERS,
+  launchBrowser,
+  screenshot,
+  type TestBrowser,
+  watchedPage,
+} from "./browser.ts";
 import type { Page } from "puppeteer-core";
 import { TcpProxy } from "../usage/helpers.ts";
 import { dirname } from "node:path";
@@ -89,22 +97,35 @@ async function signIn(page: Page, key: string): Promise<void> {
   await page.click("form.signin button[type=submit]");
 }
 
-Deno.test({
-  name: "console in Chromium: sign-in, every page, its actions and its failures",
-  // puppeteer keeps its DevTools connection's timers and sockets past a step.
-  sanitizeOps: false,
-  sanitizeResources: false,
-  fn: async (t) => {
+for (const name of BROWSERS) {
+  Deno.test({
+    name: `console in ${
+      BROWSER_INFO[name].label
+    }: sign-in, every page, its actions and its failures`,
+    // puppeteer keeps its protocol connection's timers and sockets past a step.
+    sanitizeOps: false,
+    sanitizeResources: false,
+    fn: (t) => consoleInBrowser(t, name),
+  });
+}
+
+async function consoleInBrowser(t: Deno.TestContext, name: BrowserName): Promise<void> {
+  {
     const fakeA = startFakeModel({ tokens: 12 });
     const fakeB = startFakeModel({ tokens: 12 });
     const fakeX = startFakeModel({ tokens: 4, modelName: XSS_MODEL });
     const dir = await Deno.makeTempDir({ prefix: "skeid-console-" });
     const gw = await startGateway(config(fakeA, fakeB, fakeX, dir), { sink: false });
+    // The page's own browser context saves its downloads here (the Usage page's CSV).
+    const downloads = await Deno.makeTempDir({ prefix: "skeid-dl-" });
     let tb: TestBrowser | undefined;
     let proxy: TcpProxy | undefined;
+    /** Chromium's pictures are docs/console's; Firefox's go beside them, in firefox/. */
+    const shot = (page: Page, file: string, hide: string[] = []) =>
+      screenshot(page, name === "chromium" ? file : `${name}/${file}`, hide);
     try {
-      tb = await launchBrowser();
-      const w = await watchedPage(tb.browser);
+      tb = await launchBrowser(name);
+      const w = await watchedPage(tb.browser, { downloads });
       const { page } = w;
       await page.setViewport({ width: 1280, height: 820 });
       // The browser reaches the gateway through a TCP proxy the test can cut (a lost stream).
@@ -114,7 +135,7 @@ Deno.test({
 
       await t.step("a wrong key shows the 401 message", async () => {
         await page.goto(ui, { waitUntil: "load" });
-        await screenshot(page, "signin");
+        await shot(page, "signin");
         await signIn(page, "not-the-key");
         await waitText(page, ".message", "Wrong admin key (401)");
         assertEquals(
@@ -149,7 +170,7 @@ Deno.test({
         await waitJs(page, `${INFLIGHT_SUM} >= 5`);
         await waitText(page, "main table:not(.nodes)", ALICE);
         await waitText(page, "main table:not(.nodes)", "small");
-        await screenshot(page, "live");
+        await shot(page, "live");
         for (const r of await Promise.all([...held, ...queued])) assertEquals(r.status, 200);
         await waitJs(page, `${INFLIGHT_SUM} === 0`);
       });
@@ -214,7 +235,7 @@ Deno.test({
           `(document.querySelector('tr[data-key="${ALICE}"] .spent')?.textContent ?? "") ` +
             `!== ${JSON.stringify(before)}`,
         );
-        await screenshot(page, "keys");
+        await shot(page, "keys");
       });
 
       await t.step("Usage: charts and table of the day, CSV download", async () => {
@@ -225,13 +246,7 @@ Deno.test({
         await waitText(page, "table.usage", "m1");
         await waitText(page, "table.usage", XSS_MODEL);
         assertEquals(await page.$$eval("main img", (els) => els.length), 0);
-        await screenshot(page, "usage");
-        const downloads = await Deno.makeTempDir({ prefix: "skeid-dl-" });
-        const cdp = await page.createCDPSession();
-        await cdp.send("Browser.setDownloadBehavior", {
-          behavior: "allow",
-          downloadPath: downloads,
-        });
+        await shot(page, "usage");
         await page.click("a[download]");
         let csv = "";
         await until(
@@ -247,13 +262,29 @@ Deno.test({
         );
         assertStringIncludes(csv.split("\n")[0], "requests");
         assertStringIncludes(csv, "m1");
-        await Deno.remove(downloads, { recursive: true });
+
+        // A segment's tooltip names its bucket, group and value once a pointer is over it.
+        await page.hover("figure.card svg.chart rect");
+        await waitText(page, "figure.card svg.chart rect > title", ": ");
+
+        // Its own address: the page's HTML named the series call, sent once, from the preload.
+        await page.goto(`${ui}/usage?range=30d&by=key`, { waitUntil: "load" });
+        await page.waitForSelector("body[data-usage-drawn]", { timeout: 8000 });
+        assertEquals(
+          await page.$eval("#usage-by", (el) => (el as unknown as { value: string }).value),
+          "key",
+        );
+        const calls = await page.evaluate(
+          `performance.getEntriesByType("resource")` +
+            `.filter((e) => e.name.includes("/skeid/usage/series?")).map((e) => e.initiatorType)`,
+        ) as string[];
+        assertEquals(calls, ["link"], "one request for the first chart, the preload's");
       });
 
       await t.step("Requests: latest first, filtered by node, one in full", async () => {
         await page.click('nav a[data-page="requests"]');
         await page.waitForSelector("tr[data-event]", { timeout: 8000 });
-        await screenshot(page, "requests");
+        await shot(page, "requests");
         await page.type("#f-node", "fake-2");
         await page.click("form.filters button[type=submit]");
         await waitJs(
@@ -266,8 +297,15 @@ Deno.test({
         await waitText(page, ".detail pre", "fake-2");
 
         // Keyset paging: three a page, "Older" appends the next three, none twice, newest first.
-        await page.goto(`${ui}#/requests?limit=3`, { waitUntil: "load" });
+        await page.goto(`${ui}/requests?limit=3`, { waitUntil: "load" });
         await waitJs(page, `document.querySelectorAll("tr[data-event]").length === 3`);
+        // The page's HTML named its first call: the browser sent it once, from the preload.
+        const calls = await page.evaluate(
+          `performance.getEntriesByType("resource")` +
+            `.filter((e) => e.name.endsWith("/skeid/usage/events?limit=3"))` +
+            `.map((e) => e.initiatorType)`,
+        ) as string[];
+        assertEquals(calls, ["link"], "one request for the first screen, the preload's");
         await page.click("main p > button:not([hidden])");
         await waitJs(page, `document.querySelectorAll("tr[data-event]").length === 6`);
         const rows = await page.evaluate(
@@ -277,6 +315,14 @@ Deno.test({
         assertEquals(new Set(rows.map(([id]) => id)).size, 6, "no event shown twice");
         const times = rows.map(([, at]) => at);
         assertEquals(times, [...times].sort().reverse(), "newest first");
+
+        // An address of the old form (the page in the hash) still opens its view, at its own.
+        await page.goto(`${ui}#/requests?limit=2`, { waitUntil: "load" });
+        await waitJs(page, `document.querySelectorAll("tr[data-event]").length === 2`);
+        assertEquals(
+          await page.evaluate("location.pathname + location.search + location.hash"),
+          "/skeid/ui/requests?limit=2",
+        );
       });
 
       await t.step(
@@ -296,7 +342,7 @@ Deno.test({
             await page.click(".controls button:last-child");
             await waitText(page, ".result h2", "Reload failed");
             await waitText(page, ".failure .errors", "nodes");
-            await screenshot(page, "config", [dirname(gw.configPath)]);
+            await shot(page, "config", [dirname(gw.configPath)]);
           } finally {
             await Deno.writeTextFile(gw.configPath, good);
           }
@@ -304,6 +350,24 @@ Deno.test({
           await waitText(page, ".result h2", "Reloaded");
         },
       );
+
+      await t.step("Back returns to the page before; the skip link stays on the page", async () => {
+        // Config was reached from the Requests page of two rows (a nav click: a new entry).
+        await page.evaluate("history.back()");
+        await waitText(page, "main h1", "Requests");
+        await waitJs(page, `document.querySelectorAll("tr[data-event]").length === 2`);
+        // A mark on the row element itself: a page mounted again would have new rows.
+        await page.evaluate(`document.querySelector("tr[data-event]").dataset.probe = "kept"`);
+        await page.focus("a.skip");
+        await page.keyboard.press("Enter");
+        await waitJs(page, `location.hash === "#main"`);
+        assertEquals(await textOf(page, "main h1"), "Requests");
+        assertEquals(
+          await page.evaluate(`document.querySelector("tr[data-event]")?.dataset.probe ?? ""`),
+          "kept",
+          "the page was not mounted again",
+        );
+      });
 
       await t.step("a narrow window shows rows as labelled cards", async () => {
         await page.setViewport({ width: 390, height: 800 });
@@ -313,7 +377,7 @@ Deno.test({
           `getComputedStyle(document.querySelector("thead")).display`,
         );
         assertEquals(display, "none");
-        await screenshot(page, "live-narrow");
+        await shot(page, "live-narrow");
         await page.setViewport({ width: 1280, height: 820 });
       });
 
@@ -334,8 +398,9 @@ Deno.test({
           domain: url.hostname,
           path: "/skeid",
         });
-        await page.goto(`${ui}#/keys`, { waitUntil: "load" });
+        await page.goto(`${ui}/keys`, { waitUntil: "load" });
         await page.waitForSelector("#admin-key", { timeout: 8000 });
+        assertEquals(await page.$$eval("tr[data-key]", (els) => els.length), 0, "no key shown");
       });
 
       await t.step("too many wrong keys from one address: the 429 message", async () => {
@@ -350,11 +415,33 @@ Deno.test({
         await waitText(page, ".message", "Too many failed sign-ins from this address (429)");
       });
 
+      await t.step("the watch sees a CSP refusal (the checks below can fail)", async () => {
+        const before = w.errors.length;
+        // An inline script, as data turned into markup would add: the CSP refuses to run it.
+        await page.evaluate(
+          `(() => { const el = document.createElement("script");` +
+            `el.textContent = "document.title = 'ran'"; document.head.append(el); })()`,
+        );
+        // Chromium logs a refusal of its own too; the event is what both browsers report.
+        const reported = () => w.errors.slice(before).some((e) => e.includes("csp refused"));
+        await until(() => Promise.resolve(reported()), "the CSP refusal reported", 8000, 50);
+        assertStringIncludes(
+          w.errors.slice(before).find((e) => e.includes("csp refused")) ?? "",
+          "csp refused: script-src",
+        );
+        assert((await page.title()) !== "ran", "the inline script did not run");
+        w.errors.splice(before);
+      });
+
       assertEquals(w.foreign, [], "no request left for another origin");
       assertEquals(w.dialogs, [], "no dialog opened");
       assertEquals(
-        // Chromium logs each non-2xx answer (the 401s and 403s asked for above, the offline step).
-        w.errors.filter((e) => !e.startsWith("console: Failed to load resource")),
+        w.errors.filter((e) =>
+          // Chromium logs each non-2xx answer (the 401s and 403s asked for above, the offline
+          // step); Firefox reports the stream's lost connection (the offline step) as an error.
+          !e.startsWith("console: Failed to load resource") &&
+          !(e.includes("establish a connection to the server at") && e.includes("/skeid/live"))
+        ),
         [],
         "no script error, no CSP refusal",
       );
@@ -364,6 +451,7 @@ Deno.test({
       await gw.stop();
       await Promise.all([fakeA.close(), fakeB.close(), fakeX.close()]);
       await Deno.remove(dir, { recursive: true }).catch(() => {});
+      await Deno.remove(downloads, { recursive: true }).catch(() => {});
     }
-  },
-});
+  }
+}

@@ -1,10 +1,18 @@
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_assert.ts";
 import { CONSOLE_CSP, consoleRoutes } from "../../src/console/console_routes.ts";
 import { CONSOLE_ASSET_NAMES, CONSOLE_ASSETS, CONSOLE_PAGE } from "../../src/console/assets.ts";
+import { seriesPath } from "../../src/console/first_calls.ts";
+
+/** 2026-12-02T10:20:00Z: the Usage page's ranges end with 11:00. */
+const NOW = Date.UTC(2026, 11, 2, 10, 20);
 
 function fixture(key = "adm-key", problem: string | null = null) {
   const state = { key, problem };
-  const app = consoleRoutes({ adminKey: () => state.key, adminKeyProblem: () => state.problem });
+  const app = consoleRoutes({
+    adminKey: () => state.key,
+    adminKeyProblem: () => state.problem,
+    now: () => NOW,
+  });
   return { state, req: (path: string, init?: RequestInit) => app.request(path, init) };
 }
 
@@ -16,12 +24,75 @@ Deno.test("GET /skeid/ui answers the page with the strict CSP and nosniff", asyn
     assertMatch(res.headers.get("content-type") ?? "", /^text\/html/);
     assertEquals(res.headers.get("content-security-policy"), CONSOLE_CSP);
     assertEquals(res.headers.get("x-content-type-options"), "nosniff");
-    assertEquals(await res.text(), CONSOLE_PAGE.body);
+    const html = await res.text();
+    // The page as built, its first calls named where it marks them: here Live's session check.
+    assertEquals(
+      html,
+      CONSOLE_PAGE.body.replace(
+        "<!--skeid:first-calls-->",
+        '<link rel="preload" as="fetch" crossorigin="anonymous" href="/skeid/session">',
+      ),
+    );
   }
   assertStringIncludes(CONSOLE_CSP, "default-src 'self'");
   assertStringIncludes(CONSOLE_CSP, "script-src 'self'");
   assertStringIncludes(CONSOLE_CSP, "frame-ancestors 'none'");
   assert(!CONSOLE_CSP.includes("unsafe"), "no unsafe-* source in the CSP");
+});
+
+/** The hrefs of the page's fetch preloads, attribute text decoded. */
+function preloads(html: string): string[] {
+  return [
+    ...html.matchAll(/<link rel="preload" as="fetch" crossorigin="anonymous" href="([^"]*)">/g),
+  ]
+    .map((m) => m[1].replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n))));
+}
+
+Deno.test("each page's address names its first calls for the browser to send at once", async () => {
+  const f = fixture();
+  const at = async (path: string) => preloads(await (await f.req(path)).text());
+  assertEquals(await at("/skeid/ui/live"), ["/skeid/session"]);
+  assertEquals(await at("/skeid/ui/keys"), ["/skeid/session", "/skeid/tenancy"]);
+  assertEquals(await at("/skeid/ui/config"), ["/skeid/session", "/skeid/config"]);
+  // The Usage page's range ends with the current hour; its default is the last 24 hours by model.
+  assertEquals(await at("/skeid/ui/usage"), [
+    "/skeid/session",
+    "/skeid/usage/series?from=2026-12-01T11%3A00%3A00.000Z&to=2026-12-02T11%3A00%3A00.000Z" +
+    "&by=model&step=hour",
+  ]);
+  assertEquals(await at("/skeid/ui/usage?range=30d&by=key"), [
+    "/skeid/session",
+    "/skeid/usage/series?from=2026-11-03T00%3A00%3A00.000Z&to=2026-12-02T11%3A00%3A00.000Z" +
+    "&by=key&step=day",
+  ]);
+  assertEquals(
+    seriesPath("hour", "node", NOW),
+    "/skeid/usage/series?" +
+      "from=2026-12-02T10%3A00%3A00.000Z&to=2026-12-02T11%3A00%3A00.000Z&by=node&step=hour",
+  );
+  // Unknown choices fall back as the page's selects do.
+  assertEquals(await at("/skeid/ui/usage?range=year&by=x"), await at("/skeid/ui/usage"));
+  assertEquals(await at("/skeid/ui/requests"), ["/skeid/session", "/skeid/usage/events?limit=50"]);
+  assertEquals(await at("/skeid/ui/requests?limit=500&node=+gpu-3+&status=429&x=1"), [
+    "/skeid/session",
+    "/skeid/usage/events?limit=50&node=gpu-3&status=429",
+  ]);
+});
+
+Deno.test("a page's address is text in its HTML: markup in the query stays in the URL", async () => {
+  const f = fixture();
+  const res = await f.req(
+    `/skeid/ui/requests?model=${encodeURIComponent('"><script>alert(1)</script>')}&limit=3`,
+  );
+  const html = await res.text();
+  assertEquals(html.match(/<script\b/g)?.length, 1, "only the page's own script element");
+  assert(!html.includes("alert(1)</script>"));
+  assertEquals(preloads(html), [
+    "/skeid/session",
+    "/skeid/usage/events?limit=3&model=%22%3E%3Cscript%3Ealert%281%29%3C%2Fscript%3E",
+  ]);
+  assertEquals(res.headers.get("content-security-policy"), CONSOLE_CSP);
+  assertEquals(res.headers.get("cache-control"), "no-cache");
 });
 
 Deno.test("the console's files are served with their types; an unknown one is 404", async () => {

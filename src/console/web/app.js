@@ -69,12 +69,33 @@ function setText(el, text) {
   if (el.textContent !== text) el.textContent = text;
 }
 
+/**
+ * For the benchmark and the tests: a page's data is in the document (`body[data-<page>-drawn]`
+ * and the mark `skeid:<page>-drawn`), and `skeid:<page>-painted` once the frame that shows it
+ * has been laid out and painted (a task queued from that frame's animation callback runs after
+ * its rendering steps).
+ * @param {string} page @param {string} value
+ */
+function drawn(page, value) {
+  performance.mark(`skeid:${page}-drawn`);
+  document.body.dataset[`${page}Drawn`] = value;
+  requestAnimationFrame(() => setTimeout(() => performance.mark(`skeid:${page}-painted`), 0));
+}
+
 // ---- formatting ----------------------------------------------------------------------------
 
-const nf = new Intl.NumberFormat("en-US");
-/** @param {unknown} n */
+/**
+ * A number as en-US writes it (`1,234,567.891`: thousands grouped, at most three decimals).
+ * By hand rather than with Intl.NumberFormat: making one costs a fresh page tens of
+ * milliseconds (its locale data loads) before the first screen can be drawn.
+ * @param {unknown} n
+ */
 function num(n) {
-  return typeof n === "number" && Number.isFinite(n) ? nf.format(n) : "—";
+  if (typeof n !== "number" || !Number.isFinite(n)) return "—";
+  const [int, frac] = Math.abs(n).toFixed(3).split(".");
+  const digits = frac.replace(/0+$/, "");
+  const grouped = int.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+  return `${n < 0 && (int !== "0" || digits) ? "-" : ""}${grouped}${digits ? `.${digits}` : ""}`;
 }
 /** @param {unknown} n */
 function usd(n) {
@@ -118,6 +139,17 @@ function flat(v) {
 // ---- the admin API -------------------------------------------------------------------------
 
 /**
+ * The calls the page's HTML named for the browser to send at once (`<link rel="preload"
+ * as="fetch">`, ADR 0048): the session check and the first page's data. Each is taken once.
+ * @type {Set<string>}
+ */
+const preloaded = new Set(
+  [...document.querySelectorAll('link[rel="preload"][as="fetch"]')].map((l) =>
+    l.getAttribute("href") ?? ""
+  ),
+);
+
+/**
  * One admin API call with the session cookie; writes carry the CSRF token. A 401 (the session
  * expired, was forged or ended) sends the page back to sign-in.
  * @param {string} method
@@ -130,13 +162,22 @@ async function api(method, path, body) {
   const headers = { accept: "application/json" };
   if (method !== "GET" && session) headers["x-csrf-token"] = session.csrf;
   if (body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(path, {
-    method,
-    headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: "same-origin",
-    cache: "no-store",
-  });
+  // A first call the page's HTML preloaded is fetched as plainly as the preload was (same
+  // URL, mode and credentials, no header of its own): the browser answers it from the preload.
+  let res;
+  try {
+    res = method === "GET" && preloaded.delete(path) ? await fetch(path) : await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: "same-origin",
+      cache: "no-store",
+    });
+  } catch (e) {
+    // The first page's call failed: the page goes into the document to say so.
+    if (!path.startsWith("/skeid/session")) attach();
+    throw e;
+  }
   if (res.status === 401 && !path.startsWith("/skeid/session")) {
     signedOut("Your session has ended. Sign in again.");
     throw new SignedOut();
@@ -147,6 +188,8 @@ async function api(method, path, body) {
   } catch {
     data = null;
   }
+  // The first page's call answered: the page goes into the document, to be filled there.
+  if (!path.startsWith("/skeid/session")) attach();
   return { status: res.status, ok: res.ok, data };
 }
 
@@ -235,7 +278,11 @@ const live = {
 
 // ---- pages ---------------------------------------------------------------------------------
 
-/** @typedef {{ title: string, mount: (root: HTMLElement, params: URLSearchParams) => (() => void) | void }} Page */
+/**
+ * A page: `waits` when its first screen comes from an admin API call (the page is built off
+ * the document until that call answers, on the first page of a load: see route()).
+ * @typedef {{ title: string, waits?: boolean, mount: (root: HTMLElement, params: URLSearchParams) => (() => void) | void }} Page
+ */
 
 /** A page's heading and a status line for what its buttons did. @param {HTMLElement} root @param {string} title */
 function pageHead(root, title) {
@@ -537,6 +584,7 @@ function budgetCell(b) {
 /** @type {Page} */
 const keysPage = {
   title: "Keys",
+  waits: true,
   mount(root) {
     const { note } = pageHead(root, "Keys");
     const t = table([
@@ -659,26 +707,41 @@ function chart(title, fmt, buckets, metric, colours) {
     s("line", { x1: padL, x2: W - padL, y1: padT + plotH, y2: padT + plotH, class: "axis" }),
   );
   const bw = plotW / Math.max(1, buckets.length);
+  // One path per colour, a rectangle per segment in it: a few elements a chart, where a rect
+  // per segment made hundreds. Over each bucket lies a transparent strip whose tooltip names
+  // every group's value in that bucket (made on the first hover: showTip).
+  /** @type {Map<string, string>} */
+  const paths = new Map();
+  /** @type {SVGElement[]} */
+  const strips = [];
+  const w = Math.max(0.5, bw * 0.8).toFixed(2);
   buckets.forEach((b, i) => {
     let y = padT + plotH;
+    const x = (padL + i * bw + bw * 0.1).toFixed(2);
+    /** @type {string[]} */
+    const parts = [];
     for (const g of b.groups) {
       const v = g[metric] || 0;
       if (v <= 0 || max <= 0) continue;
       const hgt = (v / max) * plotH;
       y -= hgt;
-      const r = s("rect", {
-        x: (padL + i * bw + bw * 0.1).toFixed(2),
-        y: y.toFixed(2),
-        width: Math.max(0.5, bw * 0.8).toFixed(2),
-        height: Math.max(0.5, hgt).toFixed(2),
-        fill: colours.get(g.name) ?? PALETTE[PALETTE.length - 1],
-      });
-      const tip = s("title");
-      tip.textContent = `${b.start} ${g.name || "(none)"}: ${fmt(v)}`;
-      r.append(tip);
-      svg.append(r);
+      const fill = colours.get(g.name) ?? PALETTE[PALETTE.length - 1];
+      const d = `M${x} ${y.toFixed(2)}h${w}v${Math.max(0.5, hgt).toFixed(2)}h-${w}z`;
+      paths.set(fill, (paths.get(fill) ?? "") + d);
+      parts.push(`${g.name || "(none)"} ${fmt(v)}`);
     }
+    if (parts.length === 0) return;
+    strips.push(s("rect", {
+      x: (padL + i * bw).toFixed(2),
+      y: padT,
+      width: bw.toFixed(2),
+      height: plotH,
+      class: "bucket",
+      "data-tip": `${b.start}: ${parts.join(", ")}`,
+    }));
   });
+  for (const [fill, d] of paths) svg.append(s("path", { d, fill }));
+  svg.append(...strips);
   const label = (
     /** @type {number} */ x,
     /** @type {string} */ text,
@@ -703,9 +766,24 @@ function chart(title, fmt, buckets, metric, colours) {
   );
 }
 
+/**
+ * A chart bucket's tooltip: its `<title>` (text), made from its `data-tip` the first time a
+ * pointer comes over it.
+ * @param {Event} ev
+ */
+function showTip(ev) {
+  const r = /** @type {Element} */ (ev.target);
+  const tip = r.getAttribute("data-tip");
+  if (tip === null || r.firstChild) return;
+  const title = s("title");
+  title.textContent = tip;
+  r.append(title);
+}
+
 /** @type {Page} */
 const usagePage = {
   title: "Usage",
+  waits: true,
   mount(root, params) {
     const { note } = pageHead(root, "Usage");
     const range = /** @type {HTMLSelectElement} */ (h(
@@ -730,7 +808,7 @@ const usagePage = {
       text: "Download CSV",
     });
     const since = h("p", { className: "notice", hidden: true });
-    const charts = h("div", { className: "charts" });
+    const charts = h("div", { className: "charts", on: { pointerover: showTip } });
     const legend = h("ul", { className: "legend", "aria-label": "Groups" });
     const t = table(["Group", "Requests", "Errors", "Input", "Output", "Cached", "Cost"], "usage");
     root.append(
@@ -844,9 +922,7 @@ const usagePage = {
           )
         ),
       );
-      // For the benchmark and the tests: the charts of this load are in the document.
-      performance.mark("skeid:usage-drawn");
-      document.body.dataset.usageDrawn = String(mySeq);
+      drawn("usage", String(mySeq));
     }
     for (const [select, name] of /** @type {const} */ ([[range, "range"], [by, "by"]])) {
       const wanted = params.get(name);
@@ -874,6 +950,7 @@ const FILTERS = /** @type {const} */ ([
 /** @type {Page} */
 const requestsPage = {
   title: "Requests",
+  waits: true,
   mount(root, params) {
     const { note } = pageHead(root, "Requests");
     /** @type {Record<string, HTMLInputElement>} */
@@ -972,9 +1049,12 @@ const requestsPage = {
       older.hidden = next === null;
       const rows = events.map((/** @type {any} */ e) => {
         const id = String(e.event_id ?? e.id ?? "");
-        const open = h("button", { type: "button", className: "link", text: when(e.created_at) });
-        open.setAttribute("aria-label", `Show event ${id}`);
-        open.addEventListener("click", () => show(id));
+        const open = h("button", {
+          type: "button",
+          className: "link",
+          text: when(e.created_at),
+          "aria-label": `Show event ${id}`,
+        });
         const model = e.requested_model && e.requested_model !== e.model
           ? `${e.requested_model} → ${e.model}`
           : String(e.model ?? "");
@@ -1009,8 +1089,7 @@ const requestsPage = {
           r.data?.source ? ` (from ${r.data.source})` : ""
         }`,
       );
-      document.body.dataset.requestsDrawn = String(shown);
-      performance.mark("skeid:requests-drawn");
+      drawn("requests", String(shown));
     }
     form.addEventListener("submit", (ev) => {
       ev.preventDefault();
@@ -1018,6 +1097,12 @@ const requestsPage = {
     });
     form.addEventListener("reset", () => setTimeout(() => load(false), 0));
     older.addEventListener("click", () => load(true));
+    // One listener for every row's button (rows come fifty at a time).
+    t.body.addEventListener("click", (ev) => {
+      const open = /** @type {Element} */ (ev.target).closest("tr[data-event] button.link");
+      const row = open?.closest("tr[data-event]");
+      if (row instanceof HTMLElement) show(row.dataset.event ?? "");
+    });
     load(false);
   },
 };
@@ -1053,6 +1138,7 @@ function errorList(errors) {
 /** @type {Page} */
 const configPage = {
   title: "Config",
+  waits: true,
   mount(root) {
     const { note } = pageHead(root, "Config");
     const facts = h("div");
@@ -1199,9 +1285,7 @@ function signInPage(message) {
       const r = await api("POST", "/skeid/session", { admin_key: key });
       if (r.ok && r.data && typeof r.data.csrf_token === "string") {
         session = { csrf: r.data.csrf_token, expiresAt: String(r.data.expires_at ?? "") };
-        // A new hash routes through hashchange; the same one is routed here.
-        if (!location.hash || location.hash === "#/signin") location.hash = "#/live";
-        else route();
+        route();
         return;
       }
       setText(
@@ -1249,16 +1333,49 @@ let current;
 function unmount() {
   if (typeof current === "function") current();
   current = undefined;
+  offDocument = null;
 }
+
+/**
+ * The first page of a load, built off the document until its first call answers: the
+ * browser then lays out and paints the page once, with its data, instead of laying out its
+ * empty frame first while the (preloaded) answer waits behind that work. Until then the
+ * document shows "Loading…".
+ * @type {HTMLElement | null}
+ */
+let offDocument = null;
+
+/** Puts the first page into the document (once its first call answered). */
+function attach() {
+  if (offDocument === null) return;
+  main.replaceChildren(...offDocument.childNodes);
+  offDocument = null;
+}
+
+/**
+ * An address of the old form (`/skeid/ui#/usage?range=30d`) becomes the page's own
+ * (`/skeid/ui/usage?range=30d`), so links kept from before still open their view. True when it
+ * was one.
+ */
+function fromHash() {
+  const m = location.hash.match(/^#\/(\w+)(?:\?(.*))?$/);
+  if (m) history.replaceState(null, "", `/skeid/ui/${m[1]}${m[2] ? `?${m[2]}` : ""}`);
+  return m !== null;
+}
+
+/** The address (path and query) of the page last mounted. */
+let mountedAt = "";
 
 function route() {
   if (!session && !booting) return;
   showingSignIn = false;
-  const m = location.hash.match(/^#\/(\w+)(?:\?(.*))?$/) ?? [];
-  const name = m[1] ?? "live";
-  // A page's settings may ride in the hash (`#/usage?range=30d&by=key`): links to a view.
-  const params = new URLSearchParams(m[2] ?? "");
-  const page = PAGES[name] ?? livePage;
+  // Each page has its address (`/skeid/ui/usage?range=30d&by=key`): its settings ride in the
+  // query, so a link opens that view, and the gateway can name its first calls in the HTML.
+  const m = location.pathname.match(/^\/skeid\/ui\/(\w+)\/?$/);
+  const name = m && PAGES[m[1]] ? m[1] : "live";
+  const params = new URLSearchParams(location.search);
+  const page = PAGES[name];
+  mountedAt = location.pathname + location.search;
   unmount();
   top.hidden = session === null;
   for (const a of top.querySelectorAll("nav a")) {
@@ -1267,12 +1384,34 @@ function route() {
     } else a.removeAttribute("aria-current");
   }
   document.title = `${page.title} · Skeid console`;
-  main.replaceChildren();
-  current = page.mount(main, params);
-  main.querySelector("h1")?.focus();
+  const root = booting && page.waits ? h("div") : main;
+  if (root === main) main.replaceChildren();
+  current = page.mount(root, params);
+  if (root !== main) offDocument = root;
+  // Focus follows a change of page (a reader hears the new heading). The first page of a load
+  // starts at the top anyway, and its focus would lay the page out once before its data.
+  if (!booting) main.querySelector("h1")?.focus();
 }
 
-globalThis.addEventListener("hashchange", route);
+// Back and forward change the page; a fragment of its own (the skip link's `#main`) does not.
+globalThis.addEventListener("popstate", () => {
+  if (location.pathname + location.search !== mountedAt) route();
+});
+globalThis.addEventListener("hashchange", () => {
+  if (fromHash()) route();
+});
+// The nav bar's links change the page in place (a click with a modifier opens a new tab as
+// usual; the new tab loads that page's address).
+top.querySelector("nav")?.addEventListener("click", (ev) => {
+  const e = /** @type {MouseEvent} */ (ev);
+  const a = /** @type {HTMLElement} */ (e.target).closest("a[data-page]");
+  if (!(a instanceof HTMLAnchorElement)) return;
+  if (e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+  e.preventDefault();
+  if (a.href === location.href) return;
+  history.pushState(null, "", a.href);
+  route();
+});
 document.getElementById("signout")?.addEventListener("click", async () => {
   try {
     await api("DELETE", "/skeid/session");
@@ -1281,7 +1420,7 @@ document.getElementById("signout")?.addEventListener("click", async () => {
   }
   session = null;
   unmount();
-  location.hash = "";
+  history.replaceState(null, "", "/skeid/ui");
   signInPage("Signed out.");
 });
 
@@ -1290,6 +1429,7 @@ document.getElementById("signout")?.addEventListener("click", async () => {
 // calls answer 401 and the sign-in page takes over; writes wait for the check (they need the
 // CSRF token it brings).
 (async () => {
+  fromHash();
   const check = api("GET", "/skeid/session").catch(() => null);
   route();
   booting = false;
