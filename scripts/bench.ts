@@ -626,8 +626,8 @@ async function measureSide(
 }
 
 /**
- * `--otel`: two gateways side by side, OpenTelemetry off and on (`OTEL_DENO=true`, exporting to a
- * local OTLP receiver in this process that reads and discards every export), measured back to back
+ * `--otel`: two gateways side by side, OpenTelemetry off and on (`OTEL_EXPORTER_OTLP_ENDPOINT`
+ * naming a local OTLP receiver in this process that reads and discards every export), measured back to back
  * in `rounds` rounds (the order alternating), and reduced to on/off ratios per round; written to
  * docs/bench/otel.md.
  */
@@ -671,10 +671,8 @@ async function runOtel(opts: CheckOptions): Promise<number> {
     };
     const off = await side("off", undefined);
     const on = await side("on", {
-      OTEL_DENO: "true",
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiver.addr.port}`,
       OTEL_SERVICE_NAME: "skeid-bench",
-      OTEL_DENO_CONSOLE: "ignore",
     });
     const measure = (url: string, pid?: number) => measureSide(url, pid, opts, dir, pin);
     const rounds: OtelRound[] = [];
@@ -706,8 +704,8 @@ async function runOtel(opts: CheckOptions): Promise<number> {
       "# OpenTelemetry on vs off",
       "",
       `Measured ${new Date().toISOString()} on ${await machine()} with \`${opts.command}\`.`,
-      "Two gateways side by side (one node, the fake model), one with `OTEL_DENO=true` exporting",
-      "to a local OTLP/HTTP receiver that reads and discards every export (default batch settings),",
+      "Two gateways side by side (one node, the fake model), one with OpenTelemetry on exporting",
+      "(`OTEL_EXPORTER_OTLP_ENDPOINT`) to a local OTLP/HTTP receiver that reads and discards every export (default batch settings),",
       "measured back to back in each round, the order alternating. The machine is shared and",
       "noisy: read the per-round ratios, not the absolute figures.",
       "",
