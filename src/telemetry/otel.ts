@@ -39,7 +39,13 @@ import {
 } from "./genai.ts";
 import { GenAiHistograms, type GenAiSeries } from "./genai_histograms.ts";
 import { encodeAttrs, resourceBlock, scopeBlock } from "./otlp_encode.ts";
-import { MetricExporter, noCounts, SpanExporter, type TelemetryCounts } from "./otlp_export.ts";
+import {
+  MetricExporter,
+  noCounts,
+  OtlpPoster,
+  SpanExporter,
+  type TelemetryCounts,
+} from "./otlp_export.ts";
 import { otelEnabled, type OtelSettings, otelSettings } from "./otel_settings.ts";
 import {
   attrKey,
@@ -101,6 +107,7 @@ const FIRST_CHUNK = eventName("skeid.first_chunk");
 
 /** What every attempt to one node for one served model shares, made once. */
 class AttemptLabels {
+  readonly op: string;
   readonly url: string;
   readonly engine: string;
   /** `{operation} {served model}`, encoded. */
@@ -113,6 +120,7 @@ class AttemptLabels {
   readonly #series = new Map<string, GenAiSeries>();
 
   constructor(op: string, node: PickedNode, served: string, worker: number | undefined) {
+    this.op = op;
     this.url = node.url;
     this.engine = node.engine;
     const server = serverOf(node.url);
@@ -161,6 +169,8 @@ class AttemptLabels {
 
 /** The request span's name and fixed attributes of one route, made once. */
 interface RouteLabels {
+  readonly method: string;
+  readonly apiFormat: string;
   readonly name: Uint8Array;
   readonly fixed: Uint8Array;
 }
@@ -184,10 +194,13 @@ export class OtelTelemetry implements Telemetry {
   readonly histograms = new GenAiHistograms();
   readonly #metrics: MetricExporter | undefined;
   readonly #counts: TelemetryCounts = noCounts();
+  readonly #poster = new OtlpPoster();
   /** `skeid.worker` of this gateway's spans; undefined for one process. */
   readonly worker: number | undefined;
-  readonly #attempts = new Map<string, Map<string, AttemptLabels>>();
-  readonly #routes = new Map<string, RouteLabels>();
+  /** By node id, then served model: the labels of each operation (one or two). */
+  readonly #attempts = new Map<string, Map<string, AttemptLabels[]>>();
+  /** By route: the labels of each method and face. */
+  readonly #routes = new Map<string, RouteLabels[]>();
   #cached = 0;
   readonly #logger: Logger | undefined;
   readonly #warnedAt = { traces: -Infinity, metrics: -Infinity };
@@ -201,6 +214,7 @@ export class OtelTelemetry implements Telemetry {
     const resource = resourceBlock(s.resource, 1);
     const scope = scopeBlock("skeid", VERSION);
     const warn = (signal: "traces" | "metrics", error: string) => this.#warn(signal, error);
+    const poster = this.#poster;
     this.spans = s.traces === undefined ? undefined : new SpanExporter({
       target: s.traces,
       maxQueue: s.maxQueue,
@@ -210,6 +224,7 @@ export class OtelTelemetry implements Telemetry {
       scope,
       counts: this.#counts,
       warn,
+      poster,
     });
     this.#metrics = s.metrics === undefined ? undefined : new MetricExporter({
       target: s.metrics,
@@ -219,6 +234,7 @@ export class OtelTelemetry implements Telemetry {
       read: () => this.histograms.read(),
       counts: this.#counts,
       warn,
+      poster,
     });
   }
 
@@ -232,6 +248,7 @@ export class OtelTelemetry implements Telemetry {
 
   async shutdown(): Promise<void> {
     await Promise.all([this.spans?.shutdown(), this.#metrics?.shutdown()]);
+    this.#poster.close();
   }
 
   /** Whether a new trace, or one continued from a client's `sampled` flag, is recorded. */
@@ -243,38 +260,55 @@ export class OtelTelemetry implements Telemetry {
 
   /** The labels of attempts with `op` to `node` for `served`. */
   attemptLabels(op: string, node: PickedNode, served: string): AttemptLabels {
-    let byName = this.#attempts.get(node.id);
-    if (byName === undefined) {
-      byName = new Map();
-      this.#attempts.set(node.id, byName);
+    // Looked up by the config's own strings (their hashes kept), no key string made per attempt.
+    let byModel = this.#attempts.get(node.id);
+    if (byModel === undefined) {
+      byModel = new Map();
+      this.#attempts.set(node.id, byModel);
     }
-    const name = `${op} ${served}`;
-    let l = byName.get(name);
-    // A node whose URL or engine a config reload changed gets its labels anew.
-    if (l === undefined || l.url !== node.url || l.engine !== node.engine) {
-      if (this.#cached >= MAX_CACHED) {
-        this.#startOver();
-        byName = new Map();
-        this.#attempts.set(node.id, byName);
-      }
-      l = new AttemptLabels(op, node, served, this.worker);
-      byName.set(name, l);
-      this.#cached++;
+    let ops = byModel.get(served);
+    if (ops === undefined) {
+      ops = [];
+      byModel.set(served, ops);
     }
+    for (let i = 0; i < ops.length; i++) {
+      const l = ops[i];
+      // A node whose URL or engine a config reload changed gets its labels anew.
+      if (l.op === op && l.url === node.url && l.engine === node.engine) return l;
+    }
+    if (this.#cached >= MAX_CACHED) {
+      this.#startOver();
+      return this.attemptLabels(op, node, served);
+    }
+    const l = new AttemptLabels(op, node, served, this.worker);
+    ops.push(l);
+    this.#cached++;
     return l;
   }
 
   /** The request span's name and fixed attributes for a route. */
   routeLabels(method: string, endpoint: string, apiFormat: string): RouteLabels {
-    const key = `${method} ${endpoint} ${apiFormat}`;
-    let r = this.#routes.get(key);
-    if (r === undefined) {
+    let list = this.#routes.get(endpoint);
+    if (list === undefined) {
       if (this.#routes.size >= MAX_CACHED) this.#routes.clear();
-      const attrs: AttrList = [K.method, method, K.route, endpoint, K.apiFormat, apiFormat];
-      if (this.worker !== undefined) attrs.push(K.worker, this.worker);
-      r = { name: spanName(`${method} ${endpoint}`), fixed: encodeAttrs(attrs) };
-      this.#routes.set(key, r);
+      list = [];
+      this.#routes.set(endpoint, list);
     }
+    for (let i = 0; i < list.length; i++) {
+      const r = list[i];
+      if (r.method === method && r.apiFormat === apiFormat) return r;
+    }
+    const attrs: AttrList = [K.method, method, K.route, endpoint, K.apiFormat, apiFormat];
+    if (this.worker !== undefined) attrs.push(K.worker, this.worker);
+    const r = {
+      method,
+      apiFormat,
+      name: spanName(`${method} ${endpoint}`),
+      fixed: encodeAttrs(attrs),
+    };
+    // Bounded: methods and faces are few; a route's list past them starts over.
+    if (list.length >= 16) list.length = 0;
+    list.push(r);
     return r;
   }
 
@@ -448,11 +482,13 @@ class OtelRequest implements RequestTelemetry {
   }
 
   recorded(event: UsageEvent | undefined, outcome: UsageOutcome): void {
+    // One clock read for the event and the attempt's end (the same moment).
+    const end = performance.now();
     const span = this.#span;
     if (span !== undefined) {
-      if (event === undefined) span.event(USAGE_LOST, performance.now());
+      if (event === undefined) span.event(USAGE_LOST, end);
       else {
-        span.event(USAGE_EVENT, performance.now(), [
+        span.event(USAGE_EVENT, end, [
           K.eventId,
           event.event_id,
           K.eventStatus,
@@ -469,7 +505,6 @@ class OtelRequest implements RequestTelemetry {
     const open = this.#attempt;
     if (open === undefined) return;
     this.#attempt = undefined;
-    const end = performance.now();
     const s = open.span;
     let errorType: string | undefined;
     if (event !== undefined && !event.ok) {

@@ -23,7 +23,7 @@ export interface OtelSettings {
   /** Metrics go here; undefined: `OTEL_METRICS_EXPORTER=none`. */
   readonly metrics: OtlpTarget | undefined;
   /** The resource's attributes (`service.name` first). */
-  readonly resource: ReadonlyArray<readonly [string, string]>;
+  readonly resource: ReadonlyArray<readonly [string, string | number]>;
   /** `OTEL_BSP_MAX_QUEUE_SIZE` (2048): spans waiting at most; one more is dropped, counted. */
   readonly maxQueue: number;
   /** `OTEL_BSP_SCHEDULE_DELAY` (5000 ms): how long a span waits at most before its batch goes. */
@@ -159,12 +159,15 @@ export function otelSettings(env: Env, version: string, worker?: number): OtelSe
   for (const [k, v] of parseKeyValues(env("OTEL_RESOURCE_ATTRIBUTES"))) resource.set(k, v);
   const service = text(env, "OTEL_SERVICE_NAME");
   if (service !== undefined) resource.set("service.name", service);
-  const attrs: [string, string][] = [["service.name", resource.get("service.name") ?? "skeid"]];
+  const attrs: [string, string | number][] = [[
+    "service.name",
+    resource.get("service.name") ?? "skeid",
+  ]];
   resource.delete("service.name");
   if (!resource.has("service.version")) attrs.push(["service.version", version]);
   attrs.push(...resource);
   attrs.push(["telemetry.sdk.name", "skeid"], ["telemetry.sdk.language", "js"]);
-  if (worker !== undefined) attrs.push(["skeid.worker", String(worker)]);
+  if (worker !== undefined) attrs.push(["skeid.worker", worker]);
   const maxQueue = whole(env, "OTEL_BSP_MAX_QUEUE_SIZE", 2048, 1, warn);
   const capture = (text(env, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT") ?? "")
     .toLowerCase();

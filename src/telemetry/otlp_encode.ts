@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { ProtoWriter, tag } from "./proto_writer.ts";
+import { ProtoWriter, tag, varintSize } from "./proto_writer.ts";
 import {
   type AttrKey,
   attrKey,
@@ -117,8 +117,8 @@ export function scopeBlock(name: string, version: string): Uint8Array {
   return w.take();
 }
 
-/** Writes one `Span` in field 2 of a ScopeSpans. */
-function writeSpan(w: ProtoWriter, clock: UnixClock, s: SpanRecord): void {
+/** Writes one `Span` as field 2 of a ScopeSpans (spans are written back to back, then sent). */
+export function writeSpan(w: ProtoWriter, clock: UnixClock, s: SpanRecord): void {
   const m = w.begin(2);
   w.hexField(1, s.traceId);
   w.hexField(2, s.spanId);
@@ -150,9 +150,30 @@ function writeSpan(w: ProtoWriter, clock: UnixClock, s: SpanRecord): void {
 }
 
 /**
- * An `ExportTraceServiceRequest` of `spans[from, to)` under one resource and scope (both given
- * encoded); answers a copy of the bytes.
+ * An `ExportTraceServiceRequest` of spans already written back to back (`writeSpan`), under one
+ * resource and scope (both given encoded): the lengths are known, so the spans are copied once.
+ * Answers the bytes in `w`, valid until `w` is used again.
  */
+export function encodeSpanBatch(
+  w: ProtoWriter,
+  resource: Uint8Array,
+  scope: Uint8Array,
+  spans: Uint8Array,
+): Uint8Array<ArrayBuffer> {
+  const scopeSpans = scope.length + spans.length;
+  const resourceSpans = resource.length + 1 + varintSize(scopeSpans) + scopeSpans;
+  w.reset();
+  w.byte(tag(1, 2));
+  w.varint(resourceSpans);
+  w.raw(resource);
+  w.byte(tag(2, 2));
+  w.varint(scopeSpans);
+  w.raw(scope);
+  w.raw(spans);
+  return w.view();
+}
+
+/** An `ExportTraceServiceRequest` of `spans[from, to)` (tests; the exporter writes as spans end). */
 export function encodeSpans(
   w: ProtoWriter,
   clock: UnixClock,
@@ -162,15 +183,9 @@ export function encodeSpans(
   from: number,
   to: number,
 ): Uint8Array<ArrayBuffer> {
-  w.reset();
-  const rs = w.begin(1);
-  w.raw(resource);
-  const ss = w.begin(2);
-  w.raw(scope);
-  for (let i = from; i < to; i++) writeSpan(w, clock, spans[i]);
-  w.end(ss);
-  w.end(rs);
-  return w.take();
+  const body = new ProtoWriter();
+  for (let i = from; i < to; i++) writeSpan(body, clock, spans[i]);
+  return encodeSpanBatch(w, resource, scope, body.view());
 }
 
 /** One cumulative histogram point as the metric export writes it. */
@@ -195,7 +210,7 @@ export interface HistogramMetric {
 
 /**
  * An `ExportMetricsServiceRequest` of cumulative histograms (temporality 2), each point from
- * `startMs` to `nowMs`; answers a copy of the bytes.
+ * `startMs` to `nowMs`; answers the bytes in `w`, valid until `w` is used again.
  */
 export function encodeHistograms(
   w: ProtoWriter,
@@ -242,5 +257,5 @@ export function encodeHistograms(
   }
   w.end(sm);
   w.end(rm);
-  return w.take();
+  return w.view();
 }

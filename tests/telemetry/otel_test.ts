@@ -11,7 +11,7 @@ import { startFakeModel } from "../../src/fake/model.ts";
 import { OtlpReceiver, type ReceivedSpan } from "../_helpers/otlp_receiver.ts";
 import { chatAnswer, scriptedUpstream } from "../integration/helpers.ts";
 import { DURATION_BUCKETS_S, TOKEN_BUCKETS, TTFT_BUCKETS_S } from "../../src/telemetry/genai.ts";
-import { otelEnv, type ServedGateway, serveGateway } from "./helpers.ts";
+import { otelEnv, type ServedGateway, serveGateway, TEST_ADMIN_KEY } from "./helpers.ts";
 import { until } from "../_helpers/poll.ts";
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -608,5 +608,147 @@ Deno.test("otel: a request its key's limit refuses has an admission span saying 
   } finally {
     await gw.stop();
     await Promise.all([receiver.close(), fake.close()]);
+  }
+});
+
+/** A collector that accepts every connection and never answers. */
+function silentCollector() {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) held.push(conn);
+  })().catch(() => {});
+  return {
+    endpoint: `http://127.0.0.1:${listener.addr.port}`,
+    held,
+    async close() {
+      listener.close();
+      for (const c of held) c.close();
+      await accepting;
+    },
+  };
+}
+
+/** One sample of the gateway's `/skeid/metrics`. */
+async function metricSample(gw: ServedGateway, series: string): Promise<number> {
+  const res = await fetch(`${gw.base}/skeid/metrics`, {
+    headers: { authorization: `Bearer ${TEST_ADMIN_KEY}` },
+  });
+  const text = await res.text();
+  assertEquals(res.status, 200, text);
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  assert(line !== undefined, `${series} in /skeid/metrics`);
+  return Number(line.slice(series.length + 1));
+}
+
+Deno.test("otel: spans that do not fit the queue are dropped and counted in /skeid/metrics", async () => {
+  const collector = silentCollector();
+  const fake = startFakeModel({ tokens: 2 });
+  const gw = await serveGateway({ nodes: [{ id: "fake", url: fake.url, model: "m" }] }, {
+    admin: true,
+    env: {
+      ...otelEnv(collector.endpoint),
+      // The first batch of four hangs (the collector never answers); the queue holds four more.
+      OTEL_BSP_MAX_QUEUE_SIZE: "4",
+      OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "4",
+      OTEL_EXPORTER_OTLP_TIMEOUT: "60000",
+    },
+  });
+  const dropped = 'skeid_telemetry_spans_dropped_total{reason="queue_full"}';
+  try {
+    assertEquals(await metricSample(gw, dropped), 0);
+    for (let i = 0; i < 10; i++) {
+      const r = await send(gw, "/v1/chat/completions", {
+        model: "m",
+        messages: [{ role: "user", content: "hi" }],
+      });
+      assertEquals(r.status, 200, r.text);
+    }
+    // Ten requests make 30 spans (request, admission, attempt); at most eight were taken.
+    const n = await metricSample(gw, dropped);
+    assert(n >= 22 && n <= 30, `dropped ${n}`);
+    assertEquals(await metricSample(gw, "skeid_telemetry_spans_exported_total"), 0);
+    assert(collector.held.length > 0, "the exporter did connect");
+  } finally {
+    await gw.stop(3000);
+    await collector.close();
+    await fake.close();
+  }
+});
+
+Deno.test("otel: skeid serve exits on SIGTERM within the export timeout of a silent collector", async () => {
+  const collector = silentCollector();
+  const fake = startFakeModel({ tokens: 2 });
+  const gw = await serveGateway({ nodes: [{ id: "fake", url: fake.url, model: "m" }] }, {
+    env: {
+      ...otelEnv(collector.endpoint),
+      OTEL_EXPORTER_OTLP_TIMEOUT: "500",
+      // Nothing goes out before the stop: the shutdown flush has spans and metrics to send.
+      OTEL_BSP_SCHEDULE_DELAY: "60000",
+      OTEL_METRIC_EXPORT_INTERVAL: "60000",
+    },
+  });
+  try {
+    for (let i = 0; i < 5; i++) {
+      const r = await send(gw, "/v1/chat/completions", {
+        model: "m",
+        stream: i % 2 === 0,
+        messages: [{ role: "user", content: "hi" }],
+      });
+      assertEquals(r.status, 200, r.text);
+      await gw.event(r.requestId);
+    }
+    assertEquals(collector.held.length, 0, "nothing exported before the stop");
+  } finally {
+    // SIGTERM to the process by its PID; killed only if it is still there after 10 s.
+    const exitMs = await gw.stop(10_000);
+    const held = collector.held.length;
+    await collector.close();
+    await fake.close();
+    assertEquals(gw.exitCode(), 0, "exited by itself");
+    assert(exitMs < 4000, `exited ${exitMs.toFixed(0)} ms after SIGTERM (export timeout 500 ms)`);
+    assert(held > 0, "the shutdown flush did try the collector");
+  }
+});
+
+Deno.test("otel: a stream's attempt span says its response id, model and finish reasons", async () => {
+  const f = await fixture();
+  try {
+    const cases: [string, unknown][] = [
+      ["/v1/chat/completions", {
+        model: "m",
+        stream: true,
+        messages: [{ role: "user", content: "hi" }],
+      }],
+      // Translated from the node's chat chunks: the node's facts, not the face's.
+      ["/v1/messages", {
+        model: "m",
+        stream: true,
+        max_tokens: 16,
+        messages: [{ role: "user", content: "hi" }],
+      }],
+    ];
+    for (const [path, body] of cases) {
+      const res = await fetch(`${f.gw.base}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      assertEquals(res.status, 200, path);
+      await res.text();
+      const event = await f.gw.event(res.headers.get("x-request-id")!);
+      const { request, spans } = await traceOf(f.receiver, event.trace_id!, 1);
+      const [attempt] = childrenOf(spans, request, CLIENT);
+      // What the node streamed (the fake model's chunks carry these in every chunk).
+      const sent = f.fake.requests.at(-1)!;
+      assertEquals((sent.body as { stream?: unknown }).stream, true, path);
+      const id = attempt.attributes["gen_ai.response.id"];
+      assert(typeof id === "string" && id.startsWith("chatcmpl-"), `${path}: id ${id}`);
+      assertEquals(attempt.attributes["gen_ai.response.model"], "m", path);
+      assertEquals(attempt.attributes["gen_ai.response.finish_reasons"], ["stop"], path);
+      assert(typeof attempt.attributes["skeid.time_to_first_chunk_ms"] === "number", path);
+    }
+  } finally {
+    await f.close();
   }
 });
