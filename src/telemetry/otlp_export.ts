@@ -146,6 +146,8 @@ export class SpanExporter {
   readonly #body = new ProtoWriter();
   readonly #clock = new UnixClock();
   #timer: ReturnType<typeof setTimeout> | undefined;
+  /** The timer is the one of a full batch (no delay). */
+  #due = false;
   #exporting: Promise<void> | undefined;
   #closed = false;
   /** Aborted when the shutdown's bound is up: what is in flight then fails, and is counted. */
@@ -177,16 +179,19 @@ export class SpanExporter {
 
   #schedule(ms: number): void {
     if (this.#timer !== undefined) {
-      if (ms > 0) return;
+      // A batch already due at once stays so (spans keep coming until its timer runs).
+      if (ms > 0 || this.#due) return;
       clearTimeout(this.#timer);
     }
     // Never on the request path: the batch is sent from a timer of its own.
     const timer = setTimeout(() => {
       this.#timer = undefined;
+      this.#due = false;
       this.#exporting = this.#drain().finally(() => this.#exporting = undefined);
     }, ms);
     Deno.unrefTimer(timer);
     this.#timer = timer;
+    this.#due = ms === 0;
   }
 
   /**
@@ -245,6 +250,7 @@ export class SpanExporter {
     this.#closed = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
+    this.#due = false;
     const bound = stopAfter(this.#stop, this.#o.target.timeoutMs);
     try {
       // An export in flight ends by its own timeout or by the bound, whichever is first.
