@@ -6,6 +6,7 @@ import { assertEquals } from "../_assert.ts";
 import {
   type AttrSink,
   DURATION_BUCKETS_S,
+  factsAttributes,
   inputMessages,
   operationName,
   outputMessages,
@@ -13,6 +14,7 @@ import {
   requestAttributes,
   responseAttributes,
   serverOf,
+  StreamFacts,
   TOKEN_BUCKETS,
   TTFT_BUCKETS_S,
 } from "../../src/telemetry/genai.ts";
@@ -123,4 +125,32 @@ Deno.test("telemetry: off, one frozen no-op for every request, no trace of its o
   assertEquals(a === b, true, "the same object: nothing built per request");
   assertEquals(Object.isFrozen(a), true);
   assertEquals(a.trace, undefined);
+});
+
+Deno.test("genai: a stream's facts from its chunks — first id and model, every finish reason", () => {
+  const chat = new StreamFacts();
+  chat.read({ id: "c1", model: "qwen3", choices: [{ index: 0, delta: { content: "a" } }] });
+  chat.read({ id: "c1", model: "other", choices: [{ index: 0, finish_reason: "length" }] });
+  chat.read({ id: "c1", choices: [], usage: { prompt_tokens: 1 } });
+  assertEquals([chat.id, chat.model, chat.finishReasons], ["c1", "qwen3", ["length"]]);
+  const responses = new StreamFacts();
+  responses.read({
+    type: "response.created",
+    response: { id: "r1", model: "m", status: "in_progress" },
+  });
+  responses.read({ type: "response.output_text.delta", delta: "x" });
+  responses.read({
+    type: "response.completed",
+    response: { id: "r1", model: "m", status: "completed" },
+  });
+  assertEquals([responses.id, responses.model, responses.finishReasons], ["r1", "m", [
+    "completed",
+  ]]);
+  const a: Attributes = {};
+  factsAttributes(chat, sink(a));
+  assertEquals(a, {
+    "gen_ai.response.id": "c1",
+    "gen_ai.response.model": "qwen3",
+    "gen_ai.response.finish_reasons": ["length"],
+  });
 });
