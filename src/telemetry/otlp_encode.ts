@@ -47,6 +47,17 @@ export class UnixClock {
 
 /** Writes one attribute as a `KeyValue` in message field `field`. */
 export function writeAttr(w: ProtoWriter, field: number, key: AttrKey, value: AttrValue): void {
+  // The usual attributes in one pass: a short ASCII string, a bool, a whole number >= 0.
+  const type = key.type;
+  if (type === AttrType.String) {
+    if (typeof value === "string" && w.asciiKeyValue(field, key.bytes, value)) return;
+  } else if (type === AttrType.Bool) {
+    return w.varintKeyValue(field, key.bytes, 2, value === true ? 1 : 0);
+  } else if (type === AttrType.Int) {
+    if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0) {
+      return w.varintKeyValue(field, key.bytes, 3, value);
+    }
+  }
   const kv = w.begin(field);
   w.raw(key.bytes);
   const any = w.begin(2);

@@ -187,6 +187,63 @@ export class ProtoWriter {
     this.pos = p;
   }
 
+  /**
+   * A whole `KeyValue` (field `field`) of a short ASCII string, in one pass: `key` is the key's
+   * encoded field. False, with nothing written, when the string is not short ASCII.
+   */
+  asciiKeyValue(field: number, key: Uint8Array, s: string): boolean {
+    const n = s.length;
+    // The key, then the AnyValue field (tag, length) holding string_value (tag, length, chars).
+    const kvLen = key.length + 4 + n;
+    if (kvLen >= 128) return false;
+    this.ensure(kvLen + 2);
+    const buf = this.#buf;
+    let p = this.pos;
+    buf[p++] = tag(field, LEN);
+    buf[p++] = kvLen;
+    for (let i = 0; i < key.length; i++) buf[p++] = key[i];
+    buf[p++] = tag(2, LEN);
+    buf[p++] = n + 2;
+    buf[p++] = tag(1, LEN);
+    buf[p++] = n;
+    for (let i = 0; i < n; i++) {
+      const c = s.charCodeAt(i);
+      if (c >= 128) return false;
+      buf[p++] = c;
+    }
+    this.pos = p;
+    return true;
+  }
+
+  /**
+   * A whole `KeyValue` (field `field`) whose AnyValue is the varint field `anyField` (bool 2,
+   * int 3) of a whole number 0..2^53, in one pass.
+   */
+  varintKeyValue(field: number, key: Uint8Array, anyField: number, n: number): void {
+    const size = varintSize(n);
+    const kvLen = key.length + 3 + size;
+    if (kvLen >= 128) {
+      const kv = this.begin(field);
+      this.raw(key);
+      const any = this.begin(2);
+      this.varintField(anyField, n);
+      this.end(any);
+      this.end(kv);
+      return;
+    }
+    this.ensure(kvLen + 2);
+    const buf = this.#buf;
+    let p = this.pos;
+    buf[p++] = tag(field, LEN);
+    buf[p++] = kvLen;
+    for (let i = 0; i < key.length; i++) buf[p++] = key[i];
+    buf[p++] = tag(2, LEN);
+    buf[p++] = 1 + size;
+    buf[p++] = tag(anyField, VARINT);
+    this.pos = p;
+    this.varint(n);
+  }
+
   /** A string field, UTF-8: ASCII by hand, anything else through `encodeInto`. */
   stringField(field: number, s: string): void {
     const n = s.length;
