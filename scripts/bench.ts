@@ -581,6 +581,24 @@ async function runCheck(opts: CheckOptions): Promise<number> {
 /** Where `--otel` writes its figures. */
 const OTEL_FIGURES = `${ROOT}/docs/bench/otel.md`;
 
+/**
+ * `--otel`'s collector, run with `deno eval`: reads and drops every export, answers an empty 200
+ * (a full success), counts them for `GET /stats`; prints its port first.
+ */
+const OTLP_RECEIVER = `
+let posts = 0, bytes = 0;
+Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: (a) => console.log(a.port) }, async (req) => {
+  if (req.method === "GET") return Response.json({ posts, bytes });
+  posts++;
+  bytes += (await req.arrayBuffer()).byteLength;
+  return new Response(new Uint8Array(0), { headers: { "content-type": "application/x-protobuf" } });
+});`;
+
+/** The 1-, 5- and 15-minute load averages (\`uptime\`'s), or undefined. */
+async function loadAverage(): Promise<string | undefined> {
+  return (await readProc("/proc/loadavg"))?.split(" ").slice(0, 3).join(", ");
+}
+
 /** One `--otel` round: c=1 p50 and c=32 req/s of direct, Skeid with OTel off, Skeid with it on. */
 interface OtelRound {
   direct: SideFigures;
@@ -628,31 +646,25 @@ async function measureSide(
 }
 
 /**
- * `--otel`: two gateways side by side, OpenTelemetry off and on (`OTEL_DENO=true`, exporting to a
- * local OTLP receiver in this process that reads and discards every export), measured back to back
+ * `--otel`: two gateways side by side, OpenTelemetry off and on (`OTEL_EXPORTER_OTLP_ENDPOINT`
+ * naming a local OTLP receiver, a child pinned beside the load, that reads and discards every
+ * export), measured back to back
  * in `rounds` rounds (the order alternating), and reduced to on/off ratios per round; written to
  * docs/bench/otel.md.
  */
 async function runOtel(opts: CheckOptions): Promise<number> {
   const { log, pin } = opts;
-  const received = { posts: 0, bytes: 0 };
-  const ac = new AbortController();
-  const receiver = Deno.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    signal: ac.signal,
-    onListen: () => {},
-  }, async (req) => {
-    received.posts++;
-    received.bytes += (await req.arrayBuffer()).byteLength;
-    return new Response(new Uint8Array(0), {
-      headers: { "content-type": "application/x-protobuf" },
-    });
-  });
   const scope = await childScope("skeid-bench-otel-", log);
   try {
     const { children, dir } = scope;
     const fake = await startFake(children, pin);
+    // The receiver is a child pinned beside the load (like the fake model): a collector sharing
+    // the gateway's CPU would be measured as the gateway's cost.
+    const receiver = spawnChild("otlp receiver", DENO, ["eval", OTLP_RECEIVER], {
+      cpu: pin ? LOAD_CPU : undefined,
+    });
+    children.push(receiver);
+    const receiverPort = Number(await receiver.firstLine(30_000));
     const side = async (name: string, env: Record<string, string> | undefined) => {
       const sub = `${dir}/${name}`;
       await Deno.mkdir(sub, { recursive: true });
@@ -673,12 +685,11 @@ async function runOtel(opts: CheckOptions): Promise<number> {
     };
     const off = await side("off", undefined);
     const on = await side("on", {
-      OTEL_DENO: "true",
-      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiver.addr.port}`,
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiverPort}`,
       OTEL_SERVICE_NAME: "skeid-bench",
-      OTEL_DENO_CONSOLE: "ignore",
     });
     const measure = (url: string, pid?: number) => measureSide(url, pid, opts, dir, pin);
+    const loadBefore = (await loadAverage()) ?? "?";
     const rounds: OtelRound[] = [];
     for (let i = 0; i < opts.rounds; i++) {
       log(`otel round ${i + 1} of ${opts.rounds}`);
@@ -690,6 +701,8 @@ async function runOtel(opts: CheckOptions): Promise<number> {
       const b = await measure(second.url, second.child.pid);
       rounds.push(i % 2 === 0 ? { direct, off: a, on: b } : { direct, off: b, on: a });
     }
+    const stats = await fetch(`http://127.0.0.1:${receiverPort}/stats`);
+    const received = await stats.json() as { posts: number; bytes: number };
     const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
     const f = (n: number, d = 3) => n.toFixed(d);
     const rows = rounds.map((r, i) =>
@@ -708,8 +721,9 @@ async function runOtel(opts: CheckOptions): Promise<number> {
       "# OpenTelemetry on vs off",
       "",
       `Measured ${new Date().toISOString()} on ${await machine()} with \`${opts.command}\`.`,
-      "Two gateways side by side (one node, the fake model), one with `OTEL_DENO=true` exporting",
-      "to a local OTLP/HTTP receiver that reads and discards every export (default batch settings),",
+      "Two gateways side by side (one node, the fake model), one with OpenTelemetry on exporting",
+      "(`OTEL_EXPORTER_OTLP_ENDPOINT`, default batch settings) to a local OTLP/HTTP receiver that",
+      "reads and discards every export (a child pinned beside the load and the fake model),",
       "measured back to back in each round, the order alternating. The machine is shared and",
       "noisy: read the per-round ratios, not the absolute figures.",
       "",
@@ -720,7 +734,8 @@ async function runOtel(opts: CheckOptions): Promise<number> {
       `Median c=1 added latency with OTel on: **${f(added)} ms** (goal ≤ 0.05 ms); median c=32 ` +
       `throughput on/off: **${f(ratio)}** (goal ≥ 0.97); median gateway CPU added per c=32 ` +
       `request: **${f(cpuAdded, 0)} µs**. The receiver got ${received.posts} ` +
-      `exports (${(received.bytes / 1e6).toFixed(1)} MB).`,
+      `exports (${(received.bytes / 1e6).toFixed(1)} MB); \`uptime\` before and after: ` +
+      `${loadBefore} / ${(await loadAverage()) ?? "?"}.`,
       "",
     ].join("\n");
     await Deno.writeTextFile(OTEL_FIGURES, text);
@@ -728,8 +743,6 @@ async function runOtel(opts: CheckOptions): Promise<number> {
     return 0;
   } finally {
     await scope.close();
-    ac.abort();
-    await receiver.finished;
   }
 }
 

@@ -118,8 +118,8 @@ export interface GatewayOptions {
    */
   group?: GatewayGroup;
   /**
-   * Spans and GenAI metrics (ADR 0039); default: OpenTelemetry's when `OTEL_DENO=true`, else
-   * the quiet one. A worker of a group passes its own, naming the worker.
+   * Spans and GenAI metrics (ADR 0039, 0050); default: Skeid's OTLP export when an OTLP endpoint
+   * is named, else the quiet one. A worker of a group passes its own, naming the worker.
    */
   telemetry?: Telemetry;
 }
@@ -258,6 +258,8 @@ export class Gateway implements ProxyContext {
   /** Nodes warned about a missing upstream key, by `id|variable`, so each is said once. */
   readonly #keyWarned = new Set<string>();
   #closed = false;
+  /** A gateway of one process flushes its own telemetry when it closes (a worker after its events). */
+  readonly #ownsRecorder: boolean;
 
   /**
    * Builds the gateway and starts its capacity probes; the config is not loaded (use
@@ -266,12 +268,13 @@ export class Gateway implements ProxyContext {
   constructor(opts: GatewayOptions = {}) {
     const env = opts.env ?? ((name: string) => Deno.env.get(name));
     this.env = env;
-    this.telemetry = opts.telemetry ?? telemetryFor({ env });
     const group = opts.group;
     // First: a bad value is refused before anything is opened.
     this.bodyWatch = new IdleWatch(bodyTimeoutMs(env));
     const level = opts.logLevel ?? parseLogLevel(env("SKEID_LOG_LEVEL"));
     this.logger = opts.logger ?? createLogger(level);
+    this.telemetry = opts.telemetry ?? telemetryFor({ env, logger: this.logger });
+    this.#ownsRecorder = group === undefined;
     this.logRequests = opts.logger ? true : level === "debug";
     const grants = new GrantPolicies(
       () => this.skeid.policySet,
@@ -365,6 +368,7 @@ export class Gateway implements ProxyContext {
     // A worker's key budgets are the supervisor's: its /skeid/metrics series are the group's.
     this.metrics.keyBudgets = group ? () => [] : () => listedKeyBudgets(skeid, tenancy);
     this.metrics.budgetWarnings = () => tenancy.budgets.warningCount;
+    this.metrics.telemetry = () => this.telemetry.counts();
     this.config = new ConfigManager({
       skeid,
       path: opts.configPath,
@@ -620,6 +624,8 @@ export class Gateway implements ProxyContext {
         error: errorMessage(err),
       });
     }
+    // After the ledger: the spans and metrics last, each bounded by the export timeout (ADR 0050).
+    if (this.#ownsRecorder) await this.telemetry.shutdown();
     this.http1?.close();
     try {
       this.httpClient?.close();

@@ -10,6 +10,7 @@ import type { BudgetStatus } from "../core/budget.ts";
 import type { Node } from "../core/types.ts";
 
 import type { RefusalStatus } from "../proxy/errors.ts";
+import type { TelemetryCounts } from "../telemetry/otlp_export.ts";
 import {
   LATENCY_BUCKETS_S,
   ShareStats,
@@ -147,6 +148,8 @@ export class GatewayMetrics {
   keyBudgets?: () => { key: string; status: BudgetStatus }[];
   /** `warn_at` warnings given so far. */
   budgetWarnings?: () => number;
+  /** What the OTLP exporter counted (set by the gateway; ADR 0050). */
+  telemetry?: () => Readonly<TelemetryCounts>;
 
   /** A request refused by its customer key's `limit` (`rpm`, `tpm`, `max_inflight`, `budget`). */
   keyLimited(limit: string): void {
@@ -396,7 +399,39 @@ export class GatewayMetrics {
       this.#keyLimited,
     );
     this.#renderBudgets(family, sample);
+    this.#renderTelemetry(family, sample);
     return out.join("\n") + "\n";
+  }
+
+  /** The OTLP exporter's counts: spans exported and dropped (all 0 with OpenTelemetry off). */
+  #renderTelemetry(
+    family: (name: string, type: string, help: string) => void,
+    sample: (name: string, pairs: [string, string][], n: number) => void,
+  ): void {
+    const c = this.telemetry?.();
+    family("skeid_telemetry_spans_exported_total", "counter", "Spans a collector accepted.");
+    sample("skeid_telemetry_spans_exported_total", [], c?.spansExported ?? 0);
+    family(
+      "skeid_telemetry_spans_dropped_total",
+      "counter",
+      "Spans not exported: the queue was full (OTEL_BSP_MAX_QUEUE_SIZE) or their export failed.",
+    );
+    sample(
+      "skeid_telemetry_spans_dropped_total",
+      [["reason", "queue_full"]],
+      c?.spansDroppedQueueFull ?? 0,
+    );
+    sample(
+      "skeid_telemetry_spans_dropped_total",
+      [["reason", "export_failed"]],
+      c?.spansDroppedExportFailed ?? 0,
+    );
+    family(
+      "skeid_telemetry_metric_exports_failed_total",
+      "counter",
+      "GenAI metric exports that failed (refused, timed out, not 2xx).",
+    );
+    sample("skeid_telemetry_metric_exports_failed_total", [], c?.metricExportsFailed ?? 0);
   }
 
   /** Spend and what is left of the budgets of keys listed in the config; warn_at warnings. */

@@ -48,13 +48,10 @@ export function callStop(clients: UpstreamClients, url: string): CallStop {
 
 const encoder = new TextEncoder();
 
-/** Runs a call with the attempt span active (OpenTelemetry's context), so fetch's span is its child. */
-export type AttemptScope = <T>(call: () => T) => T;
-
 /**
  * Sends one upstream request and waits for its headers: through the HTTP/1.1 client when `stop`
  * is its handle (`callStop`: no `Request`, `Response`, `Headers` or `AbortController` on the way),
- * else through `fetch` (under `within`, when given: the attempt span's scope). Throws
+ * else through `fetch`. Throws
  * `UpstreamTransportError` (connect / timeout / aborted).
  */
 export function callUpstream(
@@ -63,15 +60,8 @@ export function callUpstream(
   headers: [string, string][],
   body: Uint8Array<ArrayBuffer> | string,
   stop: CallStop,
-  within?: AttemptScope,
 ): Promise<UpstreamAnswer> {
-  if (stop instanceof AbortController) {
-    if (within === undefined) return fetchAnswer(clients, url, headers, body, stop);
-    // OpenTelemetry on: Deno's fetch makes a span of its own and sends its own traceparent; run
-    // under the attempt span, its traceparent is the node's (ADR 0039), so ours is not sent too.
-    const own = headers.filter(([name]) => name !== "traceparent");
-    return within(() => fetchAnswer(clients, url, own, body, stop));
-  }
+  if (stop instanceof AbortController) return fetchAnswer(clients, url, headers, body, stop);
   const http1 = clients.http1;
   if (http1 === undefined) {
     return Promise.reject(new Error("an HTTP/1.1 stop handle needs the HTTP/1.1 client"));

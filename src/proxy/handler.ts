@@ -472,7 +472,6 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
         headers,
         this.#bodyFor(this.#servedModel),
         stop,
-        this.#span.within,
       );
     } catch (err) {
       if (this.#watch?.gone) return this.#left();
@@ -632,6 +631,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
         errorMessage: facts.errorMessage,
         contentBytes: outcome.contentBytes,
         ttftMs: outcome.ttftMs,
+        facts: outcome.facts,
         durationMs,
       }, end);
     } catch (err) {

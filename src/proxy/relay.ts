@@ -45,6 +45,7 @@ import {
   type UpstreamAnswer,
 } from "./upstream_answer.ts";
 import type { IdleWatch, Watched } from "./idle_watch.ts";
+import { type AnswerFacts, StreamFacts } from "../telemetry/genai.ts";
 
 /** How a relayed stream ended. */
 export interface RelayOutcome {
@@ -64,6 +65,8 @@ export interface RelayOutcome {
   contentBytes: number;
   /** Routing start → first content byte handed to the client, ms. */
   ttftMs: number | undefined;
+  /** What the chunks said of the answer (id, model, finish reasons); OpenTelemetry on only. */
+  facts?: AnswerFacts;
 }
 
 /** Told once when the relay ends. */
@@ -100,6 +103,8 @@ export interface RelayContext {
   readonly abortDrainMs?: number;
   /** The largest upstream event relayed, bytes (`SKEID_MAX_EVENT_BYTES`); absent = the default. */
   readonly maxEventBytes?: number;
+  /** With OpenTelemetry on, a stream's chunks are read for its attempt span (`StreamFacts`). */
+  readonly telemetry?: { readonly on: boolean };
 }
 
 /**
@@ -135,6 +140,7 @@ export function streamResponse(
     drainMs: ctx.abortDrainMs,
     maxEventBytes: ctx.maxEventBytes,
     ticket: req.responseTicket,
+    facts: ctx.telemetry?.on === true ? new StreamFacts() : undefined,
   });
   const body = new ReadableStream<Uint8Array>(relay);
   return relayedResponse(res.status, body, pairs, nodeId, req.requestId);
@@ -178,6 +184,8 @@ export interface StreamRelayOptions {
    * `DEFAULT_MAX_EVENT_BYTES`.
    */
   maxEventBytes?: number;
+  /** Reads each chunk for what the answer says of itself; absent (OpenTelemetry off): nothing. */
+  facts?: StreamFacts;
 }
 
 /** Default of `SKEID_MAX_EVENT_BYTES`: 16 MiB, far above any real event. */
@@ -425,6 +433,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       if (mode === "strip") this.#out += frame.raw;
       return;
     }
+    this.#opts.facts?.read(chunk);
     if (mode === "translate") {
       this.#out += this.#translator.chunk(chunk);
       return;
@@ -540,6 +549,7 @@ export class StreamRelay implements UnderlyingDefaultSource<Uint8Array>, Watched
       // A translator that cannot say what it counted still ends the relay (nothing counted).
     }
     if (error !== undefined) outcome.error = error;
+    if (this.#opts.facts !== undefined) outcome.facts = this.#opts.facts;
     this.#opts.owner.relayEnded(outcome);
   }
 }

@@ -13,6 +13,7 @@ import { buildUsageEvent, formatCreatedAt } from "../usage/event.ts";
 import { usageProblem } from "../core/usage_reading.ts";
 import { withoutCredentials } from "../url_credentials.ts";
 import type { TraceContext } from "./trace_context.ts";
+import type { AnswerFacts } from "../telemetry/genai.ts";
 
 /**
  * `created_at` stamps (UTC, second precision) formatted once per second instead of once per
@@ -51,6 +52,8 @@ export interface UsageOutcome {
   ttftMs?: number;
   /** Where the tokens come from (ADR 0027); default `reported`. */
   usageSource?: UsageSource;
+  /** Streams with OpenTelemetry on: what the chunks said of the answer (its attempt span). */
+  facts?: AnswerFacts;
 }
 
 /** What the proxy knows about a finished request. */

@@ -5,8 +5,40 @@
  *
  * @module
  */
-import type { Attributes, Histogram, Meter } from "@opentelemetry/api";
 import type { JsonObject } from "../core/json.ts";
+import { type AttrKey, attrKey, AttrType, type AttrValue } from "./span_record.ts";
+
+/** Where attributes go: a span record, or (tests) a plain object by key name. */
+export interface AttrSink {
+  set(key: AttrKey, value: AttrValue): void;
+}
+
+/** The GenAI conventions' attribute keys Skeid writes. */
+export const GENAI = {
+  operation: attrKey("gen_ai.operation.name", AttrType.String),
+  provider: attrKey("gen_ai.provider.name", AttrType.String),
+  /** The name tools read before `gen_ai.provider.name` replaced it. */
+  system: attrKey("gen_ai.system", AttrType.String),
+  requestModel: attrKey("gen_ai.request.model", AttrType.String),
+  responseModel: attrKey("gen_ai.response.model", AttrType.String),
+  responseId: attrKey("gen_ai.response.id", AttrType.String),
+  finishReasons: attrKey("gen_ai.response.finish_reasons", AttrType.Strings),
+  maxTokens: attrKey("gen_ai.request.max_tokens", AttrType.Int),
+  temperature: attrKey("gen_ai.request.temperature", AttrType.Double),
+  topP: attrKey("gen_ai.request.top_p", AttrType.Double),
+  inputTokens: attrKey("gen_ai.usage.input_tokens", AttrType.Int),
+  outputTokens: attrKey("gen_ai.usage.output_tokens", AttrType.Int),
+  cacheRead: attrKey("gen_ai.usage.cache_read.input_tokens", AttrType.Int),
+  cacheCreation: attrKey("gen_ai.usage.cache_creation.input_tokens", AttrType.Int),
+  /** The names of the conventions before 1.37, which tools still read. */
+  cacheReadOld: attrKey("gen_ai.usage.cache_read_input_tokens", AttrType.Int),
+  cacheCreationOld: attrKey("gen_ai.usage.cache_creation_input_tokens", AttrType.Int),
+  inputMessages: attrKey("gen_ai.input.messages", AttrType.String),
+  outputMessages: attrKey("gen_ai.output.messages", AttrType.String),
+  serverAddress: attrKey("server.address", AttrType.String),
+  serverPort: attrKey("server.port", AttrType.Int),
+  errorType: attrKey("error.type", AttrType.String),
+} as const;
 
 /** `gen_ai.client.operation.duration` buckets, seconds (the spec's advice). */
 export const DURATION_BUCKETS_S: readonly number[] = [
@@ -64,34 +96,6 @@ export const TTFT_BUCKETS_S: readonly number[] = [
   10.0,
 ];
 
-/** The three GenAI histograms of a gateway, made once from its meter. */
-export interface GenAiMetrics {
-  readonly duration: Histogram;
-  readonly tokens: Histogram;
-  readonly ttft: Histogram;
-}
-
-/** The GenAI histograms on `meter`, each with the spec's buckets. */
-export function genAiMetrics(meter: Meter): GenAiMetrics {
-  return {
-    duration: meter.createHistogram("gen_ai.client.operation.duration", {
-      unit: "s",
-      description: "Duration of GenAI operations (one upstream attempt)",
-      advice: { explicitBucketBoundaries: [...DURATION_BUCKETS_S] },
-    }),
-    tokens: meter.createHistogram("gen_ai.client.token.usage", {
-      unit: "{token}",
-      description: "Input and output tokens of GenAI operations",
-      advice: { explicitBucketBoundaries: [...TOKEN_BUCKETS] },
-    }),
-    ttft: meter.createHistogram("gen_ai.server.time_to_first_token", {
-      unit: "s",
-      description: "Time to the first content chunk of a streamed answer",
-      advice: { explicitBucketBoundaries: [...TTFT_BUCKETS_S] },
-    }),
-  };
-}
-
 /** `gen_ai.operation.name` of an upstream path (below the node's `/v1`). */
 export function operationName(path: string): string {
   if (path.endsWith("/chat/completions")) return "chat";
@@ -134,19 +138,24 @@ export function serverOf(url: string): { address: string; port: number } {
 }
 
 /** The request parameters the spec names, when the body sent them (numbers only). */
-export function requestAttributes(body: JsonObject, into: Attributes): void {
+export function requestAttributes(body: JsonObject, into: AttrSink): void {
   const max = body.max_completion_tokens ?? body.max_tokens ?? body.max_output_tokens;
-  if (typeof max === "number") into["gen_ai.request.max_tokens"] = max;
-  if (typeof body.temperature === "number") into["gen_ai.request.temperature"] = body.temperature;
-  if (typeof body.top_p === "number") into["gen_ai.request.top_p"] = body.top_p;
+  if (typeof max === "number") into.set(GENAI.maxTokens, max);
+  if (typeof body.temperature === "number") into.set(GENAI.temperature, body.temperature);
+  if (typeof body.top_p === "number") into.set(GENAI.topP, body.top_p);
 }
 
-/** What a whole answer says of itself: its id, the model served, the finish reasons. */
-export function responseAttributes(answer: unknown, into: Attributes): void {
-  if (answer === null || typeof answer !== "object" || Array.isArray(answer)) return;
+/** What an answer says of itself: its id, the model served, the finish reasons. */
+export interface AnswerFacts {
+  id: string | undefined;
+  model: string | undefined;
+  finishReasons: string[];
+}
+
+/** The facts of a whole answer (a chat completion, a Responses response, Ollama, Anthropic). */
+export function answerFacts(answer: unknown): AnswerFacts | undefined {
+  if (answer === null || typeof answer !== "object" || Array.isArray(answer)) return undefined;
   const a = answer as JsonObject;
-  if (typeof a.id === "string") into["gen_ai.response.id"] = a.id;
-  if (typeof a.model === "string") into["gen_ai.response.model"] = a.model;
   const reasons: string[] = [];
   if (Array.isArray(a.choices)) {
     for (const c of a.choices) {
@@ -158,7 +167,64 @@ export function responseAttributes(answer: unknown, into: Attributes): void {
   } else if (typeof a.stop_reason === "string") reasons.push(a.stop_reason);
   else if (typeof a.done_reason === "string") reasons.push(a.done_reason);
   else if (typeof a.status === "string") reasons.push(a.status);
-  if (reasons.length > 0) into["gen_ai.response.finish_reasons"] = reasons;
+  return {
+    id: typeof a.id === "string" ? a.id : undefined,
+    model: typeof a.model === "string" ? a.model : undefined,
+    finishReasons: reasons,
+  };
+}
+
+/**
+ * What a streamed answer says of itself, read off its chunks as the relay parses them (only with
+ * OpenTelemetry on): the first id and model, and the finish reasons (chat chunks' `choices`, or
+ * the status of a Responses stream's terminal `response`).
+ */
+export class StreamFacts implements AnswerFacts {
+  id: string | undefined = undefined;
+  model: string | undefined = undefined;
+  finishReasons: string[] = [];
+
+  /** One parsed `data:` object of the upstream's stream. */
+  read(chunk: JsonObject): void {
+    const r = chunk.response;
+    if (r !== null && typeof r === "object" && !Array.isArray(r)) {
+      // A Responses event (`response.created`, `response.completed`, …) carrying its response.
+      const o = r as JsonObject;
+      if (this.id === undefined && typeof o.id === "string") this.id = o.id;
+      if (this.model === undefined && typeof o.model === "string") this.model = o.model;
+      const status = o.status;
+      if (typeof status === "string" && status !== "in_progress" && status !== "queued") {
+        this.finishReasons = [status];
+      }
+      return;
+    }
+    if (this.id === undefined && typeof chunk.id === "string") this.id = chunk.id;
+    if (this.model === undefined && typeof chunk.model === "string") this.model = chunk.model;
+    const choices = chunk.choices;
+    if (!Array.isArray(choices)) return;
+    for (const c of choices) {
+      if (c === null || typeof c !== "object" || Array.isArray(c)) continue;
+      const reason = (c as JsonObject).finish_reason;
+      if (typeof reason === "string") this.finishReasons.push(reason);
+    }
+  }
+}
+
+/** An answer's facts as attributes; answers the response model (a metric label) if it said one. */
+export function factsAttributes(
+  facts: AnswerFacts | undefined,
+  into: AttrSink,
+): string | undefined {
+  if (facts === undefined) return undefined;
+  if (facts.id !== undefined) into.set(GENAI.responseId, facts.id);
+  if (facts.model !== undefined) into.set(GENAI.responseModel, facts.model);
+  if (facts.finishReasons.length > 0) into.set(GENAI.finishReasons, facts.finishReasons);
+  return facts.model;
+}
+
+/** What a whole answer says of itself: its id, the model served, the finish reasons. */
+export function responseAttributes(answer: unknown, into: AttrSink): string | undefined {
+  return factsAttributes(answerFacts(answer), into);
 }
 
 /** The messages a request sent, as the opt-in content attribute carries them (JSON text). */

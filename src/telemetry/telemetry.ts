@@ -1,19 +1,19 @@
 /**
- * Telemetry of the request path (ADR 0039): what a request tells its spans at the step boundaries
- * of the exchange. Composed once per gateway before it listens: the OpenTelemetry one
- * (`otel.ts`) when `OTEL_DENO=true`, else `QUIET_TELEMETRY`, whose calls do nothing and build
- * nothing (no span objects, no attribute maps), so a gateway without OpenTelemetry pays one
- * empty call per step.
+ * Telemetry of the request path (ADR 0039, 0050): what a request tells its spans at the step
+ * boundaries of the exchange. Composed once per gateway before it listens: the OpenTelemetry one
+ * (`otel.ts`, Skeid's own recorder and OTLP exporter) when an OTLP endpoint is named, else
+ * `QUIET_TELEMETRY`, whose calls do nothing and build nothing (no span objects, no attribute
+ * lists), so a gateway without OpenTelemetry pays one empty call per step.
  *
  * @module
  */
 import type { PickedNode } from "../core/types.ts";
 import type { UpstreamRequest } from "../faces/face.ts";
-import type { AttemptScope } from "../proxy/call.ts";
 import type { TraceContext } from "../proxy/trace_context.ts";
 import type { WalkResult } from "../proxy/walk.ts";
 import type { UsageOutcome } from "../proxy/usage_facts.ts";
 import type { UsageEvent } from "../usage/types.ts";
+import { noCounts, type TelemetryCounts } from "./otlp_export.ts";
 
 /** The telemetry of a gateway: one `RequestTelemetry` per client request. */
 export interface Telemetry {
@@ -21,6 +21,13 @@ export interface Telemetry {
   readonly on: boolean;
   /** The request span of a client request on `endpoint`, started now. */
   request(req: Request, endpoint: string, apiFormat: string): RequestTelemetry;
+  /** What the exporter counted (exported, dropped), for `/skeid/metrics`; zeros when off. */
+  counts(): Readonly<TelemetryCounts>;
+  /**
+   * Sends what is queued and the last metrics, bounded by the export timeout (the gateway's
+   * close, after the usage store's flush); nothing is recorded after.
+   */
+  shutdown(): Promise<void>;
 }
 
 /** What one request tells its spans, in the order the exchange takes its steps. */
@@ -51,11 +58,6 @@ export interface RequestTelemetry {
     n: number,
     upstream: UpstreamRequest,
   ): string | undefined;
-  /**
-   * Runs the current attempt's upstream call with its span active, so that Deno's own fetch span
-   * is its child; undefined when off (nothing to run under).
-   */
-  readonly within?: AttemptScope;
   /** The attempt failed before the first byte (`status` 0: no answer); it fails over or ends. */
   attemptFailed(reason: string, status: number): void;
   /** The usage event was handed to the ledger: the last attempt ends, read from it. */
@@ -83,14 +85,12 @@ const QUIET_REQUEST: RequestTelemetry = Object.freeze({
   end() {},
 });
 
+const NO_COUNTS: Readonly<TelemetryCounts> = Object.freeze(noCounts());
+
 /** The telemetry of a gateway without OpenTelemetry: one frozen no-op for every request. */
 export const QUIET_TELEMETRY: Telemetry = Object.freeze({
   on: false,
   request: () => QUIET_REQUEST,
+  counts: () => NO_COUNTS,
+  shutdown: () => Promise.resolve(),
 });
-
-/** Whether `OTEL_DENO` turns Deno's OpenTelemetry on (`true` or `1`, as Deno reads it). */
-export function otelEnabled(env: (name: string) => string | undefined): boolean {
-  const raw = (env("OTEL_DENO") ?? "").trim().toLowerCase();
-  return raw === "true" || raw === "1";
-}

@@ -9,6 +9,7 @@
  * @module
  */
 import { Gateway, type GatewayOptions } from "../gateway.ts";
+import { QUIET_TELEMETRY } from "../telemetry/telemetry.ts";
 import {
   InflightTable,
   inflightTableBytes,
@@ -171,6 +172,8 @@ export class Supervisor {
     const table = new InflightTable(buffer, size, opts.workers);
     const gateway = await Gateway.open({
       ...opts,
+      // The workers serve the requests and export their spans; the supervisor's gateway none.
+      telemetry: opts.telemetry ?? QUIET_TELEMETRY,
       // One set of probes, polling at the configured interval (not spread over the workers).
       workerCount: 1,
       inflight: table,

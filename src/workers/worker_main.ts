@@ -142,6 +142,11 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
   );
   posted = new PostedConfig(msg.config);
   try {
+    // One writer for the process: the supervisor's logger writes every worker's lines.
+    const logger = createLogger(msg.gateway.logLevel, (line) => {
+      // What applying a config says, the supervisor said once for the group (same text).
+      if (!applying) post({ type: "log", line });
+    });
     running = await startServer({
       hostname: msg.hostname,
       port: msg.port,
@@ -174,16 +179,13 @@ async function start(msg: Extract<ToWorker, { type: "start" }>): Promise<void> {
       upstreamTimeoutMs: msg.gateway.upstreamTimeoutMs,
       keepaliveMs: msg.gateway.keepaliveMs,
       logLevel: msg.gateway.logLevel,
-      // One writer for the process: the supervisor's logger writes every worker's lines.
-      logger: createLogger(msg.gateway.logLevel, (line) => {
-        // What applying a config says, the supervisor said once for the group (same text).
-        if (!applying) post({ type: "log", line });
-      }),
+      logger,
       ...(msg.gateway.env ? { env: (name: string) => msg.gateway.env![name] } : {}),
-      // Every worker exports its own spans; `skeid.worker` says which (ADR 0039).
+      // Every worker exports its own spans; `skeid.worker` says which (ADR 0039, 0050).
       telemetry: telemetryFor({
         env: (name) => msg.gateway.env ? msg.gateway.env[name] : Deno.env.get(name),
         worker: msg.index,
+        logger,
       }),
     });
   } catch (err) {
@@ -292,6 +294,8 @@ async function handle(msg: ToWorker): Promise<void> {
     case "stop": {
       await running!.stop(msg.graceMs);
       recorder?.flush();
+      // After its usage events went to the supervisor: spans and metrics, bounded (ADR 0050).
+      await running!.gateway.telemetry.shutdown();
       post({ type: "stopped" });
       self.close();
       return;

@@ -3,9 +3,10 @@
  * the buckets) and the quiet telemetry of a gateway without OpenTelemetry.
  */
 import { assertEquals } from "../_assert.ts";
-import type { Attributes } from "@opentelemetry/api";
 import {
+  type AttrSink,
   DURATION_BUCKETS_S,
+  factsAttributes,
   inputMessages,
   operationName,
   outputMessages,
@@ -13,11 +14,21 @@ import {
   requestAttributes,
   responseAttributes,
   serverOf,
+  StreamFacts,
   TOKEN_BUCKETS,
   TTFT_BUCKETS_S,
 } from "../../src/telemetry/genai.ts";
-import { otelEnabled, QUIET_TELEMETRY } from "../../src/telemetry/telemetry.ts";
+import { QUIET_TELEMETRY } from "../../src/telemetry/telemetry.ts";
+import { otelEnabled } from "../../src/telemetry/otel_settings.ts";
 import { telemetryFor } from "../../src/telemetry/otel.ts";
+
+/** Attributes by key name, as a span would carry them. */
+type Attributes = Record<string, unknown>;
+
+/** A sink writing into `into` by key name. */
+function sink(into: Attributes): AttrSink {
+  return { set: (key, value) => into[key.name] = value };
+}
 
 Deno.test("genai: the operation of an upstream path", () => {
   assertEquals(operationName("/chat/completions"), "chat");
@@ -43,10 +54,13 @@ Deno.test("genai: server address and port, the port defaulted by scheme", () => 
 
 Deno.test("genai: request parameters only when sent as numbers", () => {
   const a: Attributes = {};
-  requestAttributes({ max_completion_tokens: 9, max_tokens: 5, temperature: 0, top_p: "x" }, a);
+  requestAttributes(
+    { max_completion_tokens: 9, max_tokens: 5, temperature: 0, top_p: "x" },
+    sink(a),
+  );
   assertEquals(a, { "gen_ai.request.max_tokens": 9, "gen_ai.request.temperature": 0 });
   const b: Attributes = {};
-  requestAttributes({ messages: [] }, b);
+  requestAttributes({ messages: [] }, sink(b));
   assertEquals(b, {});
 });
 
@@ -56,15 +70,15 @@ Deno.test("genai: what a whole answer says — id, model, finish reasons", () =>
     id: "c1",
     model: "qwen3-32b-awq",
     choices: [{ finish_reason: "stop" }, { finish_reason: "length" }, {}],
-  }, a);
+  }, sink(a));
   assertEquals(a, {
     "gen_ai.response.id": "c1",
     "gen_ai.response.model": "qwen3-32b-awq",
     "gen_ai.response.finish_reasons": ["stop", "length"],
   });
   const b: Attributes = {};
-  responseAttributes("not an object", b);
-  responseAttributes(null, b);
+  responseAttributes("not an object", sink(b));
+  responseAttributes(null, sink(b));
   assertEquals(b, {});
 });
 
@@ -92,10 +106,17 @@ Deno.test("genai: the spec's bucket boundaries", () => {
 });
 
 Deno.test("telemetry: off, one frozen no-op for every request, no trace of its own", () => {
-  assertEquals(otelEnabled(() => undefined), false);
-  assertEquals(otelEnabled(() => "false"), false);
-  assertEquals(otelEnabled(() => " TRUE "), true);
-  assertEquals(otelEnabled(() => "1"), true);
+  const env = (vars: Record<string, string>) => (name: string) => vars[name];
+  assertEquals(otelEnabled(env({})), false);
+  assertEquals(otelEnabled(env({ OTEL_DENO: "true" })), false, "Deno's switch is not Skeid's");
+  assertEquals(otelEnabled(env({ OTEL_EXPORTER_OTLP_ENDPOINT: " " })), false, "blank");
+  assertEquals(otelEnabled(env({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318" })), true);
+  assertEquals(otelEnabled(env({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://c/t" })), true);
+  assertEquals(otelEnabled(env({ OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: "http://c/m" })), true);
+  assertEquals(
+    otelEnabled(env({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_SDK_DISABLED: "TRUE" })),
+    false,
+  );
   const t = telemetryFor({ env: () => undefined });
   assertEquals(t, QUIET_TELEMETRY);
   const req = new Request("http://x/v1/chat/completions", { method: "POST" });
@@ -104,5 +125,32 @@ Deno.test("telemetry: off, one frozen no-op for every request, no trace of its o
   assertEquals(a === b, true, "the same object: nothing built per request");
   assertEquals(Object.isFrozen(a), true);
   assertEquals(a.trace, undefined);
-  assertEquals(a.within, undefined, "no scope to run a call under");
+});
+
+Deno.test("genai: a stream's facts from its chunks — first id and model, every finish reason", () => {
+  const chat = new StreamFacts();
+  chat.read({ id: "c1", model: "qwen3", choices: [{ index: 0, delta: { content: "a" } }] });
+  chat.read({ id: "c1", model: "other", choices: [{ index: 0, finish_reason: "length" }] });
+  chat.read({ id: "c1", choices: [], usage: { prompt_tokens: 1 } });
+  assertEquals([chat.id, chat.model, chat.finishReasons], ["c1", "qwen3", ["length"]]);
+  const responses = new StreamFacts();
+  responses.read({
+    type: "response.created",
+    response: { id: "r1", model: "m", status: "in_progress" },
+  });
+  responses.read({ type: "response.output_text.delta", delta: "x" });
+  responses.read({
+    type: "response.completed",
+    response: { id: "r1", model: "m", status: "completed" },
+  });
+  assertEquals([responses.id, responses.model, responses.finishReasons], ["r1", "m", [
+    "completed",
+  ]]);
+  const a: Attributes = {};
+  factsAttributes(chat, sink(a));
+  assertEquals(a, {
+    "gen_ai.response.id": "c1",
+    "gen_ai.response.model": "qwen3",
+    "gen_ai.response.finish_reasons": ["length"],
+  });
 });

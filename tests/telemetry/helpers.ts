@@ -22,6 +22,10 @@ export interface ServedGateway {
   event(requestId: string): Promise<UsageEvent>;
   /** SIGTERM, then SIGKILL after `graceMs` (default 10 s) if it has not exited; answers its exit time, ms. */
   stop(graceMs?: number): Promise<number>;
+  /** After `stop`: the exit code, or undefined when it had to be killed. */
+  exitCode(): number | undefined;
+  /** Its stderr so far (read in full once it stopped). */
+  stderr(): Promise<string>;
 }
 
 /** Options of `serveGateway`. */
@@ -30,21 +34,26 @@ export interface ServeOptions {
   env?: Record<string, string>;
   /** `--workers N`. */
   workers?: number;
+  /** The admin API on, with `TEST_ADMIN_KEY` (for `/skeid/metrics`). */
+  admin?: boolean;
 }
 
-/** OpenTelemetry on, exporting to `endpoint` quickly (short batch delay and metric interval). */
+/**
+ * OpenTelemetry on (an OTLP endpoint named turns it on, ADR 0050), exporting to `endpoint`
+ * quickly (short batch delay and metric interval).
+ */
 export function otelEnv(endpoint: string): Record<string, string> {
   return {
-    OTEL_DENO: "true",
     OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
     OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
     OTEL_BSP_SCHEDULE_DELAY: "50",
     OTEL_METRIC_EXPORT_INTERVAL: "200",
     OTEL_SERVICE_NAME: "skeid-test",
-    // Skeid's log lines stay on stderr; the test reads no OTLP logs.
-    OTEL_DENO_CONSOLE: "ignore",
   };
 }
+
+/** The admin key of a gateway `serveGateway` starts with `admin: true` (a test value). */
+export const TEST_ADMIN_KEY = "otel-test-admin-key-0123456789abcdefghij";
 
 /** Starts `skeid serve` on 127.0.0.1:0 with `config` (a jsonlog usage store added). */
 export async function serveGateway(
@@ -55,13 +64,21 @@ export async function serveGateway(
   const eventsPath = `${dir}/events.jsonl`;
   await Deno.writeTextFile(
     `${dir}/config.yaml`,
-    stringify({ ...config, usage_store: { backend: "jsonlog", path: eventsPath } }),
+    stringify({
+      ...config,
+      usage_store: { backend: "jsonlog", path: eventsPath },
+      ...(opts.admin ? { admin_api_key_env: "SKEID_TEST_ADMIN_KEY" } : {}),
+    }),
   );
   const args = ["serve", "--config", `${dir}/config.yaml`, "--listen", "127.0.0.1:0"];
   if (opts.workers !== undefined) args.push("--workers", String(opts.workers));
   const proc = new Deno.Command(launcher, {
     args,
-    env: { SKEID_LOG_LEVEL: "warn", ...opts.env },
+    env: {
+      SKEID_LOG_LEVEL: "warn",
+      ...(opts.admin ? { SKEID_TEST_ADMIN_KEY: TEST_ADMIN_KEY } : {}),
+      ...opts.env,
+    },
     stdin: "null",
     stdout: "piped",
     stderr: "piped",
@@ -93,6 +110,7 @@ export async function serveGateway(
     }
     return body.split("\n").filter((l) => l.trim() !== "").map((l) => JSON.parse(l));
   };
+  let code: number | undefined;
   return {
     base: m[0],
     events,
@@ -120,12 +138,15 @@ export async function serveGateway(
         new Promise<false>((r) => timer = setTimeout(() => r(false), graceMs)),
       ]);
       clearTimeout(timer);
-      if (!ended) await endChild(proc);
       const exitMs = performance.now() - t0;
+      if (ended) code = (await proc.status).code;
+      else await endChild(proc);
       await drained;
       await stderr;
       await Deno.remove(dir, { recursive: true });
       return exitMs;
     },
+    exitCode: () => code,
+    stderr: () => stderr,
   };
 }

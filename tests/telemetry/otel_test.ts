@@ -1,17 +1,17 @@
 /**
- * OpenTelemetry through `skeid serve` (ADR 0039), asserted on what a real OTLP/HTTP receiver
- * decoded of Deno's protobuf export: one trace per request (Deno's server span, Skeid's request
- * span, `skeid.admission`, a CLIENT span per attempt), parent links, a failover's two attempts,
- * a stream's spans ending at its last byte, the node's `traceparent` naming the attempt span,
- * the usage event's ids, the GenAI metrics, the four faces, `--workers 2`, nothing sent when off,
- * and requests answered with the collector down.
+ * OpenTelemetry through `skeid serve` (ADR 0039, 0050), asserted on what a real OTLP/HTTP
+ * receiver decoded of Skeid's protobuf export: one trace per request (the request span as the
+ * SERVER span, `skeid.admission`, a CLIENT span per attempt), parent links, a failover's two
+ * attempts, a stream's spans ending at its last byte, the node's `traceparent` naming the
+ * attempt span, the usage event's ids, the GenAI metrics, the four faces, `--workers 2`, nothing
+ * sent when off, and requests answered with the collector down.
  */
 import { assert, assertEquals } from "../_assert.ts";
 import { startFakeModel } from "../../src/fake/model.ts";
 import { OtlpReceiver, type ReceivedSpan } from "../_helpers/otlp_receiver.ts";
 import { chatAnswer, scriptedUpstream } from "../integration/helpers.ts";
 import { DURATION_BUCKETS_S, TOKEN_BUCKETS, TTFT_BUCKETS_S } from "../../src/telemetry/genai.ts";
-import { otelEnv, type ServedGateway, serveGateway } from "./helpers.ts";
+import { otelEnv, type ServedGateway, serveGateway, TEST_ADMIN_KEY } from "./helpers.ts";
 import { until } from "../_helpers/poll.ts";
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -41,19 +41,14 @@ async function traceOf(
   receiver: OtlpReceiver,
   traceId: string,
   attempts: number,
-): Promise<{ server: ReceivedSpan; request: ReceivedSpan; spans: ReceivedSpan[] }> {
+): Promise<{ request: ReceivedSpan; spans: ReceivedSpan[] }> {
   const spans = await receiver.waitFor(`trace ${traceId} with ${attempts} attempt(s)`, (r) => {
     const all = r.trace(traceId);
     const request = all.find((s) => s.scope === "skeid" && s.kind === SERVER);
-    const server = all.find((s) => s.scope === "deno" && s.kind === SERVER);
     const n = all.filter((s) => s.kind === CLIENT && s.scope === "skeid").length;
-    return request !== undefined && server !== undefined && n >= attempts ? all : undefined;
+    return request !== undefined && n >= attempts ? all : undefined;
   });
-  return {
-    server: spans.find((s) => s.scope === "deno" && s.kind === SERVER)!,
-    request: spans.find((s) => s.scope === "skeid" && s.kind === SERVER)!,
-    spans,
-  };
+  return { request: spans.find((s) => s.scope === "skeid" && s.kind === SERVER)!, spans };
 }
 
 function childrenOf(spans: ReceivedSpan[], parent: ReceivedSpan, kind: number): ReceivedSpan[] {
@@ -102,7 +97,7 @@ async function fixture(workers?: number, extraEnv: Record<string, string> = {}) 
   };
 }
 
-Deno.test("otel: a request is one trace — server span, request span, admission, attempt", async () => {
+Deno.test("otel: a request is one trace — request span (SERVER), admission, attempt", async () => {
   const f = await fixture();
   try {
     const r = await send(f.gw, "/v1/chat/completions", {
@@ -118,9 +113,9 @@ Deno.test("otel: a request is one trace — server span, request span, admission
     assertEquals(r.status, 200, r.text);
     const event = await f.gw.event(r.requestId);
     assertEquals(event.trace_id, TRACE, "the client's trace continued");
-    const { server, request, spans } = await traceOf(f.receiver, TRACE, 1);
-    assertEquals(server.parentSpanId, PARENT, "Deno's server span continues the client's span");
-    assertEquals(request.parentSpanId, server.spanId, "the request span is under Deno's");
+    const { request, spans } = await traceOf(f.receiver, TRACE, 1);
+    assertEquals(request.parentSpanId, PARENT, "the request span continues the client's span");
+    assertEquals(spans.filter((s) => s.kind === SERVER).length, 1, "one SERVER span");
     assertEquals(request.name, "POST /v1/chat/completions");
     assertEquals(request.spanId, event.span_id, "the usage event names the request span");
     assertEquals(request.attributes["skeid.requested_model"], "m");
@@ -413,8 +408,8 @@ Deno.test("otel: --workers 2 — every worker exports, each span says which work
 Deno.test("otel: off — nothing is sent, the usage event still has its trace", async () => {
   const receiver = new OtlpReceiver();
   const fake = startFakeModel({ tokens: 2 });
-  const env = otelEnv(receiver.endpoint);
-  delete env.OTEL_DENO;
+  // The endpoint named, and the spec's switch that turns the SDK off anyway.
+  const env = { ...otelEnv(receiver.endpoint), OTEL_SDK_DISABLED: "true" };
   const gw = await serveGateway({ nodes: [{ id: "fake", url: fake.url, model: "m" }] }, { env });
   try {
     const r = await send(gw, "/v1/chat/completions", {
@@ -465,7 +460,7 @@ Deno.test("otel: a collector that is down never fails or stalls a request", asyn
   }
 });
 
-Deno.test("otel: through fetch, Deno's fetch span is the attempt's child and the node's parent", async () => {
+Deno.test("otel: through fetch, the node's one traceparent names its attempt span", async () => {
   const f = await fixture(undefined, { SKEID_UPSTREAM_CLIENT: "fetch" });
   try {
     const r = await send(f.gw, "/v1/chat/completions", {
@@ -484,20 +479,12 @@ Deno.test("otel: through fetch, Deno's fetch span is the attempt's child and the
       assert(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/.test(value), `one traceparent, got ${value}`);
       const [, trace, parent] = value.split("-");
       assertEquals(trace, TRACE);
-      // Deno's fetch span (scope deno, CLIENT) under the attempt span.
-      const fetchSpan = await f.receiver.waitFor(
-        "Deno's fetch span",
-        (rr) => rr.spans.find((s) => s.spanId === parent),
-      );
-      assertEquals(fetchSpan.scope, "deno");
-      assert(
-        attempts.some((at) => at.spanId === fetchSpan.parentSpanId),
-        "fetch runs under an attempt span",
-      );
-      parents.add(fetchSpan.parentSpanId);
+      assert(attempts.some((at) => at.spanId === parent), "the node's parent is an attempt span");
+      parents.add(parent);
       assertEquals(headers.get("tracestate"), "rojo=00f067aa0ba902b7", "the client's tracestate");
     }
-    assertEquals(parents.size, 2, "each attempt's own fetch");
+    assertEquals(parents.size, 2, "each attempt's own span");
+    assertEquals(spans.filter((s) => s.scope !== "skeid"), [], "no span but Skeid's");
   } finally {
     await f.close();
   }
@@ -528,7 +515,7 @@ Deno.test("otel: prompts and answers go into spans only when the operator opts i
 });
 
 Deno.test("otel: a collector that accepts and never answers does not slow requests", async () => {
-  // Accepts every connection and reads nothing: each export hangs until Deno's export timeout.
+  // Accepts every connection and reads nothing: each export hangs until the export timeout.
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const held: Deno.Conn[] = [];
   const accepting = (async () => {
@@ -556,7 +543,6 @@ Deno.test("otel: a collector that accepts and never answers does not slow reques
     assert(slowest < 1000, `the slowest request took ${slowest.toFixed(1)} ms`);
     assert(total < 10_000, `40 requests took ${total.toFixed(0)} ms`);
   } finally {
-    // Deno's exit flush can hang on an export that never answers (ADR 0040): killed after 2 s.
     await gw.stop(2000);
     listener.close();
     for (const c of held) c.close();
@@ -566,7 +552,7 @@ Deno.test("otel: a collector that accepts and never answers does not slow reques
 });
 
 Deno.test("otel: an unsampled client trace is continued unsampled, ids still its own", async () => {
-  // The spec's default sampler, named: Deno's own default records every trace.
+  // The spec's default sampler, named (it is Skeid's default too).
   const f = await fixture(undefined, { OTEL_TRACES_SAMPLER: "parentbased_always_on" });
   try {
     const r = await send(f.gw, "/v1/chat/completions", {
@@ -622,5 +608,147 @@ Deno.test("otel: a request its key's limit refuses has an admission span saying 
   } finally {
     await gw.stop();
     await Promise.all([receiver.close(), fake.close()]);
+  }
+});
+
+/** A collector that accepts every connection and never answers. */
+function silentCollector() {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) held.push(conn);
+  })().catch(() => {});
+  return {
+    endpoint: `http://127.0.0.1:${listener.addr.port}`,
+    held,
+    async close() {
+      listener.close();
+      for (const c of held) c.close();
+      await accepting;
+    },
+  };
+}
+
+/** One sample of the gateway's `/skeid/metrics`. */
+async function metricSample(gw: ServedGateway, series: string): Promise<number> {
+  const res = await fetch(`${gw.base}/skeid/metrics`, {
+    headers: { authorization: `Bearer ${TEST_ADMIN_KEY}` },
+  });
+  const text = await res.text();
+  assertEquals(res.status, 200, text);
+  const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+  assert(line !== undefined, `${series} in /skeid/metrics`);
+  return Number(line.slice(series.length + 1));
+}
+
+Deno.test("otel: spans that do not fit the queue are dropped and counted in /skeid/metrics", async () => {
+  const collector = silentCollector();
+  const fake = startFakeModel({ tokens: 2 });
+  const gw = await serveGateway({ nodes: [{ id: "fake", url: fake.url, model: "m" }] }, {
+    admin: true,
+    env: {
+      ...otelEnv(collector.endpoint),
+      // The first batch of four hangs (the collector never answers); the queue holds four more.
+      OTEL_BSP_MAX_QUEUE_SIZE: "4",
+      OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "4",
+      OTEL_EXPORTER_OTLP_TIMEOUT: "60000",
+    },
+  });
+  const dropped = 'skeid_telemetry_spans_dropped_total{reason="queue_full"}';
+  try {
+    assertEquals(await metricSample(gw, dropped), 0);
+    for (let i = 0; i < 10; i++) {
+      const r = await send(gw, "/v1/chat/completions", {
+        model: "m",
+        messages: [{ role: "user", content: "hi" }],
+      });
+      assertEquals(r.status, 200, r.text);
+    }
+    // Ten requests make 30 spans (request, admission, attempt); at most eight were taken.
+    const n = await metricSample(gw, dropped);
+    assert(n >= 22 && n <= 30, `dropped ${n}`);
+    assertEquals(await metricSample(gw, "skeid_telemetry_spans_exported_total"), 0);
+    assert(collector.held.length > 0, "the exporter did connect");
+  } finally {
+    await gw.stop(3000);
+    await collector.close();
+    await fake.close();
+  }
+});
+
+Deno.test("otel: skeid serve exits on SIGTERM within the export timeout of a silent collector", async () => {
+  const collector = silentCollector();
+  const fake = startFakeModel({ tokens: 2 });
+  const gw = await serveGateway({ nodes: [{ id: "fake", url: fake.url, model: "m" }] }, {
+    env: {
+      ...otelEnv(collector.endpoint),
+      OTEL_EXPORTER_OTLP_TIMEOUT: "500",
+      // Nothing goes out before the stop: the shutdown flush has spans and metrics to send.
+      OTEL_BSP_SCHEDULE_DELAY: "60000",
+      OTEL_METRIC_EXPORT_INTERVAL: "60000",
+    },
+  });
+  try {
+    for (let i = 0; i < 5; i++) {
+      const r = await send(gw, "/v1/chat/completions", {
+        model: "m",
+        stream: i % 2 === 0,
+        messages: [{ role: "user", content: "hi" }],
+      });
+      assertEquals(r.status, 200, r.text);
+      await gw.event(r.requestId);
+    }
+    assertEquals(collector.held.length, 0, "nothing exported before the stop");
+  } finally {
+    // SIGTERM to the process by its PID; killed only if it is still there after 10 s.
+    const exitMs = await gw.stop(10_000);
+    const held = collector.held.length;
+    await collector.close();
+    await fake.close();
+    assertEquals(gw.exitCode(), 0, "exited by itself");
+    assert(exitMs < 4000, `exited ${exitMs.toFixed(0)} ms after SIGTERM (export timeout 500 ms)`);
+    assert(held > 0, "the shutdown flush did try the collector");
+  }
+});
+
+Deno.test("otel: a stream's attempt span says its response id, model and finish reasons", async () => {
+  const f = await fixture();
+  try {
+    const cases: [string, unknown][] = [
+      ["/v1/chat/completions", {
+        model: "m",
+        stream: true,
+        messages: [{ role: "user", content: "hi" }],
+      }],
+      // Translated from the node's chat chunks: the node's facts, not the face's.
+      ["/v1/messages", {
+        model: "m",
+        stream: true,
+        max_tokens: 16,
+        messages: [{ role: "user", content: "hi" }],
+      }],
+    ];
+    for (const [path, body] of cases) {
+      const res = await fetch(`${f.gw.base}${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      assertEquals(res.status, 200, path);
+      await res.text();
+      const event = await f.gw.event(res.headers.get("x-request-id")!);
+      const { request, spans } = await traceOf(f.receiver, event.trace_id!, 1);
+      const [attempt] = childrenOf(spans, request, CLIENT);
+      // What the node streamed (the fake model's chunks carry these in every chunk).
+      const sent = f.fake.requests.at(-1)!;
+      assertEquals((sent.body as { stream?: unknown }).stream, true, path);
+      const id = attempt.attributes["gen_ai.response.id"];
+      assert(typeof id === "string" && id.startsWith("chatcmpl-"), `${path}: id ${id}`);
+      assertEquals(attempt.attributes["gen_ai.response.model"], "m", path);
+      assertEquals(attempt.attributes["gen_ai.response.finish_reasons"], ["stop"], path);
+      assert(typeof attempt.attributes["skeid.time_to_first_chunk_ms"] === "number", path);
+    }
+  } finally {
+    await f.close();
   }
 });
