@@ -27,6 +27,11 @@ const MIN_SAMPLES = 8;
  */
 export const MIN_SPREAD_TOKENS = 16;
 
+/** The most prompt tokens an observation may say (far above any model's context). */
+const MAX_TOKENS = 1e8;
+/** The longest TTFT an observation may say, ms (a day). */
+const MAX_TTFT_MS = 86_400_000;
+
 /** The learned numbers of one node. */
 class NodeFit {
   n = 0;
@@ -103,9 +108,16 @@ export class NodeCosts {
     return fit;
   }
 
-  /** A TTFT the node showed for `uncached` prompt tokens; `predicted` what the pick expected. */
+  /**
+   * A TTFT the node showed for `uncached` prompt tokens; `predicted` what the pick expected. A
+   * figure no real request has (infinite, or more prompt tokens than any context holds: a node's
+   * usage report is its own word) is left out: one such square in the sums would hold the fit at
+   * infinity, and the slope with it, for good.
+   */
   observeTtft(id: string, ttftMs: number, uncached: number, predicted?: number): void {
-    if (!(ttftMs >= 0) || !(uncached >= 0)) return;
+    if (!(ttftMs >= 0 && ttftMs <= MAX_TTFT_MS) || !(uncached >= 0 && uncached <= MAX_TOKENS)) {
+      return;
+    }
     const fit = this.#fit(id);
     fit.observe(uncached, ttftMs);
     if (predicted !== undefined && predicted >= 0) {

@@ -45,3 +45,22 @@ Deno.test("a node never seen with spread keeps the default cost", () => {
   assertEquals(costs.prefillMsPerToken("b"), DEFAULT_PREFILL_MS_PER_TOKEN);
   assert(costs.view("b").samples === 500);
 });
+
+Deno.test("an absurd usage report is left out: the node's cost is still learned after it", () => {
+  const costs = new NodeCosts();
+  for (let i = 0; i < 60; i++) {
+    const uncached = 100 + (i % 10) * 150;
+    costs.observeTtft("a", ttft(uncached), uncached);
+  }
+  // A node's usage report is its own word: a prompt of 1e160 tokens, an infinite TTFT. In the
+  // fit's sums either would stay infinite for good, and the cost with them.
+  costs.observeTtft("a", ttft(1e160), 1e160);
+  costs.observeTtft("a", Infinity, 500);
+  costs.observeTtft("a", 50, Infinity);
+  // The node then becomes twice as dear, and that is learned.
+  for (let i = 0; i < 200; i++) {
+    const uncached = 100 + (i % 10) * 150;
+    costs.observeTtft("a", 20 + 0.2 * uncached, uncached);
+  }
+  assertNear(costs.prefillMsPerToken("a"), 0.2, 1e-3);
+});
