@@ -64,7 +64,11 @@ const FIRST_CALLS_MARK = "<!--skeid:first-calls-->";
 function pageFor(page: string, query: URLSearchParams, now: number): ConsoleAsset {
   return {
     ...CONSOLE_PAGE,
-    body: CONSOLE_PAGE.body.replace(FIRST_CALLS_MARK, preloadLinks(firstCalls(page, query, now))),
+    // A function, not a string: `$&` and the like in a replacement string are patterns.
+    body: CONSOLE_PAGE.body.replace(
+      FIRST_CALLS_MARK,
+      () => preloadLinks(firstCalls(page, query, now)),
+    ),
   };
 }
 

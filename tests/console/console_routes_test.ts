@@ -1,7 +1,7 @@
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_assert.ts";
 import { CONSOLE_CSP, consoleRoutes } from "../../src/console/console_routes.ts";
 import { CONSOLE_ASSET_NAMES, CONSOLE_ASSETS, CONSOLE_PAGE } from "../../src/console/assets.ts";
-import { seriesPath } from "../../src/console/first_calls.ts";
+import { preloadLinks, seriesPath } from "../../src/console/first_calls.ts";
 
 /** 2026-12-02T10:20:00Z: the Usage page's ranges end with 11:00. */
 const NOW = Date.UTC(2026, 11, 2, 10, 20);
@@ -210,4 +210,13 @@ Deno.test("through a served gateway: /skeid/ui with the admin API off, then on",
   } finally {
     await on.stop();
   }
+});
+
+Deno.test("a preload link's address is escaped as an attribute, whatever it holds", () => {
+  const html = preloadLinks(["/skeid/x?a=\"><img src=x onerror=alert(1)>&b='$&"]);
+  assertEquals(
+    html,
+    '<link rel="preload" as="fetch" crossorigin="anonymous" ' +
+      'href="/skeid/x?a=&#34;&#62;&#60;img src=x onerror=alert(1)&#62;&#38;b=&#39;$&#38;">',
+  );
 });
