@@ -323,6 +323,14 @@ async function consoleInBrowser(t: Deno.TestContext, name: BrowserName): Promise
           await page.evaluate("location.pathname + location.search + location.hash"),
           "/skeid/ui/requests?limit=2",
         );
+        // One naming no page becomes the landing page's address, which a reload also finds.
+        await page.goto(`${ui}#/signin`, { waitUntil: "load" });
+        await waitJs(page, `location.pathname === "/skeid/ui"`);
+        await page.reload({ waitUntil: "load" });
+        await waitJs(page, `document.title.startsWith("Live")`);
+        // Back to the Requests page of two rows, which the steps after this one start from.
+        await page.goto(`${ui}/requests?limit=2`, { waitUntil: "load" });
+        await waitJs(page, `document.querySelectorAll("tr[data-event]").length === 2`);
       });
 
       await t.step(

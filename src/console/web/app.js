@@ -996,7 +996,7 @@ const requestsPage = {
     root.append(form, t.table, h("p", {}, older), detail);
     /** @type {string | null} */
     let next = null;
-    // `#/requests?limit=N` (1–200) sets the page size; filters may ride there too.
+    // `/skeid/ui/requests?limit=N` (1–200) sets the page size; filters may ride there too.
     const asked = Number(params.get("limit"));
     const pageSize = Number.isInteger(asked) && asked >= 1 && asked <= 200 ? asked : 50;
     for (const [name] of FILTERS) {
@@ -1354,12 +1354,16 @@ function attach() {
 
 /**
  * An address of the old form (`/skeid/ui#/usage?range=30d`) becomes the page's own
- * (`/skeid/ui/usage?range=30d`), so links kept from before still open their view. True when it
+ * (`/skeid/ui/usage?range=30d`), so links kept from before still open their view; one naming no
+ * page (an old `#/signin`) becomes the landing page's, which a reload also finds. True when it
  * was one.
  */
 function fromHash() {
   const m = location.hash.match(/^#\/(\w+)(?:\?(.*))?$/);
-  if (m) history.replaceState(null, "", `/skeid/ui/${m[1]}${m[2] ? `?${m[2]}` : ""}`);
+  if (m) {
+    const to = PAGES[m[1]] ? `/skeid/ui/${m[1]}${m[2] ? `?${m[2]}` : ""}` : "/skeid/ui";
+    history.replaceState(null, "", to);
+  }
   return m !== null;
 }
 
