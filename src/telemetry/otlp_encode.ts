@@ -68,10 +68,17 @@ export function writeAttr(w: ProtoWriter, field: number, key: AttrKey, value: At
     case AttrType.Bool:
       w.varintField(2, value === true ? 1 : 0);
       break;
-    case AttrType.Int:
-      w.byte(tag(3, 0));
-      w.int64(typeof value === "number" && Number.isFinite(value) ? Math.round(value) : 0);
+    case AttrType.Int: {
+      // A number a client chose (`max_tokens: 1e30`) may be no int64 at all: written as an
+      // int_value it would be a varint of over ten bytes, which a collector refuses, and the
+      // whole batch with it. Beyond 2^53 (or not finite) it goes as a double_value.
+      const n = typeof value === "number" ? Math.round(value) : 0;
+      if (Number.isSafeInteger(n)) {
+        w.byte(tag(3, 0));
+        w.int64(n);
+      } else w.doubleField(4, typeof value === "number" ? value : Number.NaN);
       break;
+    }
     case AttrType.Double:
       w.doubleField(4, typeof value === "number" ? value : Number.NaN);
       break;

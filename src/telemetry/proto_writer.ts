@@ -104,7 +104,7 @@ export class ProtoWriter {
     this.#buf[this.pos++] = b;
   }
 
-  /** A varint of a whole number 0..2^53. */
+  /** A varint of a whole number 0..2^53 (larger ones are the callers' to keep out: ten bytes). */
   varint(n: number): void {
     this.ensure(10);
     const buf = this.#buf;

@@ -63,6 +63,9 @@ Deno.test("otlp: spans decode as written — ids, times, every attribute type, e
     s.set(attrKey("a.long", AttrType.String), long);
     s.set(attrKey("a.int", AttrType.Int), 42);
     s.set(attrKey("a.negative", AttrType.Int), -3);
+    // A client's number that is no int64 (`max_tokens: 1e30`): a double, never a broken varint.
+    s.set(attrKey("a.huge", AttrType.Int), 1e30);
+    s.set(attrKey("a.below", AttrType.Int), -1e20);
     s.set(attrKey("a.double", AttrType.Double), 0.5);
     s.set(attrKey("a.bool", AttrType.Bool), true);
     s.set(attrKey("a.strings", AttrType.Strings), ["stop", "length"]);
@@ -90,6 +93,8 @@ Deno.test("otlp: spans decode as written — ids, times, every attribute type, e
       "a.long": long,
       "a.int": 42,
       "a.negative": -3,
+      "a.huge": 1e30,
+      "a.below": -1e20,
       "a.double": 0.5,
       "a.bool": true,
       "a.strings": ["stop", "length"],
