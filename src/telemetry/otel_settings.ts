@@ -95,6 +95,21 @@ export function otelEnabled(env: Env): boolean {
     text(env, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") !== undefined;
 }
 
+/** An HTTP header name (RFC 9110's token). */
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
+/** What no header value may hold: line breaks and NUL. */
+const BAD_HEADER_VALUE = /[\r\n\0]/;
+
+/** Whether `url` parses as an http: or https: URL. */
+function isHttpUrl(url: string): boolean {
+  try {
+    const { protocol } = new URL(url);
+    return protocol === "http:" || protocol === "https:";
+  } catch {
+    return false;
+  }
+}
+
 /** The target of one signal (`TRACES` or `METRICS`), or undefined when its exporter is `none`. */
 function target(env: Env, signal: "TRACES" | "METRICS", warn: string[]): OtlpTarget | undefined {
   const exporter = (text(env, `OTEL_${signal}_EXPORTER`) ?? "otlp").toLowerCase();
@@ -105,9 +120,32 @@ function target(env: Env, signal: "TRACES" | "METRICS", warn: string[]): OtlpTar
   const base = text(env, "OTEL_EXPORTER_OTLP_ENDPOINT") ?? "http://localhost:4318";
   // The signal's own endpoint is used as it is; the shared one gets the signal's path (spec).
   const url = own ?? `${base.endsWith("/") ? base : `${base}/`}${path}`;
+  if (!isHttpUrl(url)) {
+    // Never echoed: an endpoint may carry credentials.
+    const variable = own !== undefined
+      ? `OTEL_EXPORTER_OTLP_${signal}_ENDPOINT`
+      : "OTEL_EXPORTER_OTLP_ENDPOINT";
+    warn.push(`${variable} is not an http:// or https:// URL: ${signal.toLowerCase()} not sent`);
+    return undefined;
+  }
   const headers: Record<string, string> = {};
-  for (const [k, v] of parseKeyValues(env("OTEL_EXPORTER_OTLP_HEADERS"))) headers[k] = v;
-  for (const [k, v] of parseKeyValues(env(`OTEL_EXPORTER_OTLP_${signal}_HEADERS`))) headers[k] = v;
+  for (const variable of ["OTEL_EXPORTER_OTLP_HEADERS", `OTEL_EXPORTER_OTLP_${signal}_HEADERS`]) {
+    for (const [k, v] of parseKeyValues(env(variable))) {
+      // Header names are case-insensitive: the signal's own `authorization` replaces the
+      // shared `Authorization`, never joins it.
+      const key = k.toLowerCase();
+      if (!HEADER_NAME.test(key) || BAD_HEADER_VALUE.test(v)) {
+        // The value is never named: it is often a key.
+        warn.push(
+          `${variable}: ${
+            HEADER_NAME.test(key) ? `the value of '${key}'` : "a header name"
+          } is not valid in HTTP: left out`,
+        );
+        continue;
+      }
+      headers[key] = v;
+    }
+  }
   headers["content-type"] = "application/x-protobuf";
   const shared = whole(env, "OTEL_EXPORTER_OTLP_TIMEOUT", 10_000, 1, warn);
   const timeoutMs = whole(env, `OTEL_EXPORTER_OTLP_${signal}_TIMEOUT`, shared, 1, warn);

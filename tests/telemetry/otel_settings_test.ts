@@ -129,3 +129,37 @@ Deno.test("otel settings: key=value lists, percent-decoded, blanks and bare memb
   assertEquals(parseKeyValues(" a = 1 ,b=x%3Dy,,bare, =v"), [["a", "1"], ["b", "x=y"]]);
   assertEquals(parseKeyValues(undefined), []);
 });
+
+Deno.test("otel settings: header names are case-insensitive, the signal's own one wins", () => {
+  const s = otelSettings(
+    env({
+      OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318",
+      OTEL_EXPORTER_OTLP_HEADERS: "Authorization=shared",
+      OTEL_EXPORTER_OTLP_TRACES_HEADERS: "authorization=own",
+    }),
+    "0",
+  );
+  assertEquals(s.traces?.headers, {
+    authorization: "own",
+    "content-type": "application/x-protobuf",
+  });
+  assertEquals(s.metrics?.headers.authorization, "shared");
+});
+
+Deno.test("otel settings: a bad endpoint or header is left out, its variable named, no value", () => {
+  const secret = "sk-very-secret";
+  const s = otelSettings(
+    env({
+      OTEL_EXPORTER_OTLP_ENDPOINT: `localhost:4318`,
+      OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: "http://m:4318/v1/metrics",
+      OTEL_EXPORTER_OTLP_HEADERS: `x-key=${secret}%0Aevil,bad name=${secret},x-ok=1`,
+    }),
+    "0",
+  );
+  assertEquals(s.traces, undefined, "no traces to a URL that is none");
+  assertEquals(s.metrics?.headers, { "x-ok": "1", "content-type": "application/x-protobuf" });
+  const text = s.warnings.join("\n");
+  assert(text.includes("OTEL_EXPORTER_OTLP_ENDPOINT"), text);
+  assert(text.includes("OTEL_EXPORTER_OTLP_HEADERS: the value of 'x-key'"), text);
+  assert(!text.includes(secret), `no value in a warning: ${text}`);
+});
