@@ -174,6 +174,9 @@ export function answerFacts(answer: unknown): AnswerFacts | undefined {
   };
 }
 
+/** Choices whose finish reason a stream's span keeps (far above any `n` asked). */
+const MAX_CHOICES = 128;
+
 /**
  * What a streamed answer says of itself, read off its chunks as the relay parses them (only with
  * OpenTelemetry on): the first id and model, and the finish reasons (chat chunks' `choices`, or
@@ -183,6 +186,8 @@ export class StreamFacts implements AnswerFacts {
   id: string | undefined = undefined;
   model: string | undefined = undefined;
   finishReasons: string[] = [];
+  /** The choice index each of `finishReasons` is of. */
+  readonly #choices: number[] = [];
 
   /** One parsed `data:` object of the upstream's stream. */
   read(chunk: JsonObject): void {
@@ -204,8 +209,18 @@ export class StreamFacts implements AnswerFacts {
     if (!Array.isArray(choices)) return;
     for (const c of choices) {
       if (c === null || typeof c !== "object" || Array.isArray(c)) continue;
-      const reason = (c as JsonObject).finish_reason;
-      if (typeof reason === "string") this.finishReasons.push(reason);
+      const o = c as JsonObject;
+      const reason = o.finish_reason;
+      // One reason a choice: a provider that sends `""` (or repeats it) in every delta must not
+      // grow the list with the stream.
+      if (typeof reason !== "string" || reason === "") continue;
+      const index = typeof o.index === "number" ? o.index : 0;
+      const at = this.#choices.indexOf(index);
+      if (at >= 0) this.finishReasons[at] = reason;
+      else if (this.#choices.length < MAX_CHOICES) {
+        this.#choices.push(index);
+        this.finishReasons.push(reason);
+      }
     }
   }
 }

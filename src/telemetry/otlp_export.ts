@@ -178,6 +178,8 @@ export class SpanExporter {
   }
 
   #schedule(ms: number): void {
+    // After shutdown began its flush sends what is left; no timer of its own outlives it.
+    if (this.#closed) return;
     if (this.#timer !== undefined) {
       // A batch already due at once stays so (spans keep coming until its timer runs).
       if (ms > 0 || this.#due) return;

@@ -133,6 +133,15 @@ Deno.test("genai: a stream's facts from its chunks — first id and model, every
   chat.read({ id: "c1", model: "other", choices: [{ index: 0, finish_reason: "length" }] });
   chat.read({ id: "c1", choices: [], usage: { prompt_tokens: 1 } });
   assertEquals([chat.id, chat.model, chat.finishReasons], ["c1", "qwen3", ["length"]]);
+  // One reason a choice, however many chunks say one (or say `""`, as some providers do).
+  const n2 = new StreamFacts();
+  for (let i = 0; i < 1000; i++) {
+    n2.read({ choices: [{ index: 0, finish_reason: "" }, { index: 1, finish_reason: "" }] });
+  }
+  n2.read({ choices: [{ index: 1, finish_reason: "stop" }] });
+  n2.read({ choices: [{ index: 0, finish_reason: "length" }] });
+  n2.read({ choices: [{ index: 1, finish_reason: "stop" }] });
+  assertEquals(n2.finishReasons, ["stop", "length"]);
   const responses = new StreamFacts();
   responses.read({
     type: "response.created",
