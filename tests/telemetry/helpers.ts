@@ -1,7 +1,7 @@
 /**
- * Telemetry test helpers: `skeid serve` run as its own process (OpenTelemetry is set up by Deno
- * at process start, so a gateway in the test's process cannot have it), with the environment a
- * test gives, its config written to a temp folder and its usage events in a jsonlog file.
+ * Telemetry test helpers: `skeid serve` run as its own process (its telemetry is composed from
+ * the process's `OTEL_*` environment at start, as an operator's is), with the environment a test
+ * gives, its config written to a temp folder and its usage events in a jsonlog file.
  *
  * @module
  */

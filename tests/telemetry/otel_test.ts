@@ -437,6 +437,7 @@ Deno.test("otel: a collector that is down never fails or stalls a request", asyn
   const fake = startFakeModel({ tokens: 2 });
   const gw = await serveGateway({ nodes: [{ id: "fake", url: fake.url, model: "m" }] }, {
     env: otelEnv(endpoint),
+    admin: true,
   });
   try {
     const started = performance.now();
@@ -454,6 +455,9 @@ Deno.test("otel: a collector that is down never fails or stalls a request", asyn
     const total = performance.now() - started;
     assert(slowest < 1000, `the slowest request took ${slowest.toFixed(1)} ms`);
     assert(total < 10_000, `40 requests took ${total.toFixed(0)} ms`);
+    // The spans were made and exported: each refused export drops its batch, counted.
+    const failed = 'skeid_telemetry_spans_dropped_total{reason="export_failed"}';
+    await until(async () => await metricSample(gw, failed) > 0, `${failed} > 0`);
   } finally {
     await gw.stop();
     await fake.close();
