@@ -110,6 +110,16 @@ function isHttpUrl(url: string): boolean {
   }
 }
 
+/**
+ * The longest a gateway's telemetry flush may take at shutdown, ms: its longest export timeout,
+ * or 0 when telemetry is off. Whoever bounds a worker's stop leaves it this much more time.
+ */
+export function flushBoundMs(env: Env): number {
+  if (!otelEnabled(env)) return 0;
+  const s = otelSettings(env, "0");
+  return Math.max(s.traces?.timeoutMs ?? 0, s.metrics?.timeoutMs ?? 0);
+}
+
 /** The target of one signal (`TRACES` or `METRICS`), or undefined when its exporter is `none`. */
 function target(env: Env, signal: "TRACES" | "METRICS", warn: string[]): OtlpTarget | undefined {
   const exporter = (text(env, `OTEL_${signal}_EXPORTER`) ?? "otlp").toLowerCase();

@@ -10,6 +10,7 @@
  */
 import { Gateway, type GatewayOptions } from "../gateway.ts";
 import { QUIET_TELEMETRY } from "../telemetry/telemetry.ts";
+import { flushBoundMs } from "../telemetry/otel_settings.ts";
 import {
   InflightTable,
   inflightTableBytes,
@@ -300,11 +301,14 @@ export class Supervisor {
   /** Drains every worker (bounded by `graceMs`), then flushes and closes the ledger once. */
   stop(graceMs = 10_000): Promise<void> {
     this.#stopping ??= (async () => {
+      // A worker drains for the grace, then flushes its telemetry, bounded by its export
+      // timeout (ADR 0050): it is ended only past both, plus a margin.
+      const env = this.#opts.workerEnv;
+      const flushMs = flushBoundMs((name) => env ? env[name] : Deno.env.get(name));
       await Promise.all(this.#slots.map((slot) => {
         slot.stopping = true;
         this.#send(slot, { type: "stop", graceMs });
-        // A worker that cannot stop within the grace (plus a margin) is ended.
-        const timer = setTimeout(() => slot.stopped.resolve(), graceMs + 5_000);
+        const timer = setTimeout(() => slot.stopped.resolve(), graceMs + flushMs + 5_000);
         return slot.stopped.promise.finally(() => {
           clearTimeout(timer);
           slot.worker.terminate();

@@ -4,7 +4,7 @@
  * what is not used as said.
  */
 import { assert, assertEquals } from "../_assert.ts";
-import { otelSettings, parseKeyValues } from "../../src/telemetry/otel_settings.ts";
+import { flushBoundMs, otelSettings, parseKeyValues } from "../../src/telemetry/otel_settings.ts";
 
 const env = (vars: Record<string, string>) => (name: string) => vars[name];
 
@@ -162,4 +162,21 @@ Deno.test("otel settings: a bad endpoint or header is left out, its variable nam
   assert(text.includes("OTEL_EXPORTER_OTLP_ENDPOINT"), text);
   assert(text.includes("OTEL_EXPORTER_OTLP_HEADERS: the value of 'x-key'"), text);
   assert(!text.includes(secret), `no value in a warning: ${text}`);
+});
+
+Deno.test("otel settings: a stop leaves the flush its longest export timeout, none when off", () => {
+  assertEquals(flushBoundMs(env({})), 0);
+  assertEquals(flushBoundMs(env({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318" })), 10_000);
+  assertEquals(
+    flushBoundMs(env({
+      OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318",
+      OTEL_EXPORTER_OTLP_TIMEOUT: "2000",
+      OTEL_EXPORTER_OTLP_METRICS_TIMEOUT: "3500",
+    })),
+    3500,
+  );
+  assertEquals(
+    flushBoundMs(env({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_SDK_DISABLED: "true" })),
+    0,
+  );
 });
