@@ -70,12 +70,15 @@ export class GenAiHistograms {
 
   /** A new label set's points, or the overflow set once `MAX_SERIES` are kept. */
   add(labels: AttrList): GenAiSeries {
-    if (this.#series.length >= MAX_SERIES) {
-      return this.#overflow ??= new GenAiSeries([OVERFLOW, true]);
-    }
+    if (this.#series.length >= MAX_SERIES) return this.overflow();
     const s = new GenAiSeries(labels);
     this.#series.push(s);
     return s;
+  }
+
+  /** The overflow set (`otel.metric.overflow`): the points of label sets past a bound. */
+  overflow(): GenAiSeries {
+    return this.#overflow ??= new GenAiSeries([OVERFLOW, true]);
   }
 
   /** The histograms with at least one point recorded, as they stand (cumulative). */

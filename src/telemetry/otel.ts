@@ -157,6 +157,10 @@ class AttemptLabels {
       : `${responseModel ?? ""}\u0000${errorType}`;
     let s = this.#series.get(key);
     if (s === undefined) {
+      // The response model is the node's word: one that names a new model in every answer must
+      // not grow this table (nor make a label set per answer). Past the bound its points go to
+      // the overflow set, as past the histograms' own bound.
+      if (this.#series.size >= MAX_SERIES_CACHED) return all.overflow();
       const labels = [...this.labels];
       if (responseModel !== undefined) labels.push(GENAI.responseModel, responseModel);
       if (errorType !== undefined) labels.push(GENAI.errorType, errorType);
@@ -177,6 +181,8 @@ interface RouteLabels {
 
 /** Entries kept in each of the caches below at most; a full one starts over. */
 const MAX_CACHED = 4096;
+/** Series one node and model keeps at hand, by response model and error type. */
+const MAX_SERIES_CACHED = 256;
 
 /** Whether a trace id falls in the sampled share `ratio` (its low 56 bits, as the spec reads them). */
 function ratioSampled(traceId: string, ratio: number): boolean {

@@ -6,7 +6,7 @@
  */
 import { assert, assertEquals } from "../_assert.ts";
 import { OtlpReceiver } from "../_helpers/otlp_receiver.ts";
-import { GenAiHistograms } from "../../src/telemetry/genai_histograms.ts";
+import { GenAiHistograms, MAX_SERIES } from "../../src/telemetry/genai_histograms.ts";
 import { DURATION_BUCKETS_S, TOKEN_BUCKETS } from "../../src/telemetry/genai.ts";
 import {
   encodeAttrs,
@@ -175,4 +175,18 @@ Deno.test("otlp: histogram buckets hold (bound before, bound]", () => {
   assertEquals(c.length, DURATION_BUCKETS_S.length + 1);
   assertEquals([c[0], c[1], c.at(-2), c.at(-1)], [2, 1, 1, 1]);
   assertEquals([s.duration.min, s.duration.max], [0.005, 82]);
+});
+
+Deno.test("otlp: label sets past the bound share one overflow set, never one each", () => {
+  const h = new GenAiHistograms();
+  const key = attrKey("gen_ai.response.model", AttrType.String);
+  for (let i = 0; i < MAX_SERIES; i++) h.add([key, `m${i}`]).duration.record(1);
+  const past = [h.add([key, "one more"]), h.add([key, "and another"]), h.overflow()];
+  assert(past[0] === past[1] && past[1] === past[2], "one overflow set");
+  for (const s of past) s.duration.record(1);
+  const points = [
+    ...h.read().find((m) => m.name === "gen_ai.client.operation.duration")!.points,
+  ];
+  assertEquals(points.length, MAX_SERIES + 1);
+  assertEquals(points.at(-1)!.count, 3);
 });
