@@ -117,6 +117,17 @@ function stopAfter(stop: AbortController, timeoutMs: number): ReturnType<typeof 
   return timer;
 }
 
+/**
+ * Encoded span bytes queued at most (beside `OTEL_BSP_MAX_QUEUE_SIZE` spans): with message
+ * content captured a span holds a prompt, and 2,048 of them could be gigabytes.
+ */
+export const MAX_QUEUED_BYTES = 32 * 1024 * 1024;
+/**
+ * A batch's span bytes at most (one larger span goes alone): under the OpenTelemetry
+ * Collector's default limit of a request body (20 MiB), so a batch is never refused whole.
+ */
+export const MAX_BATCH_BYTES = 4 * 1024 * 1024;
+
 /** Options of a SpanExporter. */
 export interface SpanExporterOptions {
   readonly target: OtlpTarget;
@@ -157,19 +168,36 @@ export class SpanExporter {
     this.#o = opts;
   }
 
-  /** A span ended: encoded into the queue, or dropped and counted when the queue is full. */
+  /**
+   * A span ended: encoded into the queue, or dropped and counted when the queue is full — in
+   * spans (`OTEL_BSP_MAX_QUEUE_SIZE`) or in bytes (`MAX_QUEUED_BYTES`: spans carrying captured
+   * prompts can be large).
+   */
   push(span: SpanRecord): void {
     const o = this.#o;
     const ends = this.#ends;
-    if (ends.length >= o.maxQueue || this.#closed) {
+    if (ends.length >= o.maxQueue || this.#pending.pos >= MAX_QUEUED_BYTES || this.#closed) {
       o.counts.spansDroppedQueueFull++;
       return;
     }
     writeSpan(this.#pending, this.#clock, span);
     ends.push(this.#pending.pos);
     if (this.#exporting !== undefined) return;
-    if (ends.length >= o.maxBatch) this.#schedule(0);
+    if (this.#fullBatch()) this.#schedule(0);
     else if (this.#timer === undefined) this.#schedule(o.scheduleDelayMs);
+  }
+
+  /** Whether a whole batch waits: `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` spans, or its bytes. */
+  #fullBatch(): boolean {
+    return this.#ends.length >= this.#o.maxBatch || this.#pending.pos >= MAX_BATCH_BYTES;
+  }
+
+  /** The spans of the next batch: at most the batch size, and past the first, its bytes. */
+  #nextBatch(): number {
+    const ends = this.#ends;
+    let n = Math.min(ends.length, this.#o.maxBatch);
+    while (n > 1 && ends[n - 1] > MAX_BATCH_BYTES) n--;
+    return n;
   }
 
   /** Spans waiting. */
@@ -203,14 +231,14 @@ export class SpanExporter {
   async #drain(all = false): Promise<void> {
     const o = this.#o;
     for (;;) {
-      const n = Math.min(this.#ends.length, o.maxBatch);
+      const n = this.#nextBatch();
       if (n === 0) return;
       await this.#send(n);
       if (this.#stop.signal.aborted) {
         this.#dropAll();
         return;
       }
-      if (!all && this.#ends.length < o.maxBatch) {
+      if (!all && !this.#fullBatch()) {
         if (this.#ends.length > 0) {
           // The rest waits for the schedule (set once this export is no longer in flight).
           queueMicrotask(() => this.#schedule(o.scheduleDelayMs));

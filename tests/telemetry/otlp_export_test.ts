@@ -8,13 +8,15 @@ import { OtlpReceiver } from "../_helpers/otlp_receiver.ts";
 import { until } from "../_helpers/poll.ts";
 import { resourceBlock, scopeBlock } from "../../src/telemetry/otlp_encode.ts";
 import {
+  MAX_BATCH_BYTES,
+  MAX_QUEUED_BYTES,
   noCounts,
   OtlpPoster,
   SpanExporter,
   type SpanExporterOptions,
   type TelemetryCounts,
 } from "../../src/telemetry/otlp_export.ts";
-import { spanName, SpanRecord } from "../../src/telemetry/span_record.ts";
+import { attrKey, AttrType, spanName, SpanRecord } from "../../src/telemetry/span_record.ts";
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 
@@ -119,5 +121,38 @@ Deno.test("span queue: the shutdown flush is bounded by the export timeout", asy
     assertEquals(counts.spansDroppedExportFailed, 20, "every span not sent is counted");
   } finally {
     await c.close();
+  }
+});
+
+Deno.test("span queue: large spans are bounded in bytes — queued, and in each batch", async () => {
+  const r = new OtlpReceiver();
+  try {
+    const url = `${r.endpoint}/v1/traces`;
+    const { ex, counts } = exporter(url, {
+      target: { url, headers: { "content-type": "application/x-protobuf" }, timeoutMs: 20_000 },
+    });
+    const prompt = attrKey("gen_ai.input.messages", AttrType.String);
+    const big = "p".repeat(1024 * 1024);
+    // 60 spans of 1 MiB each: more bytes than the queue holds, while the first batch is out.
+    for (let i = 0; i < 60; i++) {
+      const s = span(i);
+      s.set(prompt, big);
+      ex.push(s);
+    }
+    const queuedMb = MAX_QUEUED_BYTES / (1024 * 1024);
+    assert(counts.spansDroppedQueueFull > 0, "spans past the queue's bytes are dropped");
+    assert(counts.spansDroppedQueueFull <= 60 - queuedMb, `${counts.spansDroppedQueueFull}`);
+    await ex.shutdown();
+    assertEquals(counts.spansDroppedExportFailed, 0);
+    assertEquals(counts.spansExported + counts.spansDroppedQueueFull, 60, "each span counted once");
+    assertEquals(r.spans.length, counts.spansExported);
+    // No batch carried more than its bytes' worth of these spans.
+    const perBatch = Math.floor(MAX_BATCH_BYTES / (1024 * 1024));
+    assert(
+      r.posts["/v1/traces"] >= Math.ceil(counts.spansExported / perBatch),
+      `${r.posts["/v1/traces"]} posts`,
+    );
+  } finally {
+    await r.close();
   }
 });
