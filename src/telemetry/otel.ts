@@ -621,5 +621,13 @@ class OtelRequest implements RequestTelemetry {
  * per request).
  */
 export function telemetryFor(opts: OtelOptions): Telemetry {
-  return otelEnabled(opts.env) ? new OtelTelemetry(opts) : QUIET_TELEMETRY;
+  if (otelEnabled(opts.env)) return new OtelTelemetry(opts);
+  // The switch of earlier versions: said once, or an operator upgrading would get silence.
+  if ((opts.env("OTEL_DENO") ?? "").trim().toLowerCase() === "true") {
+    opts.logger?.warn("telemetry_off", {
+      message: "OTEL_DENO=true no longer turns OpenTelemetry on: set " +
+        "OTEL_EXPORTER_OTLP_ENDPOINT (docs/telemetry.md)",
+    });
+  }
+  return QUIET_TELEMETRY;
 }

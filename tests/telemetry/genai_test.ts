@@ -21,6 +21,7 @@ import {
 import { QUIET_TELEMETRY } from "../../src/telemetry/telemetry.ts";
 import { otelEnabled } from "../../src/telemetry/otel_settings.ts";
 import { telemetryFor } from "../../src/telemetry/otel.ts";
+import { memoryLogger } from "../../src/log.ts";
 
 /** Attributes by key name, as a span would carry them. */
 type Attributes = Record<string, unknown>;
@@ -119,6 +120,11 @@ Deno.test("telemetry: off, one frozen no-op for every request, no trace of its o
   );
   const t = telemetryFor({ env: () => undefined });
   assertEquals(t, QUIET_TELEMETRY);
+  // The earlier switch alone: off, and said so (an operator upgrading would get silence).
+  const logger = memoryLogger("warn");
+  assertEquals(telemetryFor({ env: env({ OTEL_DENO: "true" }), logger }), QUIET_TELEMETRY);
+  assertEquals(logger.lines.map((l) => l.event), ["telemetry_off"]);
+  assertEquals(String(logger.lines[0].message).includes("OTEL_EXPORTER_OTLP_ENDPOINT"), true);
   const req = new Request("http://x/v1/chat/completions", { method: "POST" });
   const a = t.request(req, "/v1/chat/completions", "openai");
   const b = t.request(req, "/v1/chat/completions", "openai");
