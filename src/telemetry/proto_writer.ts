@@ -196,14 +196,8 @@ export class ProtoWriter {
     // The key, then the AnyValue field (tag, length) holding string_value (tag, length, chars).
     const kvLen = key.length + 4 + n;
     if (kvLen >= 128) return false;
-    this.ensure(kvLen + 2);
+    let p = this.#keyValueHead(field, key, kvLen, n + 2);
     const buf = this.#buf;
-    let p = this.pos;
-    buf[p++] = tag(field, LEN);
-    buf[p++] = kvLen;
-    for (let i = 0; i < key.length; i++) buf[p++] = key[i];
-    buf[p++] = tag(2, LEN);
-    buf[p++] = n + 2;
     buf[p++] = tag(1, LEN);
     buf[p++] = n;
     for (let i = 0; i < n; i++) {
@@ -231,6 +225,18 @@ export class ProtoWriter {
       this.end(kv);
       return;
     }
+    const p = this.#keyValueHead(field, key, kvLen, 1 + size);
+    this.#buf[p] = tag(anyField, VARINT);
+    this.pos = p + 1;
+    this.varint(n);
+  }
+
+  /**
+   * The head of a short `KeyValue` written in one pass: its tag and length (`kvLen` < 128), the
+   * key's encoded field, the AnyValue's tag and length (`anyLen`); room for all of it made. The
+   * position after it, where the AnyValue's field goes (`pos` is not moved).
+   */
+  #keyValueHead(field: number, key: Uint8Array, kvLen: number, anyLen: number): number {
     this.ensure(kvLen + 2);
     const buf = this.#buf;
     let p = this.pos;
@@ -238,10 +244,8 @@ export class ProtoWriter {
     buf[p++] = kvLen;
     for (let i = 0; i < key.length; i++) buf[p++] = key[i];
     buf[p++] = tag(2, LEN);
-    buf[p++] = 1 + size;
-    buf[p++] = tag(anyField, VARINT);
-    this.pos = p;
-    this.varint(n);
+    buf[p++] = anyLen;
+    return p;
   }
 
   /** A string field, UTF-8: ASCII by hand, anything else through `encodeInto`. */

@@ -250,3 +250,28 @@ export class OtlpReceiver {
     }
   }
 }
+
+/**
+ * A collector that accepts every connection and never answers: exports to it hang until their
+ * timeout. `endpoint` is its base URL (the signal paths go after it).
+ */
+export function silentCollector(): {
+  endpoint: string;
+  held: Deno.Conn[];
+  close(): Promise<void>;
+} {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) held.push(conn);
+  })().catch(() => {});
+  return {
+    endpoint: `http://127.0.0.1:${listener.addr.port}`,
+    held,
+    async close() {
+      listener.close();
+      for (const c of held) c.close();
+      await accepting;
+    },
+  };
+}

@@ -8,7 +8,7 @@
  */
 import { assert, assertEquals } from "../_assert.ts";
 import { startFakeModel } from "../../src/fake/model.ts";
-import { OtlpReceiver, type ReceivedSpan } from "../_helpers/otlp_receiver.ts";
+import { OtlpReceiver, type ReceivedSpan, silentCollector } from "../_helpers/otlp_receiver.ts";
 import { chatAnswer, scriptedUpstream } from "../integration/helpers.ts";
 import { DURATION_BUCKETS_S, TOKEN_BUCKETS, TTFT_BUCKETS_S } from "../../src/telemetry/genai.ts";
 import { otelEnv, type ServedGateway, serveGateway, TEST_ADMIN_KEY } from "./helpers.ts";
@@ -614,24 +614,6 @@ Deno.test("otel: a request its key's limit refuses has an admission span saying 
     await Promise.all([receiver.close(), fake.close()]);
   }
 });
-
-/** A collector that accepts every connection and never answers. */
-function silentCollector() {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const held: Deno.Conn[] = [];
-  const accepting = (async () => {
-    for await (const conn of listener) held.push(conn);
-  })().catch(() => {});
-  return {
-    endpoint: `http://127.0.0.1:${listener.addr.port}`,
-    held,
-    async close() {
-      listener.close();
-      for (const c of held) c.close();
-      await accepting;
-    },
-  };
-}
 
 /** One sample of the gateway's `/skeid/metrics`. */
 async function metricSample(gw: ServedGateway, series: string): Promise<number> {

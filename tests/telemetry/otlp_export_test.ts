@@ -4,7 +4,7 @@
  * flush is bounded by the export timeout even against a collector that never answers.
  */
 import { assert, assertEquals } from "../_assert.ts";
-import { OtlpReceiver } from "../_helpers/otlp_receiver.ts";
+import { OtlpReceiver, silentCollector } from "../_helpers/otlp_receiver.ts";
 import { until } from "../_helpers/poll.ts";
 import { resourceBlock, scopeBlock } from "../../src/telemetry/otlp_encode.ts";
 import {
@@ -53,28 +53,10 @@ function exporter(
   return { ex, counts };
 }
 
-/** A collector that accepts connections and never answers. */
-function silentCollector() {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const held: Deno.Conn[] = [];
-  const accepting = (async () => {
-    for await (const conn of listener) held.push(conn);
-  })().catch(() => {});
-  return {
-    url: `http://127.0.0.1:${listener.addr.port}/v1/traces`,
-    held,
-    async close() {
-      listener.close();
-      for (const c of held) c.close();
-      await accepting;
-    },
-  };
-}
-
 Deno.test("span queue: what does not fit is dropped and counted; a failed export counted", async () => {
   const c = silentCollector();
   try {
-    const { ex, counts } = exporter(c.url, { maxQueue: 3, maxBatch: 3 });
+    const { ex, counts } = exporter(`${c.endpoint}/v1/traces`, { maxQueue: 3, maxBatch: 3 });
     for (let i = 0; i < 10; i++) ex.push(span(i));
     assertEquals(counts.spansDroppedQueueFull, 7);
     assertEquals(ex.queued, 3);
@@ -109,7 +91,7 @@ Deno.test("span queue: a batch goes when full, the rest at its delay, and shutdo
 Deno.test("span queue: the shutdown flush is bounded by the export timeout", async () => {
   const c = silentCollector();
   try {
-    const { ex, counts } = exporter(c.url, { maxBatch: 2 });
+    const { ex, counts } = exporter(`${c.endpoint}/v1/traces`, { maxBatch: 2 });
     // One export in flight (hanging), nine more batches behind it: each given its own 300 ms,
     // the flush would take 3 s; the bound is on the whole flush.
     for (let i = 0; i < 20; i++) ex.push(span(i));
