@@ -23,6 +23,7 @@ import {
   readRss,
   sampleRss,
   spawnChild,
+  waitHealthy,
 } from "./bench/procs.ts";
 import { ensureWrk, runWrk } from "./bench/wrk.ts";
 import {
@@ -226,27 +227,14 @@ async function runClient(
   }
 }
 
-/** Waits until `url` answers 200 or `child` exits; bounded. */
-async function waitHealthy(
-  url: string,
-  child: Child | undefined,
-  ms: number,
-): Promise<string | null> {
-  const deadline = Date.now() + ms;
-  let last = "no answer";
-  for (let i = 0; i < 10_000 && Date.now() < deadline; i++) {
-    if (child?.done) return `the gateway exited (code ${await child.exited}): ${child.tail()}`;
-    try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(2000) });
-      await res.body?.cancel();
-      if (res.ok) return null;
-      last = `status ${res.status}`;
-    } catch (e) {
-      last = e instanceof Error ? e.message : String(e);
-    }
-    await new Promise((r) => setTimeout(r, 100));
+/** Waits until `url` answers 200 or `child` exits (bounded); null then, else why not. */
+async function healthProblem(url: string, child: Child, ms: number): Promise<string | null> {
+  try {
+    await waitHealthy(url, child, ms);
+    return null;
+  } catch (e) {
+    return e instanceof Error ? e.message : String(e);
   }
-  return `no healthy answer from ${url} within ${ms} ms (${last})`;
 }
 
 /** One chat request through `baseUrl`; null when it answers like the fake model would. */
@@ -374,7 +362,7 @@ async function startFake(children: Child[], pin: boolean): Promise<{ url: string
   children.push(fake);
   const url = (await fake.firstLine(60_000)).trim();
   if (!/^http:\/\/[^/]+\/v1$/.test(url)) throw new Error(`fake model printed '${url}'`);
-  const problem = await waitHealthy(`${url.replace(/\/v1$/, "")}/health`, fake, 30_000) ??
+  const problem = await healthProblem(`${url.replace(/\/v1$/, "")}/health`, fake, 30_000) ??
     await sanityCheck(url);
   if (problem) throw new Error(`fake model not usable: ${problem}`);
   return { url, pid: fake.pid };
@@ -399,17 +387,21 @@ async function startBare(
   return { url: (await bare.firstLine(60_000)).trim(), pid: bare.pid };
 }
 
+/** Why a started gateway is not ready to measure (not healthy within 60 s, or a bad answer). */
+async function notReady(
+  gw: { url: string; port: number; child: Child },
+): Promise<string | null> {
+  return await healthProblem(`http://127.0.0.1:${gw.port}/health`, gw.child, 60_000) ??
+    await sanityCheck(gw.url);
+}
+
 /** Starts `skeid serve` with the bench's config in `dir`; its base URL and child (not yet healthy). */
+
 async function startSkeid(
   children: Child[],
-  opts: {
+  opts: Pick<GatewayChoice, "usage" | "limits" | "contended" | "workers" | "pin"> & {
     fakeUrl: string;
-    usage: string;
     dir: string;
-    limits: boolean;
-    contended: boolean;
-    workers: number;
-    pin: boolean;
     /** Variables added to the gateway's environment (`--otel`: OTEL_*). */
     env?: Record<string, string>;
   },
@@ -529,18 +521,9 @@ async function runCheck(opts: CheckOptions): Promise<number> {
     const { children, dir } = scope;
     const fake = await startFake(children, pin);
     const bare = await startBare(children, fake.url, pin);
-    const gw = await startSkeid(children, {
-      fakeUrl: fake.url,
-      usage: opts.usage,
-      dir,
-      limits: opts.limits,
-      contended: opts.contended,
-      workers: opts.workers,
-      pin,
-    });
+    const gw = await startSkeid(children, { ...opts, fakeUrl: fake.url, dir });
     const problem = await sanityCheck(bare.url) ??
-      await waitHealthy(`http://127.0.0.1:${gw.port}/health`, gw.child, 60_000) ??
-      await sanityCheck(gw.url);
+      await notReady(gw);
     if (problem) {
       console.error(`bench --check: ${problem}`);
       return 1;
@@ -668,18 +651,8 @@ async function runOtel(opts: CheckOptions): Promise<number> {
     const side = async (name: string, env: Record<string, string> | undefined) => {
       const sub = `${dir}/${name}`;
       await Deno.mkdir(sub, { recursive: true });
-      const gw = await startSkeid(children, {
-        fakeUrl: fake.url,
-        usage: opts.usage,
-        dir: sub,
-        limits: opts.limits,
-        contended: opts.contended,
-        workers: opts.workers,
-        pin,
-        env,
-      });
-      const problem = await waitHealthy(`http://127.0.0.1:${gw.port}/health`, gw.child, 60_000) ??
-        await sanityCheck(gw.url);
+      const gw = await startSkeid(children, { ...opts, fakeUrl: fake.url, dir: sub, env });
+      const problem = await notReady(gw);
       if (problem) throw new Error(`${name}: ${problem}`);
       return gw;
     };
@@ -773,17 +746,13 @@ async function runLive(opts: CheckOptions): Promise<number> {
     const { children, dir } = scope;
     const fake = await startFake(children, pin);
     const gw = await startSkeid(children, {
+      ...opts,
       fakeUrl: fake.url,
-      usage: opts.usage,
       dir,
-      limits: opts.limits,
       contended: false,
-      workers: opts.workers,
-      pin,
       env: { SKEID_ADMIN_API_KEY: LIVE_ADMIN_KEY },
     });
-    const problem = await waitHealthy(`http://127.0.0.1:${gw.port}/health`, gw.child, 60_000) ??
-      await sanityCheck(gw.url);
+    const problem = await notReady(gw);
     if (problem) {
       console.error(`bench --live: ${problem}`);
       return 1;
@@ -1099,8 +1068,7 @@ async function main(): Promise<number> {
         (values.contended
           ? "; the node at max_conns 16, half the c=32 load waiting (--contended)"
           : "");
-      unavailable = await waitHealthy(`http://127.0.0.1:${port}/health`, gw.child, 60_000) ??
-        await sanityCheck(gatewayUrl);
+      unavailable = await notReady(gw);
     }
     if (unavailable) {
       log(`gateway not available: ${unavailable}`);
@@ -1231,20 +1199,15 @@ async function runMemory(opts: MemoryOptions): Promise<number> {
       },
       skeid: async () => {
         const gw = await startSkeid(children, {
+          ...opts,
           fakeUrl: fake.url,
-          usage: opts.usage,
           dir,
-          limits: opts.limits,
-          contended: opts.contended,
-          workers: opts.workers,
-          pin,
           // Memory, not connect latency: on a busy machine the fake model, sharing its CPU with
           // the client, takes over the default 3 s to accept some of 2,000 new connections, and a
           // stream that failed holds nothing.
           env: { SKEID_UPSTREAM_CONNECT_TIMEOUT: String(MEMORY_CONNECT_TIMEOUT_S) },
         });
-        const problem = await waitHealthy(`http://127.0.0.1:${gw.port}/health`, gw.child, 60_000) ??
-          await sanityCheck(gw.url);
+        const problem = await notReady(gw);
         if (problem) throw new Error(problem);
         return { url: gw.url, pid: gw.child.pid, child: gw.child };
       },
