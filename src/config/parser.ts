@@ -1,13 +1,12 @@
 /**
  * Parsing config text for a reload: inline for an ordinary config, in a worker (parse_worker.ts)
  * for a large one, so that `/health` and every request keep being answered while a config of
- * megabytes is parsed. What the worker built arrives by structured clone; the policies it
- * built are frozen again here, as the core hands them out.
+ * megabytes is parsed. What the worker built arrives by structured clone, the policy set in
+ * bounded pieces (policy_transfer.ts).
  *
  * @module
  */
-import type { Policy } from "../core/types.ts";
-import type { PolicySet } from "../core/policies.ts";
+import { type PolicyHead, type PolicyPiece, PolicySetAssembly } from "./policy_transfer.ts";
 import { type ConfigIssue, ConfigLoadError, formatPath, type PathSegment } from "./errors.ts";
 import { configDigest, type Prebuilt, topLevelDigests } from "./load.ts";
 import { parseYaml } from "./yaml.ts";
@@ -19,13 +18,29 @@ export const WORKER_THRESHOLD = 256 * 1024;
 /** A message to the worker. */
 export type ParseRequest =
   | { id: number; kind: "parse"; text: string; source?: string }
-  | { id: number; kind: "lines"; segments: PathSegment[][] };
+  | { id: number; kind: "lines"; segments: PathSegment[][] }
+  | { id: number; kind: "next" };
 
-/** A message from the worker. */
+/**
+ * A message from the worker. A built policy set comes ahead of its `parsed` reply, as a head and
+ * bounded pieces (policy_transfer.ts); the reply then names its digest.
+ */
 export type ParseReply =
-  | { id: number; kind: "parsed"; value: unknown; prebuilt: Prebuilt; keysJson?: string }
+  | {
+    id: number;
+    kind: "parsed";
+    value: unknown;
+    prebuilt: Omit<Prebuilt, "policy">;
+    policyDigest?: string;
+    keysJson?: string;
+  }
+  | { id: number; kind: "policy_head"; head: PolicyHead }
+  | { id: number; kind: "policy_piece"; piece: PolicyPiece }
   | { id: number; kind: "failed"; issues: ConfigIssue[] }
   | { id: number; kind: "lines"; lines: (number | null)[] };
+
+/** A reply that ends a request. */
+type FinalReply = Exclude<ParseReply, { kind: "policy_head" | "policy_piece" }>;
 
 /** Parsed config text: the data, what was built with it, and the lines of paths in it. */
 export interface ParsedText {
@@ -46,7 +61,8 @@ export interface ParsedText {
 export class ConfigParser {
   #worker?: Worker;
   #next = 0;
-  #waiting = new Map<number, (reply: ParseReply) => void>();
+  #waiting = new Map<number, (reply: FinalReply) => void>();
+  #assembling = new Map<number, PolicySetAssembly>();
   #broken = false;
 
   /** Parses `text`; throws ConfigLoadError (with lines) on a YAML error. */
@@ -67,10 +83,15 @@ export class ConfigParser {
     const reply = await this.#ask(worker, { kind: "parse", text, source });
     if (reply.kind === "failed") throw new ConfigLoadError(reply.issues, source);
     if (reply.kind !== "parsed") throw new Error("config parser: unexpected reply");
-    if (reply.prebuilt.policy) freezePolicies(reply.prebuilt.policy.set);
+    const assembly = this.#assembling.get(reply.id);
+    this.#assembling.delete(reply.id);
+    const prebuilt: Prebuilt = { ...reply.prebuilt };
+    if (assembly && reply.policyDigest !== undefined) {
+      prebuilt.policy = { set: assembly.finish(), digest: reply.policyDigest };
+    }
     return {
       value: reply.value,
-      prebuilt: reply.prebuilt,
+      prebuilt,
       linesOf: async (paths) => {
         if (paths.length === 0) return new Map();
         const answer = await this.#ask(worker, {
@@ -101,6 +122,7 @@ export class ConfigParser {
       resolve({ id: -1, kind: "failed", issues: [{ path: "", message: "config parser closed" }] });
     }
     this.#waiting.clear();
+    this.#assembling.clear();
   }
 
   #start(): Worker | undefined {
@@ -110,9 +132,19 @@ export class ConfigParser {
         type: "module",
       });
       worker.onmessage = (e: MessageEvent<ParseReply>) => {
-        const resolve = this.#waiting.get(e.data.id);
-        this.#waiting.delete(e.data.id);
-        resolve?.(e.data);
+        const reply = e.data;
+        if (reply.kind === "policy_head" || reply.kind === "policy_piece") {
+          if (reply.kind === "policy_head") {
+            this.#assembling.set(reply.id, new PolicySetAssembly(reply.head));
+          } else this.#assembling.get(reply.id)?.add(reply.piece);
+          // The next piece is asked for from a later turn of the event loop: messages already
+          // queued are delivered back to back, with no request answered between them.
+          setTimeout(() => worker.postMessage({ id: reply.id, kind: "next" }), 0);
+        } else {
+          const resolve = this.#waiting.get(reply.id);
+          this.#waiting.delete(reply.id);
+          resolve?.(reply);
+        }
       };
       worker.onerror = (e) => {
         e.preventDefault();
@@ -134,9 +166,10 @@ export class ConfigParser {
       resolve({ id: -1, kind: "failed", issues: [{ path: "", message }] });
     }
     this.#waiting.clear();
+    this.#assembling.clear();
   }
 
-  #ask(worker: Worker, request: DistributiveOmit<ParseRequest, "id">): Promise<ParseReply> {
+  #ask(worker: Worker, request: DistributiveOmit<ParseRequest, "id">): Promise<FinalReply> {
     const id = this.#next++;
     return new Promise((resolve) => {
       this.#waiting.set(id, resolve);
@@ -157,18 +190,4 @@ function lineMap(
     if (n !== undefined) out.set(formatPath(p), n);
   });
   return out;
-}
-
-/** Structured clone drops `Object.freeze`: the core's policies are immutable, so freeze again. */
-function freezePolicies(set: PolicySet): void {
-  const freeze = (p: Policy | null | undefined) => {
-    if (!p || Object.isFrozen(p)) return;
-    Object.freeze(p.deny_tags);
-    if (p.manifest_models) Object.freeze(p.manifest_models);
-    Object.freeze(p);
-  };
-  freeze(set.defaultPolicy);
-  for (const p of set.policies.values()) freeze(p);
-  for (const p of set.keyPolicies.values()) freeze(p);
-  for (const p of set.shortKeyPolicies.values()) freeze(p);
 }

@@ -13,6 +13,8 @@ const LAUNCHER = fileURLToPath(new URL("../../scripts/skeid", import.meta.url));
 export interface ServeChild {
   /** `http://127.0.0.1:PORT`. */
   base: string;
+  /** The process id (the launcher `exec`s deno, so it is deno's). */
+  pid: number;
   /** The child's peak resident set (VmHWM), bytes; 0 when the launcher is not the process. */
   peakRss(): Promise<number>;
   /** SIGTERM, then waits for the exit; answers the captured stderr. */
@@ -55,6 +57,7 @@ export async function spawnServe(
   })().catch(() => {});
   return {
     base,
+    pid: child.pid,
     peakRss: () => peakRssOf(child.pid),
     stop: async () => {
       try {
@@ -112,25 +115,4 @@ export function startUpstream(): { url: string; close(): Promise<void> } {
     url: `http://127.0.0.1:${server.addr.port}/v1`,
     close: () => server.shutdown(),
   };
-}
-
-/**
- * Polls `GET /health` every 20 ms while `work` runs; answers the slowest answer's latency, ms.
- * Bounded by `work` (and each poll by 30 s).
- */
-export async function healthLatencyDuring(base: string, work: Promise<unknown>): Promise<number> {
-  let done = false;
-  const finished = work.finally(() => done = true);
-  let worst = 0;
-  let polls = 0;
-  while (!done || polls === 0) {
-    const t0 = performance.now();
-    const res = await fetch(`${base}/health`, { signal: AbortSignal.timeout(30_000) });
-    await res.body?.cancel();
-    worst = Math.max(worst, performance.now() - t0);
-    polls++;
-    await Promise.race([finished, new Promise((r) => setTimeout(r, 20))]);
-  }
-  await finished;
-  return worst;
 }
