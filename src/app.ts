@@ -8,6 +8,7 @@ import { errorMessage } from "./error_message.ts";
 import { Hono } from "hono";
 import type { Context } from "hono";
 import type { Gateway } from "./gateway.ts";
+import type { ServeHandler } from "./edge/listener.ts";
 import { adminRoutes } from "./admin/routes.ts";
 import { consoleRoutes } from "./console/console_routes.ts";
 import { registrySnapshotRoute } from "./registry/route.ts";
@@ -43,8 +44,12 @@ const PROXIED: readonly { face: FaceName; path: string }[] = [
   { face: "ollama", path: "/api/embeddings" },
 ];
 
-/** Builds the Hono app over a gateway. */
-export function buildApp(gw: Gateway): Hono {
+/**
+ * Builds the Hono app over a gateway. `front` is the handler clients reach (a worker's hands the
+ * group's admin requests to its supervisor, ADR 0025); the console asks its first calls through
+ * it, as its page's script would. Without it, the app itself.
+ */
+export function buildApp(gw: Gateway, front?: ServeHandler): Hono {
   const app = new Hono();
   const faces = {
     openai: faceFor("openai", { now: gw.skeid.now }),
@@ -167,15 +172,26 @@ export function buildApp(gw: Gateway): Hono {
       adminKey: () => gw.config.adminApiKey(),
     }),
   );
-  // Before the admin routes: the console's files are public (the data behind them is not).
+  const admin = adminRoutes(gw.adminDeps());
+  // Before the admin routes: the console's files are public (the data behind them is not). A
+  // page carries its first calls' answers, asked with the page request's cookie (ADR 0051).
   app.route(
     "/",
     consoleRoutes({
       adminKey: () => gw.config.adminApiKey(),
       adminKeyProblem: () => gw.config.adminKeyProblem(),
+      firstAnswer: async (path, page, info) => {
+        const cookie = page.headers.get("cookie");
+        const req = new Request(new URL(path, page.url), {
+          headers: cookie === null ? {} : { cookie },
+        });
+        // `info` is what the listener handed the page's request (Hono's `c.env`).
+        const res = await (front ?? app.fetch)(req, info as Deno.ServeHandlerInfo<Deno.NetAddr>);
+        return { status: res.status, body: await res.json().catch(() => null) };
+      },
     }),
   );
-  app.route("/", adminRoutes(gw.adminDeps()));
+  app.route("/", admin);
 
   app.notFound((c: Context) => {
     gw.logger.debug("route_not_found", { method: c.req.method, path: c.req.path });

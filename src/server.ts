@@ -53,7 +53,10 @@ const DRAIN_LINGER_MS = 1000;
 /** Opens a gateway and serves it (used by `serve`, `demo` and the integration tests). */
 export async function startServer(opts: StartServerOptions): Promise<RunningServer> {
   const gateway = await Gateway.open(opts);
-  const app = buildApp(gateway);
+  // The handler clients reach, chosen before it listens; the console asks its first calls through
+  // it too (a worker's hands the group's admin requests to its supervisor).
+  const app = buildApp(gateway, (req, info) => front(req, info));
+  const front: ServeHandler = opts.wrap ? opts.wrap(app.fetch) : app.fetch;
   let server: ClientListener;
   try {
     const limits = opts.limits ?? connectionLimits((n) => Deno.env.get(n), await openFileLimit());
@@ -62,7 +65,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
       port: opts.port,
       limits,
       reusePort: opts.reusePort,
-      handler: opts.wrap ? opts.wrap(app.fetch) : app.fetch,
+      handler: front,
       onError: (err) => {
         gateway.logger.error("http_error", {
           error: errorMessage(err),

@@ -1,10 +1,8 @@
 /**
  * The console's static files, part of the module graph (text imports), so `deno compile`'s binary
- * carries them and nothing is read from disk or fetched at run time. Each is served under
- * `/skeid/ui/<name>`, and under a name carrying a digest of its text (`app.3f2a….js`) that the
- * page refers to: that name never changes its content, so a browser keeps the file — and the
- * script's compiled code — between loads, and an upgrade brings new names. The page itself is
- * `/skeid/ui`, always revalidated.
+ * carries them and nothing is read from disk or fetched at run time. The page (`/skeid/ui`)
+ * carries the script and the stylesheet inline; each is also served under `/skeid/ui/<name>`
+ * (the off page uses the stylesheet).
  *
  * @module
  */
@@ -19,42 +17,46 @@ export interface ConsoleAsset {
   type: string;
   /** Its text. */
   body: string;
-  /** True when served under its digest name: its content never changes (cached for a year). */
-  immutable?: boolean;
 }
 
-/** `app.js` → `app.<16 hex of the SHA-256 of body>.js`. */
-function digestName(name: string, body: string): string {
-  const dot = name.lastIndexOf(".");
-  const digest = createHash("sha256").update(body).digest("hex").slice(0, 16);
-  return `${name.slice(0, dot)}.${digest}${name.slice(dot)}`;
-}
-
-const FILES: readonly [string, ConsoleAsset][] = [
+/** The console's other files by name (the path after `/skeid/ui/`). */
+export const CONSOLE_ASSETS: ReadonlyMap<string, ConsoleAsset> = new Map([
   ["app.js", { type: "text/javascript; charset=utf-8", body: appJs }],
   ["style.css", { type: "text/css; charset=utf-8", body: styleCss }],
-];
-
-/** The digest name of each file (`app.js` → `app.<digest>.js`), as the page refers to them. */
-export const CONSOLE_ASSET_NAMES: ReadonlyMap<string, string> = new Map(
-  FILES.map(([name, asset]) => [name, digestName(name, asset.body)]),
-);
-
-/** The console's other files by name (the path after `/skeid/ui/`): plain and digest names. */
-export const CONSOLE_ASSETS: ReadonlyMap<string, ConsoleAsset> = new Map([
-  ...FILES,
-  ...FILES.map(([name, asset]): [string, ConsoleAsset] => [
-    CONSOLE_ASSET_NAMES.get(name) ?? name,
-    { ...asset, immutable: true },
-  ]),
 ]);
 
-/** The console's page (what `/skeid/ui` answers), its files referred to by their digest names. */
+/** A CSP hash source (`'sha256-…'`) admitting exactly `text` as an inline script or style. */
+function hashSource(text: string): string {
+  return `'sha256-${createHash("sha256").update(text).digest("base64")}'`;
+}
+
+/** The CSP sources of the page's inline script and stylesheet (ADR 0051). */
+export const CONSOLE_INLINE_SOURCES = {
+  script: hashSource(appJs),
+  style: hashSource(styleCss),
+} as const;
+
+/**
+ * The console's page (what `/skeid/ui` answers), with its script and stylesheet inline (ADR
+ * 0051): a fresh page then asks for nothing before its first screen.
+ */
 export const CONSOLE_PAGE: ConsoleAsset = {
   type: "text/html; charset=utf-8",
-  body: FILES.reduce(
-    (html, [name]) =>
-      html.replaceAll(`/skeid/ui/${name}"`, `/skeid/ui/${CONSOLE_ASSET_NAMES.get(name)}"`),
-    indexHtml,
+  body: inline(
+    inline(indexHtml, '<link rel="stylesheet" href="/skeid/ui/style.css">', "style", styleCss),
+    '<script type="module" src="/skeid/ui/app.js"></script>',
+    'script type="module"',
+    appJs,
   ),
 };
+
+/** `html` with the element `tag` replaced by `<open>text</close>`; throws when `tag` is absent. */
+function inline(html: string, tag: string, open: string, text: string): string {
+  if (!html.includes(tag)) throw new Error(`console page: no ${tag} to inline`);
+  if (/<\/(script|style)|<!--/i.test(text)) {
+    throw new Error(`console page: the text of ${tag} could end its element early`);
+  }
+  const close = open.split(" ")[0];
+  // A function, not a string: `$&` and the like in a replacement string are patterns.
+  return html.replace(tag, () => `<${open}>${text}</${close}>`);
+}

@@ -4,21 +4,32 @@
  * from an admin route behind the admin key or a session. With the admin API off the page says
  * which variable turns it on instead.
  *
- * Every answer carries a strict Content-Security-Policy: scripts and styles from this origin only,
- * no inline script, no frames, no other origin reachable from the page.
+ * Every answer carries a strict Content-Security-Policy: scripts and styles from this origin or
+ * the page's own inline script and stylesheet (admitted by their hashes, never `unsafe-inline`),
+ * no frames, no other origin reachable from the page.
  *
  * @module
  */
 import { Hono } from "hono";
-import { CONSOLE_ASSET_NAMES, CONSOLE_ASSETS, CONSOLE_PAGE, type ConsoleAsset } from "./assets.ts";
+import {
+  CONSOLE_ASSETS,
+  CONSOLE_INLINE_SOURCES,
+  CONSOLE_PAGE,
+  type ConsoleAsset,
+} from "./assets.ts";
 import { consoleOffPage } from "./console_off_page.ts";
-import { CONSOLE_PAGE_NAMES, firstCalls, preloadLinks } from "./first_calls.ts";
+import {
+  CONSOLE_PAGE_NAMES,
+  type FirstAnswer,
+  firstAnswersBlock,
+  firstCalls,
+} from "./first_calls.ts";
 
 /** The console's Content-Security-Policy (also what the browser tests expect). */
 export const CONSOLE_CSP = [
   "default-src 'self'",
-  "script-src 'self'",
-  "style-src 'self'",
+  `script-src 'self' ${CONSOLE_INLINE_SOURCES.script}`,
+  `style-src 'self' ${CONSOLE_INLINE_SOURCES.style}`,
   "img-src 'self' data:",
   "connect-src 'self'",
   "frame-ancestors 'none'",
@@ -26,22 +37,20 @@ export const CONSOLE_CSP = [
   "form-action 'self'",
 ].join("; ");
 
-/** Headers of every console answer; `immutable` for a file served under its digest name. */
-export function consoleHeaders(type: string, immutable = false): Record<string, string> {
+/**
+ * Headers of every console answer. A page can carry admin answers (its first calls'): it is never
+ * stored; the files change with the program, so they are revalidated.
+ */
+export function consoleHeaders(type: string, page = false): Record<string, string> {
   return {
     "content-type": type,
     "content-security-policy": CONSOLE_CSP,
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
     "x-frame-options": "DENY",
-    // A digest name's content never changes; the page and plain names change with the program:
-    // revalidate those rather than keep a stale page after an upgrade.
-    "cache-control": immutable ? "public, max-age=31536000, immutable" : "no-cache",
+    "cache-control": page ? "private, no-store" : "no-cache",
   };
 }
-
-/** The stylesheet's digest name: served with the admin API off too (the off page uses it). */
-const STYLE_DIGEST_NAME = CONSOLE_ASSET_NAMES.get("style.css");
 
 /** What the console needs from the gateway. */
 export interface ConsoleDeps {
@@ -51,57 +60,82 @@ export interface ConsoleDeps {
   adminKeyProblem?(): string | null;
   /** The clock the Usage page's first range is taken from (tests set it). */
   now?(): number;
+  /**
+   * The gateway's answer to `GET path` with the `page` request's cookie (its session), on the
+   * page's connection (`info`, the server's handler info as Hono holds it), as the page's script
+   * would have had it; without this the page carries no first answers.
+   */
+  firstAnswer?(
+    path: string,
+    page: Request,
+    info: unknown,
+  ): Promise<FirstAnswer>;
 }
 
 /** Where the page's HTML names the calls of its first screen. */
-const FIRST_CALLS_MARK = "<!--skeid:first-calls-->";
+const FIRST_ANSWERS_MARK = "<!--skeid:first-answers-->";
 
 /**
- * The page for `/skeid/ui/<page>?<query>`: the one HTML, naming the first calls of that page
- * (ADR 0048). It changes with the query and the hour, so it is never cached (`no-cache`, as
- * before).
+ * The page for `/skeid/ui/<page>?<query>`: the one HTML, carrying the answers to that page's first
+ * calls (ADR 0051). The session check goes first; without a session the page carries only its
+ * 401, and shows the sign-in form at once.
  */
-function pageFor(page: string, query: URLSearchParams, now: number): ConsoleAsset {
+async function pageFor(
+  page: string,
+  req: Request,
+  info: unknown,
+  deps: ConsoleDeps,
+): Promise<ConsoleAsset> {
+  const answers = new Map<string, FirstAnswer>();
+  if (deps.firstAnswer && req.method === "GET") {
+    const query = new URL(req.url).searchParams;
+    for (const path of firstCalls(page, query, deps.now?.() ?? Date.now())) {
+      const answer = await deps.firstAnswer(path, req, info);
+      answers.set(path, answer);
+      if (answer.status === 401) break;
+    }
+  }
   return {
     ...CONSOLE_PAGE,
     // A function, not a string: `$&` and the like in a replacement string are patterns.
-    body: CONSOLE_PAGE.body.replace(
-      FIRST_CALLS_MARK,
-      () => preloadLinks(firstCalls(page, query, now)),
-    ),
+    body: CONSOLE_PAGE.body.replace(FIRST_ANSWERS_MARK, () => firstAnswersBlock(answers)),
   };
 }
 
-function answer(asset: ConsoleAsset, method: string, status = 200): Response {
+function answer(asset: ConsoleAsset, method: string, status = 200, page = false): Response {
   return new Response(method === "HEAD" ? null : asset.body, {
     status,
-    headers: consoleHeaders(asset.type, asset.immutable),
+    headers: consoleHeaders(asset.type, page),
   });
 }
 
 /** The console's routes, as a Hono app mounted before the admin routes. */
 export function consoleRoutes(deps: ConsoleDeps): Hono {
-  const app = new Hono();
-  const serve = (name: string | undefined, method: string, url: string): Response => {
+  const serve = async (
+    name: string | undefined,
+    req: Request,
+    info: unknown,
+  ): Promise<Response> => {
+    const method = req.method;
     // The stylesheet is served either way: the off page uses it too.
-    if (deps.adminKey() === "" && name !== "style.css" && name !== STYLE_DIGEST_NAME) {
+    if (deps.adminKey() === "" && name !== "style.css") {
       const page = consoleOffPage(deps.adminKeyProblem?.() ?? null);
-      return answer({ type: "text/html; charset=utf-8", body: page }, method, 503);
+      return answer({ type: "text/html; charset=utf-8", body: page }, method, 503, true);
     }
     if (name === undefined || name === "" || CONSOLE_PAGE_NAMES.includes(name)) {
-      const query = new URL(url).searchParams;
-      return answer(pageFor(name || "live", query, deps.now?.() ?? Date.now()), method);
+      return answer(await pageFor(name || "live", req, info, deps), method, 200, true);
     }
     const asset = CONSOLE_ASSETS.get(name);
     if (asset) return answer(asset, method);
     return answer({ type: "text/plain; charset=utf-8", body: "Not Found" }, method, 404);
   };
-  app.on(["GET", "HEAD"], "/skeid/ui", (c) => serve(undefined, c.req.method, c.req.url));
-  app.on(["GET", "HEAD"], "/skeid/ui/", (c) => serve(undefined, c.req.method, c.req.url));
+  const app = new Hono();
+  app.on(["GET", "HEAD"], "/skeid/ui", (c) => serve(undefined, c.req.raw, c.env));
+  app.on(["GET", "HEAD"], "/skeid/ui/", (c) => serve(undefined, c.req.raw, c.env));
   app.on(
     ["GET", "HEAD"],
     "/skeid/ui/:name",
-    (c) => serve(c.req.param("name"), c.req.method, c.req.url),
+    (c) => serve(c.req.param("name"), c.req.raw, c.env),
   );
   return app;
 }

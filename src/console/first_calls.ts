@@ -1,10 +1,10 @@
 /**
- * The admin API calls a console page makes first, named in the page's HTML as
- * `<link rel="preload" as="fetch">` so the browser sends them the moment the HTML arrives,
- * while it is still starting the page's script (ADR 0048). Each URL is built exactly as the
- * page's script builds it from the same address (`/skeid/ui/usage?range=30d`): the script's
- * `fetch` of that URL then takes the preloaded answer instead of asking again. A URL that
- * differs (an hour turned between the two) only costs the second request it always made.
+ * The admin API calls a console page makes first, answered by the gateway while it builds the
+ * page's HTML and carried in it as a JSON data block (ADR 0051): the page's script takes each
+ * answer instead of asking, so the first screen waits on no request of its own. Each URL is
+ * built exactly as the page's script builds it from the same address
+ * (`/skeid/ui/usage?range=30d`); a URL that differs (an hour turned between the two) only costs
+ * the request the script then makes.
  *
  * @module
  */
@@ -69,7 +69,7 @@ function dataPath(page: string, params: URLSearchParams, now: number): string | 
       return `/skeid/usage/events?${q}`;
     }
     default:
-      // Live draws from its stream, which a preload cannot open.
+      // Live draws from its stream, which the page opens itself.
       return null;
   }
 }
@@ -80,17 +80,23 @@ export function firstCalls(page: string, params: URLSearchParams, now: number): 
   return data === null ? ["/skeid/session"] : ["/skeid/session", data];
 }
 
-function escapeAttr(text: string): string {
-  return text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+/** One first call's answer, as the page's script takes it instead of asking. */
+export interface FirstAnswer {
+  /** The admin route's HTTP status. */
+  status: number;
+  /** Its JSON body (null when it had none). */
+  body: unknown;
 }
 
+/** The id of the element that carries a page's first answers. */
+export const FIRST_ANSWERS_ID = "skeid-first-answers";
+
 /**
- * The `<link>` elements naming `calls` for the browser to fetch at once. `crossorigin` gives
- * them the mode and credentials of a plain same-origin `fetch(url)` (cors, same-origin), which
- * is what lets that fetch take the preloaded answer.
+ * The first answers as a JSON data block: `type="application/json"` is never run (the CSP's
+ * `script-src` is not asked), and every `<` is written `\u003c`, so no text in an answer — a
+ * model name, an error message — can close the element or open a comment.
  */
-export function preloadLinks(calls: readonly string[]): string {
-  return calls.map((url) =>
-    `<link rel="preload" as="fetch" crossorigin="anonymous" href="${escapeAttr(url)}">`
-  ).join("\n    ");
+export function firstAnswersBlock(answers: ReadonlyMap<string, FirstAnswer>): string {
+  const json = JSON.stringify(Object.fromEntries(answers)).replaceAll("<", "\\u003c");
+  return `<script type="application/json" id="${FIRST_ANSWERS_ID}">${json}</script>`;
 }

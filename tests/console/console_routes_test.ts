@@ -1,22 +1,50 @@
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_assert.ts";
 import { CONSOLE_CSP, consoleRoutes } from "../../src/console/console_routes.ts";
-import { CONSOLE_ASSET_NAMES, CONSOLE_ASSETS, CONSOLE_PAGE } from "../../src/console/assets.ts";
-import { preloadLinks, seriesPath } from "../../src/console/first_calls.ts";
+import { CONSOLE_ASSETS, CONSOLE_PAGE } from "../../src/console/assets.ts";
+import { type FirstAnswer, firstAnswersBlock, seriesPath } from "../../src/console/first_calls.ts";
 
 /** 2026-12-02T10:20:00Z: the Usage page's ranges end with 11:00. */
 const NOW = Date.UTC(2026, 11, 2, 10, 20);
+const SIGNED_IN = "skeid_session=good";
 
+/**
+ * The console's routes over a fake admin API: the session check answers 200 for `SIGNED_IN`'s
+ * cookie and 401 otherwise; a data call answers its own path back. Every call is recorded.
+ */
 function fixture(key = "adm-key", problem: string | null = null) {
   const state = { key, problem };
+  const asked: string[] = [];
   const app = consoleRoutes({
     adminKey: () => state.key,
     adminKeyProblem: () => state.problem,
     now: () => NOW,
+    firstAnswer: (path, page) => {
+      asked.push(path);
+      if (page.headers.get("cookie") !== SIGNED_IN) {
+        return Promise.resolve({ status: 401, body: { ok: false } });
+      }
+      const body = path === "/skeid/session" ? { csrf_token: "t" } : { echo: path };
+      return Promise.resolve({ status: 200, body });
+    },
   });
-  return { state, req: (path: string, init?: RequestInit) => app.request(path, init) };
+  return {
+    state,
+    asked,
+    req: (path: string, init?: RequestInit) => app.request(path, init),
+    signedIn: (path: string) => app.request(path, { headers: { cookie: SIGNED_IN } }),
+  };
 }
 
-Deno.test("GET /skeid/ui answers the page with the strict CSP and nosniff", async () => {
+/** The first answers a page's HTML carries, by path. */
+function answersIn(html: string): Record<string, FirstAnswer> {
+  const m = /<script type="application\/json" id="skeid-first-answers">([^<]*)<\/script>/.exec(
+    html,
+  );
+  assert(m !== null, "the page carries its first answers");
+  return JSON.parse(m[1]);
+}
+
+Deno.test("GET /skeid/ui answers the page with the strict CSP, never stored", async () => {
   const f = fixture();
   for (const path of ["/skeid/ui", "/skeid/ui/"]) {
     const res = await f.req(path);
@@ -24,33 +52,28 @@ Deno.test("GET /skeid/ui answers the page with the strict CSP and nosniff", asyn
     assertMatch(res.headers.get("content-type") ?? "", /^text\/html/);
     assertEquals(res.headers.get("content-security-policy"), CONSOLE_CSP);
     assertEquals(res.headers.get("x-content-type-options"), "nosniff");
+    assertEquals(res.headers.get("cache-control"), "private, no-store");
     const html = await res.text();
-    // The page as built, its first calls named where it marks them: here Live's session check.
+    // The page as built, its first answers where it marks them: here, no session.
+    const answers = new Map([["/skeid/session", { status: 401, body: { ok: false } }]]);
     assertEquals(
       html,
-      CONSOLE_PAGE.body.replace(
-        "<!--skeid:first-calls-->",
-        '<link rel="preload" as="fetch" crossorigin="anonymous" href="/skeid/session">',
-      ),
+      CONSOLE_PAGE.body.replace("<!--skeid:first-answers-->", firstAnswersBlock(answers)),
     );
   }
   assertStringIncludes(CONSOLE_CSP, "default-src 'self'");
-  assertStringIncludes(CONSOLE_CSP, "script-src 'self'");
   assertStringIncludes(CONSOLE_CSP, "frame-ancestors 'none'");
   assert(!CONSOLE_CSP.includes("unsafe"), "no unsafe-* source in the CSP");
 });
 
-/** The hrefs of the page's fetch preloads, attribute text decoded. */
-function preloads(html: string): string[] {
-  return [
-    ...html.matchAll(/<link rel="preload" as="fetch" crossorigin="anonymous" href="([^"]*)">/g),
-  ]
-    .map((m) => m[1].replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n))));
-}
-
-Deno.test("each page's address names its first calls for the browser to send at once", async () => {
+Deno.test("each page's address asks its first calls while the HTML is built", async () => {
   const f = fixture();
-  const at = async (path: string) => preloads(await (await f.req(path)).text());
+  const at = async (path: string) => {
+    f.asked.length = 0;
+    const answers = answersIn(await (await f.signedIn(path)).text());
+    assertEquals(Object.keys(answers), f.asked, "the page carries every answer it asked for");
+    return [...f.asked];
+  };
   assertEquals(await at("/skeid/ui/live"), ["/skeid/session"]);
   assertEquals(await at("/skeid/ui/keys"), ["/skeid/session", "/skeid/tenancy"]);
   assertEquals(await at("/skeid/ui/config"), ["/skeid/session", "/skeid/config"]);
@@ -79,20 +102,39 @@ Deno.test("each page's address names its first calls for the browser to send at 
   ]);
 });
 
-Deno.test("a page's address is text in its HTML: markup in the query stays in the URL", async () => {
+Deno.test("without a session a page asks nothing past the session check", async () => {
   const f = fixture();
-  const res = await f.req(
-    `/skeid/ui/requests?model=${encodeURIComponent('"><script>alert(1)</script>')}&limit=3`,
-  );
+  const html = await (await f.req("/skeid/ui/requests")).text();
+  assertEquals(f.asked, ["/skeid/session"]);
+  assertEquals(answersIn(html), { "/skeid/session": { status: 401, body: { ok: false } } });
+  f.asked.length = 0;
+  const head = await f.req("/skeid/ui/requests", {
+    method: "HEAD",
+    headers: { cookie: SIGNED_IN },
+  });
+  assertEquals(await head.text(), "");
+  assertEquals(f.asked, [], "a HEAD asks nothing");
+});
+
+Deno.test("a page's address is text in its HTML: markup in the query stays data", async () => {
+  const f = fixture();
+  const evil = '"></script><!--<script>alert(1)</script>';
+  const res = await f.signedIn(`/skeid/ui/requests?model=${encodeURIComponent(evil)}&limit=3`);
   const html = await res.text();
-  assertEquals(html.match(/<script\b/g)?.length, 1, "only the page's own script element");
+  assertEquals(html.match(/<script\b/g)?.length, 2, "the answers' data block and the script");
   assert(!html.includes("alert(1)</script>"));
-  assertEquals(preloads(html), [
-    "/skeid/session",
-    "/skeid/usage/events?limit=3&model=%22%3E%3Cscript%3Ealert%281%29%3C%2Fscript%3E",
-  ]);
+  const path = "/skeid/usage/events?limit=3&model=%22%3E%3C%2Fscript%3E%3C%21--%3Cscript%3E" +
+    "alert%281%29%3C%2Fscript%3E";
+  assertEquals(answersIn(html)[path], { status: 200, body: { echo: path } });
   assertEquals(res.headers.get("content-security-policy"), CONSOLE_CSP);
-  assertEquals(res.headers.get("cache-control"), "no-cache");
+});
+
+Deno.test("an answer's text never ends its data block, whatever it holds", () => {
+  const body = { error: "</script><script>alert(1)</script><!-- \u2028 $& '\"" };
+  const block = firstAnswersBlock(new Map([["/skeid/x", { status: 500, body }]]));
+  const inner = block.slice(block.indexOf(">") + 1, block.lastIndexOf("</script>"));
+  assert(!inner.includes("<"), `no < inside the block: ${inner}`);
+  assertEquals(JSON.parse(inner), { "/skeid/x": { status: 500, body } });
 });
 
 Deno.test("the console's files are served with their types; an unknown one is 404", async () => {
@@ -111,32 +153,6 @@ Deno.test("the console's files are served with their types; an unknown one is 40
   const head = await f.req("/skeid/ui", { method: "HEAD" });
   assertEquals(head.status, 200);
   assertEquals(await head.text(), "");
-});
-
-Deno.test("the page refers to its files by digest names, cached for good; itself revalidated", async () => {
-  const f = fixture();
-  const page = await f.req("/skeid/ui");
-  assertEquals(page.headers.get("cache-control"), "no-cache");
-  const html = await page.text();
-  for (const name of ["app.js", "style.css"]) {
-    const digestName = CONSOLE_ASSET_NAMES.get(name) ?? "";
-    assertMatch(digestName, /^(app|style)\.[0-9a-f]{16}\.(js|css)$/);
-    assertStringIncludes(html, `"/skeid/ui/${digestName}"`);
-    assert(!html.includes(`"/skeid/ui/${name}"`), `the page names ${name} only by its digest`);
-    const res = await f.req(`/skeid/ui/${digestName}`);
-    assertEquals(res.status, 200);
-    assertEquals(res.headers.get("cache-control"), "public, max-age=31536000, immutable");
-    assertEquals(res.headers.get("content-security-policy"), CONSOLE_CSP);
-    assertEquals(await res.text(), CONSOLE_ASSETS.get(name)?.body);
-    // The plain name still answers (an old page open across an upgrade), revalidated.
-    const plain = await f.req(`/skeid/ui/${name}`);
-    assertEquals(plain.headers.get("cache-control"), "no-cache");
-    await plain.body?.cancel();
-  }
-  // Another digest of a known file is not that file.
-  const stale = await f.req("/skeid/ui/app.0000000000000000.js");
-  assertEquals(stale.status, 404);
-  await stale.body?.cancel();
 });
 
 Deno.test("with the admin API off the page names the variable to set", async () => {
@@ -162,15 +178,27 @@ Deno.test("with the admin API off the page names the variable to set", async () 
   assertStringIncludes(await (await f.req("/skeid/ui")).text(), "ames &#60;b&#62;");
 });
 
-Deno.test("the page has no inline script and the script never parses data as HTML", () => {
+Deno.test("the page carries its own script and stylesheet, admitted by their hashes", async () => {
   const html = CONSOLE_PAGE.body;
-  for (const m of html.matchAll(/<script\b[^>]*>([\s\S]*?)<\/script>/g)) {
-    assertEquals(m[1].trim(), "", "no inline script");
-    assertStringIncludes(m[0], `src="/skeid/ui/${CONSOLE_ASSET_NAMES.get("app.js")}"`);
-  }
-  assert(!/\son[a-z]+=/i.test(html), "no inline event handler");
-  assert(!/\sstyle=/i.test(html), "no inline style");
+  const hash = async (text: string) =>
+    `'sha256-${
+      btoa(String.fromCharCode(
+        ...new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text))),
+      ))
+    }'`;
   const js = CONSOLE_ASSETS.get("app.js")?.body ?? "";
+  const css = CONSOLE_ASSETS.get("style.css")?.body ?? "";
+  const scripts = [...html.matchAll(/<script\b([^>]*)>([\s\S]*?)<\/script>/g)];
+  assertEquals(scripts.map((m) => m[1]), [' type="module"'], "one script element: the module");
+  assertEquals(scripts[0][2], js, "its text is app.js, exactly");
+  const styles = [...html.matchAll(/<style>([\s\S]*?)<\/style>/g)];
+  assertEquals(styles.map((m) => m[1]), [css], "one style element: style.css, exactly");
+  assertStringIncludes(CONSOLE_CSP, `script-src 'self' ${await hash(js)}`);
+  assertStringIncludes(CONSOLE_CSP, `style-src 'self' ${await hash(css)}`);
+  assert(!html.includes('src="/skeid/ui/'), "nothing fetched before the first screen");
+  const rest = html.replace(/<(script|style)\b[\s\S]*?<\/\1>/g, "");
+  assert(!/\son[a-z]+=/i.test(rest), "no inline event handler");
+  assert(!/\sstyle=/i.test(rest), "no inline style");
   for (const sink of ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("]) {
     assert(!js.includes(sink), `app.js uses no ${sink}`);
   }
@@ -201,22 +229,34 @@ Deno.test("through a served gateway: /skeid/ui with the admin API off, then on",
   } finally {
     await gw.stop();
   }
-  const on = await startGateway({ nodes: [], admin_api_key: "adm-console-on-0123456789" });
+  const key = "adm-console-on-0123456789";
+  const on = await startGateway({ nodes: [], admin_api_key: key });
   try {
-    const page = await fetch(`${on.base}/skeid/ui`);
+    const page = await fetch(`${on.base}/skeid/ui/requests`);
     assertEquals(page.status, 200);
     assertEquals(page.headers.get("content-security-policy"), CONSOLE_CSP);
-    assertStringIncludes(await page.text(), `/skeid/ui/${CONSOLE_ASSET_NAMES.get("app.js")}`);
+    const out = answersIn(await page.text());
+    assertEquals(Object.keys(out), ["/skeid/session"], "signed out: the session check only");
+    assertEquals(out["/skeid/session"].status, 401);
+    // Signed in, the page carries the admin API's own answers to its first calls.
+    const signIn = await fetch(`${on.base}/skeid/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ admin_key: key }),
+    });
+    assertEquals(signIn.status, 200);
+    const cookie = (signIn.headers.get("set-cookie") ?? "").split(";")[0];
+    const { csrf_token } = await signIn.json();
+    const signed = await fetch(`${on.base}/skeid/ui/requests`, { headers: { cookie } });
+    const html = await signed.text();
+    const answers = answersIn(html);
+    const session = answers["/skeid/session"];
+    assertEquals(session.status, 200);
+    assertEquals((session.body as { csrf_token: string }).csrf_token, csrf_token);
+    const events = answers["/skeid/usage/events?limit=50"];
+    const direct = await fetch(`${on.base}/skeid/usage/events?limit=50`, { headers: { cookie } });
+    assertEquals(events, { status: direct.status, body: await direct.json() });
   } finally {
     await on.stop();
   }
-});
-
-Deno.test("a preload link's address is escaped as an attribute, whatever it holds", () => {
-  const html = preloadLinks(["/skeid/x?a=\"><img src=x onerror=alert(1)>&b='$&"]);
-  assertEquals(
-    html,
-    '<link rel="preload" as="fetch" crossorigin="anonymous" ' +
-      'href="/skeid/x?a=&#34;&#62;&#60;img src=x onerror=alert(1)&#62;&#38;b=&#39;$&#38;">',
-  );
 });

@@ -139,15 +139,19 @@ function flat(v) {
 // ---- the admin API -------------------------------------------------------------------------
 
 /**
- * The calls the page's HTML named for the browser to send at once (`<link rel="preload"
- * as="fetch">`, ADR 0048): the session check and the first page's data. Each is taken once.
- * @type {Set<string>}
+ * The answers to the page's first calls — the session check and the first page's data — that the
+ * gateway put into the page's HTML (ADR 0051), by path. Each is taken once, in place of asking.
+ * @type {Map<string, { status: number, body: any }>}
  */
-const preloaded = new Set(
-  [...document.querySelectorAll('link[rel="preload"][as="fetch"]')].map((l) =>
-    l.getAttribute("href") ?? ""
-  ),
-);
+const firstAnswers = (() => {
+  const block = document.getElementById("skeid-first-answers");
+  try {
+    const parsed = JSON.parse(block?.textContent || "{}");
+    return new Map(Object.entries(parsed && typeof parsed === "object" ? parsed : {}));
+  } catch {
+    return new Map();
+  }
+})();
 
 /**
  * One admin API call with the session cookie; writes carry the CSRF token. A 401 (the session
@@ -162,35 +166,46 @@ async function api(method, path, body) {
   const headers = { accept: "application/json" };
   if (method !== "GET" && session) headers["x-csrf-token"] = session.csrf;
   if (body !== undefined) headers["content-type"] = "application/json";
-  // A first call the page's HTML preloaded is fetched as plainly as the preload was (same
-  // URL, mode and credentials, no header of its own): the browser answers it from the preload.
-  let res;
-  try {
-    res = method === "GET" && preloaded.delete(path) ? await fetch(path) : await fetch(path, {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-      credentials: "same-origin",
-      cache: "no-store",
-    });
-  } catch (e) {
-    // The first page's call failed: the page goes into the document to say so.
-    if (!path.startsWith("/skeid/session")) attach();
-    throw e;
+  const first = method === "GET" ? firstAnswers.get(path) : undefined;
+  /** @type {number} */
+  let status;
+  let data = null;
+  if (first) {
+    firstAnswers.delete(path);
+    // Answered after the caller's own synchronous part, as a fetch is: the first page finishes
+    // mounting before its answer puts it into the document.
+    await null;
+    status = first.status;
+    data = first.body ?? null;
+  } else {
+    let res;
+    try {
+      res = await fetch(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        credentials: "same-origin",
+        cache: "no-store",
+      });
+    } catch (e) {
+      // The first page's call failed: the page goes into the document to say so.
+      if (!path.startsWith("/skeid/session")) attach();
+      throw e;
+    }
+    status = res.status;
+    try {
+      data = await res.json();
+    } catch {
+      data = null;
+    }
   }
-  if (res.status === 401 && !path.startsWith("/skeid/session")) {
+  if (status === 401 && !path.startsWith("/skeid/session")) {
     signedOut("Your session has ended. Sign in again.");
     throw new SignedOut();
   }
-  let data = null;
-  try {
-    data = await res.json();
-  } catch {
-    data = null;
-  }
   // The first page's call answered: the page goes into the document, to be filled there.
   if (!path.startsWith("/skeid/session")) attach();
-  return { status: res.status, ok: res.ok, data };
+  return { status, ok: status >= 200 && status < 300, data };
 }
 
 /** @param {any} data @param {number} status */
@@ -1339,7 +1354,7 @@ function unmount() {
 /**
  * The first page of a load, built off the document until its first call answers: the
  * browser then lays out and paints the page once, with its data, instead of laying out its
- * empty frame first while the (preloaded) answer waits behind that work. Until then the
+ * empty frame first while the answer waits behind that work. Until then the
  * document shows "Loading…".
  * @type {HTMLElement | null}
  */
@@ -1428,12 +1443,19 @@ document.getElementById("signout")?.addEventListener("click", async () => {
   signInPage("Signed out.");
 });
 
-// The first page is mounted at once, while the session check is under way: its data and the
-// check travel together (one round trip less before the first chart). Without a session its
-// calls answer 401 and the sign-in page takes over; writes wait for the check (they need the
-// CSRF token it brings).
+// The first page is mounted at once, while the session check is under way: both usually
+// answer from the page's HTML, and otherwise travel together (one round trip less before the
+// first chart). Without a session its calls answer 401 and the sign-in page takes over; writes
+// wait for the check (they need the CSRF token it brings).
 (async () => {
   fromHash();
+  if (firstAnswers.get("/skeid/session")?.status === 401) {
+    // The HTML says there is no session: the sign-in form at once, no page mounted behind it.
+    firstAnswers.clear();
+    booting = false;
+    signInPage();
+    return;
+  }
   const check = api("GET", "/skeid/session").catch(() => null);
   route();
   booting = false;
