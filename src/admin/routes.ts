@@ -174,6 +174,21 @@ export function adminRoutes(deps: AdminDeps): Hono {
   const sessions = deps.sessions ?? new LocalSessionStore(skeid.now);
   const keyHash = cachedKeyHash();
 
+  // Admin answers hold the operator's data: never kept by a browser or a proxy, unless the
+  // route said how (the console's files, a stream).
+  app.use("/skeid/*", async (c, next) => {
+    await next();
+    if (c.res.headers.has("cache-control")) return;
+    try {
+      c.res.headers.set("cache-control", "no-store");
+    } catch {
+      // Headers of a response taken as it came (immutable): a copy carries the header.
+      const res = new Response(c.res.body, c.res);
+      res.headers.set("cache-control", "no-store");
+      c.res = res;
+    }
+  });
+
   app.use("/skeid/*", async (c, next) => {
     if (passesAdminCheck(c.req.path)) return await next();
     const key = deps.adminKey();

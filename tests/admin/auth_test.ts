@@ -135,3 +135,17 @@ Deno.test("secretMatches compares SHA-256 digests; timingSafeEqual byte-wise", a
   assertEquals(timingSafeEqual(new Uint8Array([1, 2]), new Uint8Array([1, 3])), false);
   assertEquals(timingSafeEqual(new Uint8Array([1]), new Uint8Array([1, 2])), false);
 });
+
+Deno.test("admin answers are never stored: no-store unless the route said otherwise", async () => {
+  const f = adminFixture();
+  for (const [method, path] of ROUTES) {
+    const res = await f.req(path, { method });
+    await res.body?.cancel();
+    assertEquals(res.headers.get("cache-control"), "no-store", `${method} ${path}`);
+  }
+  // A refusal is not stored either.
+  const refused = await f.app.request("/skeid/config");
+  assertEquals(refused.status, 401);
+  assertEquals(refused.headers.get("cache-control"), "no-store");
+  await refused.body?.cancel();
+});
