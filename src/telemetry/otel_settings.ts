@@ -197,6 +197,13 @@ export function otelSettings(env: Env, version: string, worker?: number): OtelSe
   if (protocol !== undefined && protocol !== "http/protobuf") {
     warn.push(`OTEL_EXPORTER_OTLP_PROTOCOL=${protocol}: Skeid sends http/protobuf only`);
   }
+  const disabled = text(env, "OTEL_SDK_DISABLED");
+  if (disabled !== undefined && !["true", "false"].includes(disabled.toLowerCase())) {
+    // The spec's booleans are `true` and `false`; `1` or `yes` would otherwise be silence.
+    warn.push(
+      `OTEL_SDK_DISABLED=${disabled} is neither true nor false: telemetry stays on (set true)`,
+    );
+  }
   if ((text(env, "OTEL_DENO") ?? "").toLowerCase() === "true") {
     warn.push(
       "OTEL_DENO=true turns on Deno's own exporter beside Skeid's: its server and fetch spans " +

@@ -118,11 +118,18 @@ Deno.test("otel settings: what is not used as said is warned about", () => {
       OTEL_EXPORTER_OTLP_PROTOCOL: "grpc",
       OTEL_DENO: "true",
       OTEL_BSP_MAX_QUEUE_SIZE: "-1",
+      OTEL_SDK_DISABLED: "1",
     }),
     "0",
   );
   assertEquals(s.maxQueue, 2048);
-  assertEquals(s.warnings.length, 3, s.warnings.join("\n"));
+  assertEquals(s.warnings.length, 4, s.warnings.join("\n"));
+  assert(s.warnings.some((w) => w.startsWith("OTEL_SDK_DISABLED=1 ")), s.warnings.join("\n"));
+  const off = otelSettings(
+    env({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c", OTEL_SDK_DISABLED: "FALSE" }),
+    "0",
+  );
+  assertEquals(off.warnings, [], "false is a boolean the spec knows");
 });
 
 Deno.test("otel settings: key=value lists, percent-decoded, blanks and bare members skipped", () => {
