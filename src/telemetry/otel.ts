@@ -64,7 +64,10 @@ export interface OtelOptions {
   env: (name: string) => string | undefined;
   /** The worker of `serve --workers N` this gateway is (`skeid.worker` on its spans). */
   worker?: number;
-  /** Where the settings' warnings and failed exports are said (once a minute at most). */
+  /**
+   * Where the settings' warnings (by the process alone or worker 0 only) and failed exports are
+   * said (once a minute at most).
+   */
   logger?: Logger;
 }
 
@@ -216,7 +219,10 @@ export class OtelTelemetry implements Telemetry {
     this.settings = s;
     this.worker = opts.worker;
     this.#logger = opts.logger;
-    for (const w of s.warnings) opts.logger?.warn("telemetry_setting", { problem: w });
+    // The workers of a group read the same environment: the first says its settings' problems.
+    if (!opts.worker) {
+      for (const w of s.warnings) opts.logger?.warn("telemetry_setting", { problem: w });
+    }
     const resource = resourceBlock(s.resource, 1);
     const scope = scopeBlock("skeid", VERSION);
     const warn = (signal: "traces" | "metrics", error: string) => this.#warn(signal, error);
@@ -622,8 +628,9 @@ class OtelRequest implements RequestTelemetry {
  */
 export function telemetryFor(opts: OtelOptions): Telemetry {
   if (otelEnabled(opts.env)) return new OtelTelemetry(opts);
-  // The switch of earlier versions: said once, or an operator upgrading would get silence.
-  if ((opts.env("OTEL_DENO") ?? "").trim().toLowerCase() === "true") {
+  // The switch of earlier versions: said once (by the first of a group's workers), or an
+  // operator upgrading would get silence.
+  if (!opts.worker && (opts.env("OTEL_DENO") ?? "").trim().toLowerCase() === "true") {
     opts.logger?.warn("telemetry_off", {
       message: "OTEL_DENO=true no longer turns OpenTelemetry on: set " +
         "OTEL_EXPORTER_OTLP_ENDPOINT (docs/telemetry.md)",

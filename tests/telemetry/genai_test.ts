@@ -125,6 +125,13 @@ Deno.test("telemetry: off, one frozen no-op for every request, no trace of its o
   assertEquals(telemetryFor({ env: env({ OTEL_DENO: "true" }), logger }), QUIET_TELEMETRY);
   assertEquals(logger.lines.map((l) => l.event), ["telemetry_off"]);
   assertEquals(String(logger.lines[0].message).includes("OTEL_EXPORTER_OTLP_ENDPOINT"), true);
+  // Said once for a group: worker 0 says it, the others leave it to that one.
+  const first = memoryLogger("warn");
+  telemetryFor({ env: env({ OTEL_DENO: "true" }), logger: first, worker: 0 });
+  assertEquals(first.lines.map((l) => l.event), ["telemetry_off"]);
+  const second = memoryLogger("warn");
+  telemetryFor({ env: env({ OTEL_DENO: "true" }), logger: second, worker: 1 });
+  assertEquals(second.lines, []);
   const req = new Request("http://x/v1/chat/completions", { method: "POST" });
   const a = t.request(req, "/v1/chat/completions", "openai");
   const b = t.request(req, "/v1/chat/completions", "openai");
