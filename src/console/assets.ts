@@ -8,8 +8,20 @@
  */
 import { createHash } from "node:crypto";
 import indexHtml from "./web/index.html" with { type: "text" };
-import appJs from "./web/app.js" with { type: "text" };
-import styleCss from "./web/style.css" with { type: "text" };
+import appJsText from "./web/app.js" with { type: "text" };
+import styleCssText from "./web/style.css" with { type: "text" };
+
+/**
+ * Text as the HTML parser hands it to an inline element: line breaks as LF. The CSP hash is of
+ * that text, so a checkout with CRLF line ends (git's autocrlf) would otherwise hash other bytes
+ * than the browser does, and the browser would refuse the page's own script.
+ */
+export function asParsed(text: string): string {
+  return text.replace(/\r\n?/g, "\n");
+}
+
+const appJs = asParsed(appJsText);
+const styleCss = asParsed(styleCssText);
 
 /** One static file of the console. */
 export interface ConsoleAsset {

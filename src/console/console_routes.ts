@@ -78,7 +78,9 @@ const FIRST_ANSWERS_MARK = "<!--skeid:first-answers-->";
 /**
  * The page for `/skeid/ui/<page>?<query>`: the one HTML, carrying the answers to that page's first
  * calls (ADR 0051). The session check goes first; without a session the page carries only its
- * 401, and shows the sign-in form at once.
+ * 401, and shows the sign-in form at once. A call that fails or takes longer than
+ * `FIRST_ANSWER_BUDGET_MS` (a slow or locked usage store) is left out, and the one after it too:
+ * the page's script then asks for it itself, behind its own "Loading…", as before.
  */
 async function pageFor(
   page: string,
@@ -90,7 +92,8 @@ async function pageFor(
   if (deps.firstAnswer && req.method === "GET") {
     const query = new URL(req.url).searchParams;
     for (const path of firstCalls(page, query, deps.now?.() ?? Date.now())) {
-      const answer = await deps.firstAnswer(path, req, info);
+      const answer = await withinBudget(deps.firstAnswer(path, req, info));
+      if (answer === undefined) break;
       answers.set(path, answer);
       if (answer.status === 401) break;
     }
@@ -100,6 +103,22 @@ async function pageFor(
     // A function, not a string: `$&` and the like in a replacement string are patterns.
     body: CONSOLE_PAGE.body.replace(FIRST_ANSWERS_MARK, () => firstAnswersBlock(answers)),
   };
+}
+
+/** How long a page waits for one first call's answer before going without it, ms. */
+export const FIRST_ANSWER_BUDGET_MS = 150;
+
+/** The answer, or undefined when it failed or did not come within the budget. */
+async function withinBudget(answer: Promise<FirstAnswer>): Promise<FirstAnswer | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), FIRST_ANSWER_BUDGET_MS);
+  });
+  try {
+    return await Promise.race([answer.catch(() => undefined), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 function answer(asset: ConsoleAsset, method: string, status = 200, page = false): Response {

@@ -1,6 +1,6 @@
 import { assert, assertEquals, assertMatch, assertStringIncludes } from "../_assert.ts";
 import { CONSOLE_CSP, consoleRoutes } from "../../src/console/console_routes.ts";
-import { CONSOLE_ASSETS, CONSOLE_PAGE } from "../../src/console/assets.ts";
+import { asParsed, CONSOLE_ASSETS, CONSOLE_PAGE } from "../../src/console/assets.ts";
 import { type FirstAnswer, firstAnswersBlock, seriesPath } from "../../src/console/first_calls.ts";
 
 /** 2026-12-02T10:20:00Z: the Usage page's ranges end with 11:00. */
@@ -9,9 +9,15 @@ const SIGNED_IN = "skeid_session=good";
 
 /**
  * The console's routes over a fake admin API: the session check answers 200 for `SIGNED_IN`'s
- * cookie and 401 otherwise; a data call answers its own path back. Every call is recorded.
+ * cookie and 401 otherwise; a data call answers its own path back, and its `model` filter decoded
+ * (text a client chose, as an answer can hold). `data` replaces the data calls' answer. Every
+ * call is recorded.
  */
-function fixture(key = "adm-key", problem: string | null = null) {
+function fixture(
+  key = "adm-key",
+  problem: string | null = null,
+  data?: (path: string) => Promise<FirstAnswer>,
+) {
   const state = { key, problem };
   const asked: string[] = [];
   const app = consoleRoutes({
@@ -23,8 +29,15 @@ function fixture(key = "adm-key", problem: string | null = null) {
       if (page.headers.get("cookie") !== SIGNED_IN) {
         return Promise.resolve({ status: 401, body: { ok: false } });
       }
-      const body = path === "/skeid/session" ? { csrf_token: "t" } : { echo: path };
-      return Promise.resolve({ status: 200, body });
+      if (path === "/skeid/session") {
+        return Promise.resolve({ status: 200, body: { csrf_token: "t" } });
+      }
+      if (data) return data(path);
+      const model = new URL(path, "http://x").searchParams.get("model");
+      return Promise.resolve({
+        status: 200,
+        body: model === null ? { echo: path } : { echo: path, model },
+      });
     },
   });
   return {
@@ -123,10 +136,31 @@ Deno.test("a page's address is text in its HTML: markup in the query stays data"
   const html = await res.text();
   assertEquals(html.match(/<script\b/g)?.length, 2, "the answers' data block and the script");
   assert(!html.includes("alert(1)</script>"));
+  const block = html.slice(html.indexOf('id="skeid-first-answers">'));
+  assert(!block.slice(25, block.indexOf("</script>")).includes("<"), "no < in the block");
   const path = "/skeid/usage/events?limit=3&model=%22%3E%3C%2Fscript%3E%3C%21--%3Cscript%3E" +
     "alert%281%29%3C%2Fscript%3E";
-  assertEquals(answersIn(html)[path], { status: 200, body: { echo: path } });
+  // The answer held the markup itself, decoded: it comes back whole, as data.
+  assertEquals(answersIn(html)[path], { status: 200, body: { echo: path, model: evil } });
   assertEquals(res.headers.get("content-security-policy"), CONSOLE_CSP);
+});
+
+Deno.test("a first call that fails or is slow is left out: the script asks for it", async () => {
+  const slow = fixture("adm-key", null, () => new Promise(() => {}));
+  const started = performance.now();
+  const html = await (await slow.signedIn("/skeid/ui/requests")).text();
+  assert(performance.now() - started < 5000, "the page did not wait for the hung call");
+  assertEquals(Object.keys(answersIn(html)), ["/skeid/session"], "the hung call is left out");
+  const failing = fixture("adm-key", null, () => Promise.reject(new Error("store down")));
+  const res = await failing.signedIn("/skeid/ui/requests");
+  assertEquals(res.status, 200, "a failed call does not fail the page");
+  assertEquals(Object.keys(answersIn(await res.text())), ["/skeid/session"]);
+});
+
+Deno.test("the inline text is the parser's: CRLF line ends become LF before the hash", () => {
+  assertEquals(asParsed("a\r\nb\rc\n"), "a\nb\nc\n");
+  assert(!CONSOLE_PAGE.body.includes("\r"), "no CR in the page");
+  assertEquals(CONSOLE_ASSETS.get("app.js")?.body, asParsed(CONSOLE_ASSETS.get("app.js")!.body));
 });
 
 Deno.test("an answer's text never ends its data block, whatever it holds", () => {

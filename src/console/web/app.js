@@ -1459,6 +1459,10 @@ document.getElementById("signout")?.addEventListener("click", async () => {
   const check = api("GET", "/skeid/session").catch(() => null);
   route();
   booting = false;
+  // The first page has taken its answers (its first calls are made as it mounts). One it did not
+  // take (its clock and the gateway's on two sides of an hour) is not kept to be shown as
+  // current later.
+  firstAnswers.clear();
   const r = await check;
   if (r && r.ok && r.data && typeof r.data.csrf_token === "string") {
     session = { csrf: r.data.csrf_token, expiresAt: String(r.data.expires_at ?? "") };
