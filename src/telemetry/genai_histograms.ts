@@ -86,36 +86,27 @@ export class GenAiHistograms {
     const all = this.#overflow === undefined ? this.#series : [...this.#series, this.#overflow];
     const pick = (f: (s: GenAiSeries) => Point) => all.map(f).filter((p) => p.count > 0);
     const out: HistogramMetric[] = [];
-    const duration = pick((s) => s.duration);
-    if (duration.length > 0) {
-      out.push({
-        name: "gen_ai.client.operation.duration",
-        description: "Duration of GenAI operations (one upstream attempt)",
-        unit: "s",
-        bounds: DURATION_BUCKETS_S,
-        points: duration,
-      });
-    }
-    const tokens = [...pick((s) => s.inputTokens), ...pick((s) => s.outputTokens)];
-    if (tokens.length > 0) {
-      out.push({
-        name: "gen_ai.client.token.usage",
-        description: "Input and output tokens of GenAI operations",
-        unit: "{token}",
-        bounds: TOKEN_BUCKETS,
-        points: tokens,
-      });
-    }
-    const ttft = pick((s) => s.ttft);
-    if (ttft.length > 0) {
-      out.push({
-        name: "gen_ai.server.time_to_first_token",
-        description: "Time to the first content chunk of a streamed answer",
-        unit: "s",
-        bounds: TTFT_BUCKETS_S,
-        points: ttft,
-      });
-    }
+    const add = (metric: Omit<HistogramMetric, "points">, points: Point[]) => {
+      if (points.length > 0) out.push({ ...metric, points });
+    };
+    add({
+      name: "gen_ai.client.operation.duration",
+      description: "Duration of GenAI operations (one upstream attempt)",
+      unit: "s",
+      bounds: DURATION_BUCKETS_S,
+    }, pick((s) => s.duration));
+    add({
+      name: "gen_ai.client.token.usage",
+      description: "Input and output tokens of GenAI operations",
+      unit: "{token}",
+      bounds: TOKEN_BUCKETS,
+    }, [...pick((s) => s.inputTokens), ...pick((s) => s.outputTokens)]);
+    add({
+      name: "gen_ai.server.time_to_first_token",
+      description: "Time to the first content chunk of a streamed answer",
+      unit: "s",
+      bounds: TTFT_BUCKETS_S,
+    }, pick((s) => s.ttft));
     return out;
   }
 }
