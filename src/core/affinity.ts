@@ -22,6 +22,7 @@ import {
   type PickExplanation,
   type PickKind,
   pickLeastLoadedTurn,
+  predictedWaitMs,
 } from "./pick.ts";
 
 /** One affinity pick in a hundred goes by load alone, so cost estimates see cold prefills too. */
@@ -35,6 +36,9 @@ export const EXPLORE_EVERY = 100;
  * index holds a prefix of the chain meanwhile (a little less than the node has, never more).
  */
 export const RECORD_BUDGET = 32;
+
+/** Session keys whose last pick is remembered, at most (beyond: all are forgotten at once). */
+const MAX_SESSIONS = 65_536;
 
 /** Earlier picks' prompts still being written, at most (beyond: the oldest is given up). */
 const RECORD_BACKLOG = 64;
@@ -95,6 +99,8 @@ export class AffinityRouter {
   #index: PrefixIndex | undefined;
   #indexShape = "";
   readonly #hashes = new Map<string, number>();
+  /** When each session key was last picked (bounded: cleared past {@link MAX_SESSIONS}). */
+  readonly #lastPick = new Map<number, number>();
   /** The counters in the order they first counted (`/skeid/metrics`). */
   readonly #picks: PickCount[] = [];
   /**
@@ -110,6 +116,7 @@ export class AffinityRouter {
     bound: 0,
     explore: false,
     elsewhere: undefined,
+    settled: false,
   };
   readonly #decision: PickExplanation = pickAffinity([{ ...EMPTY_CANDIDATE }], {
     key: 0,
@@ -238,6 +245,7 @@ export class AffinityRouter {
         hit: false,
         spilled: false,
         predicted_ttft_ms: 0,
+        predicted_wait_ms: predictedWaitMs(c),
         cached_tokens: 0,
         bound_load: 0,
         candidates: explain
@@ -255,11 +263,29 @@ export class AffinityRouter {
       args.bound = routing.affinity_bound;
       args.explore = explore;
       args.elsewhere = elsewhere;
+      args.settled = this.#settled(hint!.key, candidates, !explain);
       decision = pickAffinity(candidates, args, explain, explain ? undefined : this.#decision);
       if (!explain) this.#record(index!, nodes[decision.index].node.id, hint!, decision);
     }
     if (!explain) this.#count(decision);
     return decision;
+  }
+
+  /**
+   * Whether the session `key`'s last pick was longer ago than the quickest candidate serves a
+   * request (or is not remembered); `note` remembers this pick.
+   */
+  #settled(key: number, candidates: readonly Candidate[], note: boolean): boolean {
+    const now = this.#now();
+    const last = this.#lastPick.get(key);
+    if (note) {
+      if (this.#lastPick.size >= MAX_SESSIONS) this.#lastPick.clear();
+      this.#lastPick.set(key, now);
+    }
+    if (last === undefined) return true;
+    let service = Infinity;
+    for (const c of candidates) service = Math.min(service, c.serviceMs);
+    return now - last >= service;
   }
 
   /**

@@ -27,6 +27,13 @@ const MIN_SAMPLES = 8;
  */
 export const MIN_SPREAD_TOKENS = 16;
 
+/** A TTFT above the fit's line × this + {@link REJECT_MS} is taken for a wait (`observe`). */
+const REJECT_RATIO = 1.5;
+/** See {@link REJECT_RATIO}, ms. */
+const REJECT_MS = 10;
+/** Observations left out as waits in a row, at most: the next one is taken whatever it says. */
+const MAX_REJECTED = 8;
+
 /** The most prompt tokens an observation may say (far above any model's context). */
 const MAX_TOKENS = 1e8;
 /** The longest TTFT an observation may say, ms (a day). */
@@ -49,7 +56,27 @@ class NodeFit {
   measured = 0;
   compared = 0;
 
+  /** Observations left out in a row as waits (see `observe`). */
+  rejected = 0;
+
+  /**
+   * One TTFT `y` for `x` uncached tokens. Once the fit has its samples, a TTFT far above its
+   * line (over 1.5 × the line + 10 ms) is taken for a wait the pick did not foresee — a slot
+   * freed later than predicted, traffic from elsewhere — and left out: a wait only ever adds
+   * to a TTFT, and left in, such samples are where long prompts queued most (they are the
+   * ones a pick moves to a busier node), which tilted the slope up to 10 × the engine's and
+   * priced a node out of the sessions it held. So that a node that really became slower is
+   * still learned, at most {@link MAX_REJECTED} in a row are left out.
+   */
   observe(x: number, y: number): void {
+    if (this.samples >= MIN_SAMPLES && this.n > 0 && this.rejected < MAX_REJECTED) {
+      const line = this.sy / this.n + this.slope * (x - this.sx / this.n);
+      if (y > line * REJECT_RATIO + REJECT_MS) {
+        this.rejected++;
+        return;
+      }
+    }
+    this.rejected = 0;
     const keep = 1 - ALPHA;
     this.n = this.n * keep + 1;
     this.sx = this.sx * keep + x;
@@ -114,12 +141,18 @@ export class NodeCosts {
    * usage report is its own word) is left out: one such square in the sums would hold the fit at
    * infinity, and the slope with it, for good.
    */
-  observeTtft(id: string, ttftMs: number, uncached: number, predicted?: number): void {
+  observeTtft(
+    id: string,
+    ttftMs: number,
+    uncached: number,
+    predicted?: number,
+    queued = false,
+  ): void {
     if (!(ttftMs >= 0 && ttftMs <= MAX_TTFT_MS) || !(uncached >= 0 && uncached <= MAX_TOKENS)) {
       return;
     }
     const fit = this.#fit(id);
-    fit.observe(uncached, ttftMs);
+    if (!queued) fit.observe(uncached, ttftMs);
     if (predicted !== undefined && predicted >= 0) {
       fit.predicted += predicted;
       fit.measured += ttftMs;

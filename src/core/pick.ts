@@ -102,6 +102,8 @@ export interface PickDecision {
   spilled: boolean;
   /** Predicted TTFT on the chosen node, ms. */
   predicted_ttft_ms: number;
+  /** The part of it the request was predicted to wait for a free slot, ms (0: starts at once). */
+  predicted_wait_ms: number;
   /** The chosen node's cached prompt tokens, per the prefix index. */
   cached_tokens: number;
 }
@@ -189,8 +191,17 @@ function prefillMsOf(c: Candidate, prompt: number): number {
  * request whose prefill elsewhere would cost more than that, and loses one whose prefill is
  * cheap. A hard cut would trade every such hit for a full prefill on a node that already holds
  * its share (why hashing with bounded load alone falls short).
+ *
+ * A node with a free slot pays nothing while within the bound's ceiling (`ceiling`, the bound
+ * rounded up) — and, if it alone holds the request's prefix (`own`: a conversation's history),
+ * at any load: it starts the request at once, and charging it moved a session's later turns
+ * off the node holding its history onto a cold one, a full prefill of the conversation for a
+ * wait that would not have happened (a fifth of a multi-turn workload's turns moved so). A
+ * prefix several nodes hold (one key sent on every request, once it has spread) pays past the
+ * ceiling with a slot free, so it spreads evenly before it fills a node.
  */
-function overMsOf(c: Candidate, exact: number): number {
+function overMsOf(c: Candidate, exact: number, ceiling: number, own: boolean): number {
+  if (c.load + 1 <= slotsOf(c) && (own || c.load + 1 <= ceiling)) return 0;
   const over = c.load + 1 - exact;
   return over > 0 ? (over * c.serviceMs) / slotsOf(c) : 0;
 }
@@ -221,6 +232,11 @@ export interface AffinityArgs {
    * did: no spill).
    */
   elsewhere?: { cachedTokens: number; rank: number };
+  /**
+   * The session's last request was picked longer ago than a request takes (or not seen): it
+   * has likely ended, so this one is the session's next turn, not one of many at once.
+   */
+  settled?: boolean;
 }
 
 /**
@@ -238,6 +254,7 @@ const EMPTY_DECISION: Readonly<PickExplanation> = Object.freeze({
   hit: false,
   spilled: false,
   predicted_ttft_ms: 0,
+  predicted_wait_ms: 0,
   cached_tokens: 0,
   bound_load: 0,
   candidates: NO_SCORES,
@@ -311,23 +328,41 @@ export function pickAffinity(
     }
   } else if (anyCached) {
     // Lowest predicted TTFT (over-bound load counted as waiting); among nodes scoring alike
-    // (within the predictions' own error), the least loaded, then the rendezvous order. Taking
-    // the lowest score exactly let a learned prefill cost a tenth lower decide between two warm
-    // nodes with free slots: a hot prefix stayed on the one with the lower estimate until it
-    // queued.
+    // (within the predictions' own error), the one holding the most of the prompt, then the
+    // least loaded, then the rendezvous order. Taking the lowest score exactly let a learned
+    // prefill cost a tenth lower decide between two warm nodes with free slots: a hot prefix
+    // stayed on the one with the lower estimate until it queued — and two warm nodes still
+    // split by load. Breaking a tie by load first sent a conversation's next turn to an
+    // emptier node holding only the shared system prompt, for a prediction the node holding
+    // its history barely lost, and that node then computed the whole history again.
+    // A prefix one node alone holds, of a session whose last request has likely ended, is that
+    // session's own (a conversation's history): the node keeps it while a slot is free. One
+    // several nodes hold, or a key with requests still running (one key sent on every request),
+    // is a hot one, spread by the bound.
+    let holders = 0;
+    for (let i = 0; i < n; i++) {
+      if (candidates[i].cachedTokens === candidates[home].cachedTokens) holders++;
+    }
+    const own = holders === 1 && args.settled === true ? home : -1;
     let best = Infinity;
     for (let i = 0; i < n; i++) {
       const c = candidates[i];
-      best = Math.min(best, prefillMsOf(c, prompt) + predictedWaitMs(c) + overMsOf(c, exact));
+      best = Math.min(
+        best,
+        prefillMsOf(c, prompt) + predictedWaitMs(c) + overMsOf(c, exact, ceiling, i === own),
+      );
     }
     const tie = best + SCORE_TIE_MS + best * SCORE_TIE_SHARE;
     for (let i = 0; i < n; i++) {
       const c = candidates[i];
-      const s = prefillMsOf(c, prompt) + predictedWaitMs(c) + overMsOf(c, exact);
+      const s = prefillMsOf(c, prompt) + predictedWaitMs(c) +
+        overMsOf(c, exact, ceiling, i === own);
       if (s > tie) continue;
       const at = chosen < 0 ? undefined : candidates[chosen];
       if (
-        at === undefined || c.load < at.load || (c.load === at.load && ranks[i] > ranks[chosen])
+        at === undefined || c.cachedTokens > at.cachedTokens ||
+        (c.cachedTokens === at.cachedTokens &&
+          (c.load < at.load || (c.load === at.load && ranks[i] > ranks[chosen])))
       ) chosen = i;
     }
   } else {
@@ -365,7 +400,8 @@ export function pickAffinity(
   decision.key_kind = args.keyKind;
   decision.hit = hit;
   decision.spilled = home >= 0 && !hit && candidates[home].load + 1 > ceiling;
-  decision.predicted_ttft_ms = prefillMsOf(c, prompt) + predictedWaitMs(c);
+  decision.predicted_wait_ms = predictedWaitMs(c);
+  decision.predicted_ttft_ms = prefillMsOf(c, prompt) + decision.predicted_wait_ms;
   decision.cached_tokens = c.cachedTokens;
   decision.bound_load = ceiling;
   decision.candidates = NO_SCORES;
@@ -377,7 +413,7 @@ export function pickAffinity(
       (x) => byRank.get(x) ?? 0,
       (x) => x.load + 1 <= ceiling,
       (x) => prefillMsOf(x, prompt),
-      (x) => overMsOf(x, exact),
+      (x) => overMsOf(x, exact, ceiling, false),
     );
   }
   return decision;

@@ -129,6 +129,11 @@ export interface RouteObservation {
   cached_tokens?: number;
   /** What the pick predicted, ms (compared in `/skeid/metrics`). */
   predicted_ttft_ms?: number;
+  /**
+   * The wait for a free slot the pick predicted, ms: a request expected to queue says little of
+   * the node's prefill cost (its TTFT is mostly the wait), so the prefill fit leaves it out.
+   */
+  predicted_wait_ms?: number;
 }
 
 /** The picks' state for `/skeid/metrics`. */
@@ -680,7 +685,13 @@ export class RoutingCore {
   observeRoute(id: string, seen: RouteObservation): void {
     const cached = seen.cached_tokens ?? 0;
     const uncached = Math.max(0, seen.prompt_tokens - cached);
-    this.#affinity.costs.observeTtft(id, seen.ttft_ms, uncached, seen.predicted_ttft_ms);
+    this.#affinity.costs.observeTtft(
+      id,
+      seen.ttft_ms,
+      uncached,
+      seen.predicted_ttft_ms,
+      (seen.predicted_wait_ms ?? 0) > 0,
+    );
   }
 
   /** The picks' counters, the prefix index's size and each node's learned numbers. */

@@ -226,6 +226,7 @@ export function recordUsage(
         prompt_tokens: event.input_tokens,
         cached_tokens: event.cached_tokens,
         predicted_ttft_ms: node.route?.predicted_ttft_ms,
+        predicted_wait_ms: node.route?.predicted_wait_ms,
       });
     }
     if (extra.usageSource !== "estimated") {

@@ -64,3 +64,27 @@ Deno.test("an absurd usage report is left out: the node's cost is still learned 
   }
   assertNear(costs.prefillMsPerToken("a"), 0.2, 1e-3);
 });
+
+Deno.test("waits do not tilt the prefill cost: queued and far-above-the-line TTFTs are left out", () => {
+  const costs = new NodeCosts();
+  for (let i = 0; i < 60; i++) {
+    const uncached = 100 + (i % 10) * 150;
+    costs.observeTtft("a", ttft(uncached), uncached);
+  }
+  // Long prompts that waited for a slot: a pick that foresaw the wait says so (queued), and one
+  // that did not shows a TTFT far above the line. Left in, they made the slope several times
+  // the engine's.
+  for (let i = 0; i < 40; i++) {
+    const uncached = 1000 + (i % 4) * 200;
+    costs.observeTtft("a", ttft(uncached) + 400, uncached, undefined, true);
+  }
+  assertNear(costs.prefillMsPerToken("a"), 0.1, 1e-6);
+  for (let i = 0; i < 7; i++) costs.observeTtft("a", ttft(1200) + 300, 1200);
+  assertNear(costs.prefillMsPerToken("a"), 0.1, 1e-6);
+  // Still a cost that is learned: a node that really became three times slower is followed.
+  for (let i = 0; i < 400; i++) {
+    const uncached = 100 + (i % 10) * 150;
+    costs.observeTtft("a", 20 + 0.3 * uncached, uncached);
+  }
+  assertNear(costs.prefillMsPerToken("a"), 0.3, 0.02);
+});

@@ -126,6 +126,32 @@ Deno.test("affinity: a key sent on every request (pinning a node) is held by the
   assertEquals(Object.keys(counts(held)).length, 4, JSON.stringify(counts(held)));
 });
 
+Deno.test("affinity: a conversation's next turn stays on its node while a slot is free", () => {
+  // Nodes that run 8 at once; the conversation's node busier than the bound's ceiling.
+  const { skeid, clock } = fleet({ max_conns: 8 });
+  const turn = (n: number) =>
+    routeHint({
+      model: "m",
+      messages: Array.from({ length: n }, (_, i) => ({
+        role: i % 2 === 0 ? "user" : "assistant",
+        content: `turn ${i} of the conversation ${"says a good deal more ".repeat(40)}`,
+      })),
+    });
+  const home = send(skeid, turn(1));
+  skeid.finishRequest(home.id, { ok: true });
+  // Other traffic: the home node at 5 in flight, the others at 1 (mean 2, ceiling 3 with this
+  // request): over the bound's line, with three slots free.
+  for (let i = 0; i < 5; i++) assert(skeid.startRequest(home.id));
+  for (const id of NODES) if (id !== home.id) assert(skeid.startRequest(id));
+  // The next turn comes after the answer: it stays, where its history is.
+  clock.t += 5_000;
+  const next = skeid.pickNode({ model: "m", pick: "affinity" }, hintSource(turn(3)))!;
+  assertEquals([next.id, next.route?.hit], [home.id, true]);
+  // Many requests of one session at once are a hot key: the bound spreads them.
+  const now = skeid.pickNode({ model: "m", pick: "affinity" }, hintSource(turn(3)))!;
+  assert(now.id !== home.id, "a request of a session picked a moment ago is not exempt");
+});
+
 Deno.test("affinity chooses only among nodes that admit now; excluded nodes are left out", () => {
   const { skeid } = fleet({ max_conns: 1 });
   const hint = ask("q", { prompt_cache_key: "k" });
