@@ -201,6 +201,7 @@ export class AffinityRouter {
     // scavenges that garbage brought were the pick's p99.
     const candidates = this.#candidates;
     let count = 0;
+    let minServiceMs = Infinity;
     let elsewhere: { cachedTokens: number; rank: number } | undefined;
     for (let i = 0; i < nodes.length; i++) {
       const record = nodes[i];
@@ -230,6 +231,7 @@ export class AffinityRouter {
       c.prefillMsPerToken = this.costs.prefillMsPerToken(id);
       c.serviceMs = this.costs.serviceMs(id);
       c.cachedTokens = index ? index.matched(hash, hint!.blocks) * BLOCK_TOKENS : 0;
+      minServiceMs = Math.min(minServiceMs, c.serviceMs);
       candidates[count++] = c;
     }
     candidates.length = count;
@@ -263,7 +265,7 @@ export class AffinityRouter {
       args.bound = routing.affinity_bound;
       args.explore = explore;
       args.elsewhere = elsewhere;
-      args.settled = this.#settled(hint!.key, candidates, !explain);
+      args.settled = this.#settled(hint!.key, minServiceMs, !explain);
       decision = pickAffinity(candidates, args, explain, explain ? undefined : this.#decision);
       if (!explain) this.#record(index!, nodes[decision.index].node.id, hint!, decision);
     }
@@ -273,9 +275,9 @@ export class AffinityRouter {
 
   /**
    * Whether the session `key`'s last pick was longer ago than the quickest candidate serves a
-   * request (or is not remembered); `note` remembers this pick.
+   * request, `serviceMs` (or is not remembered); `note` remembers this pick.
    */
-  #settled(key: number, candidates: readonly Candidate[], note: boolean): boolean {
+  #settled(key: number, serviceMs: number, note: boolean): boolean {
     const now = this.#now();
     const last = this.#lastPick.get(key);
     if (note) {
@@ -283,9 +285,7 @@ export class AffinityRouter {
       this.#lastPick.set(key, now);
     }
     if (last === undefined) return true;
-    let service = Infinity;
-    for (const c of candidates) service = Math.min(service, c.serviceMs);
-    return now - last >= service;
+    return now - last >= serviceMs;
   }
 
   /**
