@@ -265,7 +265,8 @@ export class AffinityRouter {
       args.bound = routing.affinity_bound;
       args.explore = explore;
       args.elsewhere = elsewhere;
-      args.settled = this.#settled(hint!.key, minServiceMs, !explain);
+      // A keyless pick goes by load and never reads it; its key (0) names no session.
+      args.settled = hint!.key_kind !== "none" && this.#settled(hint!.key, minServiceMs, !explain);
       decision = pickAffinity(candidates, args, explain, explain ? undefined : this.#decision);
       if (!explain) this.#record(index!, nodes[decision.index].node.id, hint!, decision);
     }

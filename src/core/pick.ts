@@ -244,6 +244,8 @@ export interface AffinityArgs {
  * every decision of this isolate, which runs start to end synchronously, so none share it.
  */
 let rankScratch = new Float64Array(64);
+/** Each candidate's score in the cached branch of a decision, shared the same way. */
+let scoreScratch = new Float64Array(64);
 
 /** A decision's shape before it is filled. */
 const EMPTY_DECISION: Readonly<PickExplanation> = Object.freeze({
@@ -274,7 +276,10 @@ export function pickAffinity(
   out?: PickExplanation,
 ): PickExplanation {
   const n = candidates.length;
-  if (rankScratch.length < n) rankScratch = new Float64Array(n * 2);
+  if (rankScratch.length < n) {
+    rankScratch = new Float64Array(n * 2);
+    scoreScratch = new Float64Array(n * 2);
+  }
   const ranks = rankScratch;
   let total = 1;
   for (let i = 0; i < n; i++) {
@@ -335,6 +340,7 @@ export function pickAffinity(
     // split by load. Breaking a tie by load first sent a conversation's next turn to an
     // emptier node holding only the shared system prompt, for a prediction the node holding
     // its history barely lost, and that node then computed the whole history again.
+    //
     // A prefix one node alone holds, of a session whose last request has likely ended, is that
     // session's own (a conversation's history): the node keeps it while a slot is free. One
     // several nodes hold, or a key with requests still running (one key sent on every request),
@@ -344,20 +350,18 @@ export function pickAffinity(
       if (candidates[i].cachedTokens === candidates[home].cachedTokens) holders++;
     }
     const own = holders === 1 && args.settled === true ? home : -1;
+    const scores = scoreScratch;
     let best = Infinity;
     for (let i = 0; i < n; i++) {
       const c = candidates[i];
-      best = Math.min(
-        best,
-        prefillMsOf(c, prompt) + predictedWaitMs(c) + overMsOf(c, exact, ceiling, i === own),
-      );
+      scores[i] = prefillMsOf(c, prompt) + predictedWaitMs(c) +
+        overMsOf(c, exact, ceiling, i === own);
+      best = Math.min(best, scores[i]);
     }
     const tie = best + SCORE_TIE_MS + best * SCORE_TIE_SHARE;
     for (let i = 0; i < n; i++) {
       const c = candidates[i];
-      const s = prefillMsOf(c, prompt) + predictedWaitMs(c) +
-        overMsOf(c, exact, ceiling, i === own);
-      if (s > tie) continue;
+      if (scores[i] > tie) continue;
       const at = chosen < 0 ? undefined : candidates[chosen];
       if (
         at === undefined || c.cachedTokens > at.cachedTokens ||
