@@ -29,6 +29,41 @@ const PATHS: Readonly<Record<string, string>> = {
   "/v1/embeddings": "/embeddings",
 };
 
+/**
+ * Refuses (400, naming the place) a chat body whose `messages` no model server would take: absent,
+ * not an array, or with an entry that is not an object with a string `role`. Checked here
+ * rather than left to the node, so a malformed request takes no slot, is not billed as the
+ * node's error, and gets the same answer from every node (the fake model and some engines
+ * answer such a body as if it were empty). One pass over the entries, no deeper.
+ */
+function checkMessages(messages: unknown): void {
+  if (messages === undefined || messages === null) {
+    throw new FaceError(400, "messages: Field required");
+  }
+  if (!Array.isArray(messages)) {
+    throw new FaceError(
+      400,
+      `messages: must be an array of message objects, got ${kindOf(messages)}`,
+    );
+  }
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
+    if (!isJsonObject(m)) {
+      throw new FaceError(400, `messages[${i}]: must be a message object, got ${kindOf(m)}`);
+    }
+    if (typeof m.role !== "string" || m.role === "") {
+      throw new FaceError(400, `messages[${i}].role: must be a non-empty string`);
+    }
+  }
+}
+
+/** What a JSON value is, for an error message. */
+function kindOf(v: unknown): string {
+  if (Array.isArray(v)) return "an array";
+  if (v === null) return "null";
+  return typeof v === "object" ? "an object" : `a ${typeof v}`;
+}
+
 /** The routes this face proxies. */
 export const OPENAI_ENDPOINTS = Object.keys(PATHS);
 
@@ -135,6 +170,10 @@ export class OpenAIFace implements Face {
       throw new FaceError(400, "model: must be a non-empty string");
     }
     const stream = streamFlag(body, false);
+    if (path === "/chat/completions") checkMessages(body.messages);
+    else if (path === "/embeddings" && (body.input === undefined || body.input === null)) {
+      throw new FaceError(400, "input: Field required");
+    }
     const req: UpstreamRequest = { path, body, stream, requestedModel: body.model };
     if (stream) {
       const options = body.stream_options;

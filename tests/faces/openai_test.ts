@@ -57,6 +57,48 @@ Deno.test("openai request: model missing → 400; unknown route → 404", () => 
   );
 });
 
+Deno.test("openai request: chat messages not a list of message objects → 400 naming where", () => {
+  const refused = (
+    body: Record<string, unknown>,
+    message: string,
+    endpoint = "/v1/chat/completions",
+  ) =>
+    throws(() => face.toUpstream(endpoint, { model: "m", ...body }), (e: unknown) => {
+      strictEqual(e instanceof FaceError, true);
+      strictEqual((e as FaceError).status, 400);
+      strictEqual((e as FaceError).type, "invalid_request_error");
+      strictEqual((e as Error).message, message);
+      return true;
+    });
+  refused({}, "messages: Field required");
+  refused({ messages: null }, "messages: Field required");
+  refused({ messages: "oops" }, "messages: must be an array of message objects, got a string");
+  refused(
+    { messages: { role: "user" } },
+    "messages: must be an array of message objects, got an object",
+  );
+  refused(
+    { messages: [{ role: "user", content: "hi" }, 2] },
+    "messages[1]: must be a message object, got a number",
+  );
+  refused({ messages: [[]] }, "messages[0]: must be a message object, got an array");
+  refused({ messages: [{ content: "hi" }] }, "messages[0].role: must be a non-empty string");
+  refused(
+    { messages: [{ role: 7, content: "hi" }] },
+    "messages[0].role: must be a non-empty string",
+  );
+  refused({}, "input: Field required", "/v1/embeddings");
+  // What the field allows stays allowed: any role name, any content shape, an empty list (the
+  // node decides), and completions without a prompt.
+  const ok = face.toUpstream("/v1/chat/completions", {
+    model: "m",
+    messages: [{ role: "developer", content: [{ type: "text", text: "x" }] }, { role: "tool" }],
+  });
+  strictEqual(ok.path, "/chat/completions");
+  strictEqual(face.toUpstream("/v1/chat/completions", { model: "m", messages: [] }).stream, false);
+  strictEqual(face.toUpstream("/v1/completions", { model: "m" }).path, "/completions");
+});
+
 Deno.test("openai response and errors: answers unchanged; error bodies in the OpenAI shape", () => {
   const answer = { id: "x", choices: [], usage: { prompt_tokens: 1 } };
   strictEqual(face.fromUpstream("/v1/chat/completions", answer, "m"), answer);
