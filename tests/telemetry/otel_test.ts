@@ -13,6 +13,7 @@ import { chatAnswer, scriptedUpstream } from "../integration/helpers.ts";
 import { DURATION_BUCKETS_S, TOKEN_BUCKETS, TTFT_BUCKETS_S } from "../../src/telemetry/genai.ts";
 import { otelEnv, type ServedGateway, serveGateway, TEST_ADMIN_KEY } from "./helpers.ts";
 import { until } from "../_helpers/poll.ts";
+import { keyIdForKey } from "../../src/core/customer_key_id.ts";
 
 const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT = "00f067aa0ba902b7";
@@ -128,6 +129,9 @@ Deno.test("otel: a request is one trace — request span (SERVER), admission, at
     assertEquals(admission.attributes["skeid.admission.result"], "admitted");
     assertEquals(admission.attributes["skeid.node.id"], "fake");
     assertEquals(admission.attributes["skeid.pick"], "round_robin");
+    assertEquals(admission.attributes["skeid.tier"], "m");
+    assertEquals(admission.attributes["skeid.key_step"], "passed");
+    assertEquals(typeof admission.attributes["skeid.admission.waited_ms"], "number");
 
     const [attempt] = childrenOf(spans, request, CLIENT);
     assertEquals(attempt.name, "chat m");
@@ -577,6 +581,45 @@ Deno.test("otel: an unsampled client trace is continued unsampled, ids still its
     assertEquals(f.receiver.trace(TRACE), []);
   } finally {
     await f.close();
+  }
+});
+
+Deno.test("otel: the admission span says whether the key had limits, request by request", async () => {
+  const receiver = new OtlpReceiver();
+  const fake = startFakeModel({ tokens: 2 });
+  // Both keys reach the same tier and node, each through its own policy: each request's span
+  // says its own key's step, whatever the request before it said.
+  const gw = await serveGateway({
+    nodes: [{ id: "fake", url: fake.url, model: "m" }],
+    policies: { limited: { limits: { rpm: 100 } }, open: {} },
+    default_policy: "limited",
+    names: { free: await keyIdForKey("sk-free") },
+    keys: { free: "open" },
+  }, { env: otelEnv(receiver.endpoint) });
+  try {
+    const body = { model: "m", messages: [{ role: "user", content: "hi" }] };
+    const sent: [string, string | undefined, string][] = [
+      ["1", "sk-free", "passed"],
+      ["2", undefined, "passed_limited"],
+      ["3", "sk-free", "passed"],
+      ["4", undefined, "passed_limited"],
+    ];
+    for (const [n, key, step] of sent) {
+      const trace = TRACE.slice(0, -1) + n;
+      const headers: Record<string, string> = { traceparent: `00-${trace}-${PARENT}-01` };
+      if (key !== undefined) headers.authorization = `Bearer ${key}`;
+      const r = await send(gw, "/v1/chat/completions", body, headers);
+      assertEquals(r.status, 200, r.text);
+      const { request, spans } = await traceOf(receiver, trace, 1);
+      const [admission] = childrenOf(spans, request, INTERNAL);
+      assertEquals(admission.attributes["skeid.key_step"], step, `request ${n}`);
+      assertEquals(admission.attributes["skeid.admission.result"], "admitted");
+      assertEquals(admission.attributes["skeid.tier"], "m");
+      assertEquals(admission.attributes["skeid.node.id"], "fake");
+    }
+  } finally {
+    await gw.stop();
+    await Promise.all([receiver.close(), fake.close()]);
   }
 });
 
