@@ -33,6 +33,7 @@ import {
   renderReport,
   type ScenarioRun,
   type SideRun,
+  spliceGenerated,
 } from "./bench/report.ts";
 import {
   type CheckFigures,
@@ -711,7 +712,10 @@ async function runOtel(opts: CheckOptions): Promise<number> {
       `${loadBefore} / ${(await loadAverage()) ?? "?"}.`,
       "",
     ].join("\n");
-    await Deno.writeTextFile(OTEL_FIGURES, text);
+    // Only the generated part: the notes written by hand below it (earlier runs, the profile's
+    // breakdown) stay.
+    const existing = await Deno.readTextFile(OTEL_FIGURES).catch(() => undefined);
+    await Deno.writeTextFile(OTEL_FIGURES, spliceGenerated(existing, text));
     console.log(text);
     return 0;
   } finally {

@@ -1,7 +1,14 @@
 import { assert, assertEquals } from "../../tests/_assert.ts";
 import { percentile, summarize } from "./stats.ts";
 import { parseWrk, wrkMs } from "./wrk.ts";
-import { type BenchResults, goalRows, renderReport } from "./report.ts";
+import {
+  type BenchResults,
+  GENERATED_BEGIN,
+  GENERATED_END,
+  goalRows,
+  renderReport,
+  spliceGenerated,
+} from "./report.ts";
 import type { LoadResult } from "./client.ts";
 
 Deno.test("percentiles are nearest-rank", () => {
@@ -140,4 +147,21 @@ Deno.test("without a gateway the Skeid columns are not measured, and the report 
   assert(md.includes("**gateway not available**"));
   assert(md.includes("| c=1 JSON latency p50 (ms) | 0.050 | — | — | added ≤ 0.15 ms | n/a |"));
   assert(md.includes("`deno task bench --quick`"));
+});
+
+Deno.test("a figures file keeps what is written by hand around its generated part", () => {
+  const first = spliceGenerated(undefined, "# Figures\n\n| a |\n");
+  assertEquals(first, `${GENERATED_BEGIN}\n\n# Figures\n\n| a |\n\n${GENERATED_END}\n`);
+  const edited = `${first}\n## A note by hand\n\nIt stays.\n`;
+  const second = spliceGenerated(edited, "# Figures\n\n| b |");
+  assertEquals(
+    second,
+    `${GENERATED_BEGIN}\n\n# Figures\n\n| b |\n\n${GENERATED_END}\n\n## A note by hand\n\nIt stays.\n`,
+  );
+  assertEquals(spliceGenerated(second, "# Figures\n\n| b |"), second, "the same run twice");
+  // Written before the markers existed: the generated part alone, as before.
+  assertEquals(
+    spliceGenerated("# Old\n", "# New"),
+    `${GENERATED_BEGIN}\n\n# New\n\n${GENERATED_END}\n`,
+  );
 });
