@@ -14,7 +14,7 @@
  *
  * @module
  */
-import { FaceError, type JsonObject } from "./face.ts";
+import { FaceError, fieldMustBe, fieldRequired, type JsonObject, requireModel } from "./face.ts";
 import { anthropicImageUrl } from "./images.ts";
 import { documentPart } from "./anthropic_documents.ts";
 import { argumentsText, isJsonObject, num, obj, str } from "./json_narrow.ts";
@@ -22,29 +22,20 @@ import { argumentsText, isJsonObject, num, obj, str } from "./json_narrow.ts";
 /** Content blocks that carry nothing upstream and are dropped without complaint. */
 const DROPPED_BLOCKS: ReadonlySet<string> = new Set(["thinking", "redacted_thinking"]);
 
-function required(field: string): FaceError {
-  return new FaceError(400, `${field}: Field required`);
-}
-
-function mustBe(field: string, what: string): FaceError {
-  return new FaceError(400, `${field}: must be ${what}`);
-}
-
 /** Checks the fields every Messages request must have; count_tokens needs no `max_tokens`. */
 export function validateMessagesBody(body: JsonObject, needMaxTokens: boolean): void {
-  if (body.model === undefined || body.model === null) throw required("model");
-  if (typeof body.model !== "string" || body.model === "") {
-    throw mustBe("model", "a non-empty string");
-  }
-  if (body.messages === undefined || body.messages === null) throw required("messages");
-  if (!Array.isArray(body.messages)) throw mustBe("messages", "an array");
+  requireModel(body);
+  if (body.messages === undefined || body.messages === null) throw fieldRequired("messages");
+  if (!Array.isArray(body.messages)) throw fieldMustBe("messages", "an array");
   if (needMaxTokens) {
-    if (body.max_tokens === undefined || body.max_tokens === null) throw required("max_tokens");
-    if (num(body.max_tokens) === undefined) throw mustBe("max_tokens", "a number");
+    if (body.max_tokens === undefined || body.max_tokens === null) {
+      throw fieldRequired("max_tokens");
+    }
+    if (num(body.max_tokens) === undefined) throw fieldMustBe("max_tokens", "a number");
   }
   for (const field of ["temperature", "top_p"]) {
     if (body[field] !== undefined && body[field] !== null && num(body[field]) === undefined) {
-      throw mustBe(field, "a number");
+      throw fieldMustBe(field, "a number");
     }
   }
 }
@@ -92,7 +83,7 @@ function sortBlocks(
       out.parts.push({ type: "text", text: raw });
       return;
     }
-    if (!isJsonObject(raw)) throw mustBe(at, "a content block object");
+    if (!isJsonObject(raw)) throw fieldMustBe(at, "a content block object");
     const type = str(raw.type);
     if (type === "text") {
       out.parts.push({ type: "text", text: str(raw.text) ?? "" });
@@ -140,17 +131,17 @@ export function mapMessages(messages: unknown[], newToolId: () => string): JsonO
   const out: JsonObject[] = [];
   messages.forEach((raw, i) => {
     const path = `messages[${i}]`;
-    if (!isJsonObject(raw)) throw mustBe(path, "an object");
+    if (!isJsonObject(raw)) throw fieldMustBe(path, "an object");
     const role = str(raw.role);
     if (role !== "user" && role !== "assistant" && role !== "system") {
-      throw mustBe(`${path}.role`, "'user', 'assistant' or 'system'");
+      throw fieldMustBe(`${path}.role`, "'user', 'assistant' or 'system'");
     }
     const content = raw.content;
     if (typeof content === "string") {
       out.push({ role, content });
       return;
     }
-    if (!Array.isArray(content)) throw mustBe(`${path}.content`, "a string or an array");
+    if (!Array.isArray(content)) throw fieldMustBe(`${path}.content`, "a string or an array");
     if (role === "system") {
       // A system turn mid-conversation (Claude Code sends them): its text, at its place.
       out.push({ role, content: systemText(content) });
@@ -177,10 +168,10 @@ export function mapMessages(messages: unknown[], newToolId: () => string): JsonO
 /** Anthropic `tools` → OpenAI function tools (OpenAI-shaped and MCP `inputSchema` entries accepted). */
 export function mapTools(tools: unknown[]): JsonObject[] {
   return tools.map((raw, i) => {
-    if (!isJsonObject(raw)) throw mustBe(`tools[${i}]`, "an object");
+    if (!isJsonObject(raw)) throw fieldMustBe(`tools[${i}]`, "an object");
     if (raw.type === "function" && isJsonObject(raw.function)) return raw;
     const name = str(raw.name);
-    if (!name) throw required(`tools[${i}].name`);
+    if (!name) throw fieldRequired(`tools[${i}].name`);
     const schema = obj(raw.input_schema) ?? obj(raw.inputSchema) ??
       { type: "object", properties: {} };
     return {
@@ -219,7 +210,7 @@ function stopSequences(body: JsonObject): string[] {
   const s = body.stop_sequences;
   if (s === undefined || s === null) return [];
   if (!Array.isArray(s) || !s.every((x) => typeof x === "string")) {
-    throw mustBe("stop_sequences", "an array of strings");
+    throw fieldMustBe("stop_sequences", "an array of strings");
   }
   return s;
 }
@@ -238,7 +229,7 @@ export function toChatBody(body: JsonObject, newToolId: () => string): JsonObjec
   const user = str(obj(body.metadata)?.user_id);
   if (user) out.user = user;
   if (body.tools !== undefined && body.tools !== null) {
-    if (!Array.isArray(body.tools)) throw mustBe("tools", "an array");
+    if (!Array.isArray(body.tools)) throw fieldMustBe("tools", "an array");
     if (body.tools.length > 0) out.tools = mapTools(body.tools);
   }
   // OpenAI-compatible servers refuse tool_choice / parallel_tool_calls without tools.
@@ -298,9 +289,9 @@ export function responseFormat(body: JsonObject): JsonObject | undefined {
   const field = nested ? "output_config.format" : "output_format";
   const format = nested ? config?.format : body.output_format;
   if (format === undefined || format === null) return undefined;
-  if (!isJsonObject(format)) throw mustBe(field, "an object");
-  if (format.type !== "json_schema") throw mustBe(`${field}.type`, "'json_schema'");
-  if (!isJsonObject(format.schema)) throw mustBe(`${field}.schema`, "a JSON Schema object");
+  if (!isJsonObject(format)) throw fieldMustBe(field, "an object");
+  if (format.type !== "json_schema") throw fieldMustBe(`${field}.type`, "'json_schema'");
+  if (!isJsonObject(format.schema)) throw fieldMustBe(`${field}.schema`, "a JSON Schema object");
   return {
     type: "json_schema",
     json_schema: { name: SCHEMA_NAME, schema: format.schema, strict: true },

@@ -39,6 +39,25 @@ export class FaceError extends Error {
   }
 }
 
+/** A 400 for a field the body must have (`model: Field required`). */
+export function fieldRequired(field: string): FaceError {
+  return new FaceError(400, `${field}: Field required`);
+}
+
+/** A 400 for a field of the wrong kind (`messages: must be an array`). */
+export function fieldMustBe(field: string, what: string): FaceError {
+  return new FaceError(400, `${field}: must be ${what}`);
+}
+
+/** The client's `model`: a non-empty string, else a 400 naming it. */
+export function requireModel(body: JsonObject): string {
+  if (body.model === undefined || body.model === null) throw fieldRequired("model");
+  if (typeof body.model !== "string" || body.model === "") {
+    throw fieldMustBe("model", "a non-empty string");
+  }
+  return body.model;
+}
+
 /**
  * The client's `stream` flag: a JSON boolean, or absent / null for `absent`. Anything else
  * (`"true"`, `1`) is refused with a 400 naming `stream`: a lenient upstream would stream what

@@ -11,26 +11,9 @@
  *
  * @module
  */
-import { FaceError, type JsonObject, streamFlag } from "./face.ts";
+import { fieldMustBe, fieldRequired, type JsonObject, requireModel, streamFlag } from "./face.ts";
 import { ollamaImageUrl } from "./images.ts";
 import { argumentsText, isJsonObject, num, obj, str } from "./json_narrow.ts";
-
-function required(field: string): FaceError {
-  return new FaceError(400, `${field}: Field required`);
-}
-
-function mustBe(field: string, what: string): FaceError {
-  return new FaceError(400, `${field}: must be ${what}`);
-}
-
-/** The client's `model`, checked. */
-export function requireModel(body: JsonObject): string {
-  if (body.model === undefined || body.model === null) throw required("model");
-  if (typeof body.model !== "string" || body.model === "") {
-    throw mustBe("model", "a non-empty string");
-  }
-  return body.model;
-}
 
 /** Adds the carried `options` and `format` to an OpenAI chat body. */
 export function addOptions(body: JsonObject, out: JsonObject): void {
@@ -62,11 +45,11 @@ export function addOptions(body: JsonObject, out: JsonObject): void {
 /** A user/system message's content: the text, or text + `image_url` parts when it has images. */
 function withImages(text: string, images: unknown, path: string): unknown {
   if (images === undefined || images === null) return text;
-  if (!Array.isArray(images)) throw mustBe(path, "an array of base64 strings");
+  if (!Array.isArray(images)) throw fieldMustBe(path, "an array of base64 strings");
   if (images.length === 0) return text;
   const parts: JsonObject[] = text === "" ? [] : [{ type: "text", text }];
   images.forEach((img, i) => {
-    if (typeof img !== "string") throw mustBe(`${path}[${i}]`, "a base64 string");
+    if (typeof img !== "string") throw fieldMustBe(`${path}[${i}]`, "a base64 string");
     parts.push({ type: "image_url", image_url: { url: ollamaImageUrl(img) } });
   });
   return parts;
@@ -89,9 +72,9 @@ export function mapChatMessages(messages: unknown[]): JsonObject[] {
   let open: OpenCall[] = [];
   messages.forEach((raw, i) => {
     const path = `messages[${i}]`;
-    if (!isJsonObject(raw)) throw mustBe(path, "an object");
+    if (!isJsonObject(raw)) throw fieldMustBe(path, "an object");
     const role = str(raw.role);
-    if (!role) throw required(`${path}.role`);
+    if (!role) throw fieldRequired(`${path}.role`);
     const content = str(raw.content) ?? "";
     if (role === "assistant") {
       const calls = (Array.isArray(raw.tool_calls) ? raw.tool_calls : []).map((tcRaw) => {
@@ -136,7 +119,7 @@ function addStream(body: JsonObject, out: JsonObject): boolean {
 export function chatToOpenAI(body: JsonObject): { body: JsonObject; stream: boolean } {
   const model = requireModel(body);
   const messages = body.messages ?? [];
-  if (!Array.isArray(messages)) throw mustBe("messages", "an array");
+  if (!Array.isArray(messages)) throw fieldMustBe("messages", "an array");
   const out: JsonObject = { model, messages: mapChatMessages(messages) };
   addOptions(body, out);
   if (Array.isArray(body.tools) && body.tools.length > 0) {
@@ -167,7 +150,7 @@ export function chatToolChoice(choice: unknown): unknown {
 export function generateToOpenAI(body: JsonObject): { body: JsonObject; stream: boolean } {
   const model = requireModel(body);
   if (body.prompt !== undefined && body.prompt !== null && typeof body.prompt !== "string") {
-    throw mustBe("prompt", "a string");
+    throw fieldMustBe("prompt", "a string");
   }
   const messages: JsonObject[] = [];
   const system = str(body.system);
@@ -186,10 +169,10 @@ export function embedToOpenAI(body: JsonObject, legacy: boolean): JsonObject {
   const model = requireModel(body);
   const field = legacy ? "prompt" : "input";
   const input = body[field];
-  if (input === undefined || input === null) throw required(field);
+  if (input === undefined || input === null) throw fieldRequired(field);
   const ok = typeof input === "string" ||
     (!legacy && Array.isArray(input) && input.every((s) => typeof s === "string"));
-  if (!ok) throw mustBe(field, legacy ? "a string" : "a string or an array of strings");
+  if (!ok) throw fieldMustBe(field, legacy ? "a string" : "a string or an array of strings");
   const out: JsonObject = { model, input };
   const dims = num(body.dimensions);
   if (dims !== undefined) out.dimensions = dims;

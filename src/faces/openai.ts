@@ -15,9 +15,9 @@ import type {
   StreamTranslator,
   UpstreamRequest,
 } from "./face.ts";
-import { FaceError, streamFlag } from "./face.ts";
+import { FaceError, fieldMustBe, fieldRequired, requireModel, streamFlag } from "./face.ts";
 import { openaiErrorBody, readUpstreamError } from "./errors.ts";
-import { isJsonObject, parseJson } from "../core/json.ts";
+import { isJsonObject, jsonKind, parseJson } from "../core/json.ts";
 import { replaceString, topLevelModelSpan } from "../json_scan.ts";
 import { StreamAccounting, StreamState } from "./stream_state.ts";
 import type { ListedModel } from "../core/types.ts";
@@ -37,31 +37,19 @@ const PATHS: Readonly<Record<string, string>> = {
  * answer such a body as if it were empty). One pass over the entries, no deeper.
  */
 function checkMessages(messages: unknown): void {
-  if (messages === undefined || messages === null) {
-    throw new FaceError(400, "messages: Field required");
-  }
+  if (messages === undefined || messages === null) throw fieldRequired("messages");
   if (!Array.isArray(messages)) {
-    throw new FaceError(
-      400,
-      `messages: must be an array of message objects, got ${kindOf(messages)}`,
-    );
+    throw fieldMustBe("messages", `an array of message objects, got ${jsonKind(messages)}`);
   }
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i];
     if (!isJsonObject(m)) {
-      throw new FaceError(400, `messages[${i}]: must be a message object, got ${kindOf(m)}`);
+      throw fieldMustBe(`messages[${i}]`, `a message object, got ${jsonKind(m)}`);
     }
     if (typeof m.role !== "string" || m.role === "") {
-      throw new FaceError(400, `messages[${i}].role: must be a non-empty string`);
+      throw fieldMustBe(`messages[${i}].role`, "a non-empty string");
     }
   }
-}
-
-/** What a JSON value is, for an error message. */
-function kindOf(v: unknown): string {
-  if (Array.isArray(v)) return "an array";
-  if (v === null) return "null";
-  return typeof v === "object" ? "an object" : `a ${typeof v}`;
 }
 
 /** The routes this face proxies. */
@@ -163,18 +151,13 @@ export class OpenAIFace implements Face {
     if (!path) {
       throw new FaceError(404, `${endpoint} is not proxied by the openai face`, "not_found_error");
     }
-    if (body.model === undefined || body.model === null) {
-      throw new FaceError(400, "model: Field required");
-    }
-    if (typeof body.model !== "string" || body.model === "") {
-      throw new FaceError(400, "model: must be a non-empty string");
-    }
+    const model = requireModel(body);
     const stream = streamFlag(body, false);
     if (path === "/chat/completions") checkMessages(body.messages);
     else if (path === "/embeddings" && (body.input === undefined || body.input === null)) {
-      throw new FaceError(400, "input: Field required");
+      throw fieldRequired("input");
     }
-    const req: UpstreamRequest = { path, body, stream, requestedModel: body.model };
+    const req: UpstreamRequest = { path, body, stream, requestedModel: model };
     if (stream) {
       const options = body.stream_options;
       req.context = { include_usage: isJsonObject(options) && options.include_usage === true };

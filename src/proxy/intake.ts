@@ -8,7 +8,7 @@
 import { concatBytes } from "../bytes.ts";
 import type { RoutingSettings } from "../core/types.ts";
 import { type Face, FaceError, type UpstreamRequest } from "../faces/face.ts";
-import { isJsonObject, type JsonObject, parseJson } from "../core/json.ts";
+import { isJsonObject, jsonKind, type JsonObject, parseJson } from "../core/json.ts";
 import { type JsonScan, MAX_JSON_DEPTH, scanJson } from "../json_scan.ts";
 import type { BufferBudget } from "./buffer_budget.ts";
 import type { IdleWatch, Watched } from "./idle_watch.ts";
@@ -330,9 +330,7 @@ export function jsonBody(bytes: Uint8Array, scan: JsonScan = scanJson(bytes)): J
       ? "Empty request body: expected a JSON object"
       : parsed === undefined
       ? "Invalid JSON body"
-      : `Request body must be a JSON object, got ${
-        Array.isArray(parsed) ? "an array" : parsed === null ? "null" : `a ${typeof parsed}`
-      }`;
+      : `Request body must be a JSON object, got ${jsonKind(parsed)}`;
     throw new Refusal(400, "invalid_request_error", message, "invalid_json");
   }
   return parsed;

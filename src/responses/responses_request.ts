@@ -13,9 +13,14 @@
  *
  * @module
  */
-import { FaceError, type JsonObject } from "../faces/face.ts";
+import {
+  FaceError,
+  fieldMustBe,
+  fieldRequired,
+  type JsonObject,
+  requireModel,
+} from "../faces/face.ts";
 import { argumentsText, isJsonObject, num, obj, str } from "../faces/json_narrow.ts";
-import { requireModel } from "../faces/ollama_request.ts";
 
 /** Hosted tools a chat node cannot run: left out of the upstream call, never refused. */
 export const HOSTED_TOOLS: ReadonlySet<string> = new Set([
@@ -63,19 +68,11 @@ export const CUSTOM_TOOL_PARAMETERS: JsonObject = {
   additionalProperties: false,
 };
 
-function required(field: string): FaceError {
-  return new FaceError(400, `${field}: Field required`);
-}
-
-function mustBe(field: string, what: string): FaceError {
-  return new FaceError(400, `${field}: must be ${what}`);
-}
-
 /** Checks the fields the face reads before anything is built. */
 export function validateResponsesBody(body: JsonObject): void {
   requireModel(body);
   if (body.stream !== undefined && body.stream !== null && typeof body.stream !== "boolean") {
-    throw mustBe("stream", "a JSON boolean (true or false)");
+    throw fieldMustBe("stream", "a JSON boolean (true or false)");
   }
   for (const field of ["previous_response_id", "conversation"]) {
     if (body[field] !== undefined && body[field] !== null) {
@@ -87,24 +84,24 @@ export function validateResponsesBody(body: JsonObject): void {
       );
     }
   }
-  if (body.input === undefined || body.input === null) throw required("input");
+  if (body.input === undefined || body.input === null) throw fieldRequired("input");
   if (typeof body.input !== "string" && !Array.isArray(body.input)) {
-    throw mustBe("input", "a string or an array of input items");
+    throw fieldMustBe("input", "a string or an array of input items");
   }
   for (const field of ["temperature", "top_p", "max_output_tokens"]) {
     if (body[field] !== undefined && body[field] !== null && num(body[field]) === undefined) {
-      throw mustBe(field, "a number");
+      throw fieldMustBe(field, "a number");
     }
   }
   if (body.tools !== undefined && body.tools !== null && !Array.isArray(body.tools)) {
-    throw mustBe("tools", "an array");
+    throw fieldMustBe("tools", "an array");
   }
 }
 
 /** One content part of a message item → a chat content part (text or image or file). */
 function contentPart(raw: unknown, at: string): JsonObject {
   if (typeof raw === "string") return { type: "text", text: raw };
-  if (!isJsonObject(raw)) throw mustBe(at, "a content part object");
+  if (!isJsonObject(raw)) throw fieldMustBe(at, "a content part object");
   const type = str(raw.type);
   switch (type) {
     case "input_text":
@@ -149,7 +146,7 @@ function contentPart(raw: unknown, at: string): JsonObject {
 /** A message item's content → chat content: text joined, or parts when an image/file is in it. */
 function messageContent(content: unknown, role: string, at: string): unknown {
   if (typeof content === "string") return content;
-  if (!Array.isArray(content)) throw mustBe(at, "a string or an array of content parts");
+  if (!Array.isArray(content)) throw fieldMustBe(at, "a string or an array of content parts");
   const parts = content.map((p, i) => contentPart(p, `${at}[${i}]`));
   const rich = parts.some((p) => p.type !== "text");
   if (rich && role !== "user") {
@@ -198,24 +195,24 @@ export function mapInput(input: unknown[]): JsonObject[] {
   const out: JsonObject[] = [];
   input.forEach((raw, i) => {
     const at = `input[${i}]`;
-    if (!isJsonObject(raw)) throw mustBe(at, "an input item object");
+    if (!isJsonObject(raw)) throw fieldMustBe(at, "an input item object");
     const type = str(raw.type) ?? (raw.role !== undefined ? "message" : undefined);
     if (type === "message") {
       const role = MESSAGE_ROLES[str(raw.role) ?? ""];
-      if (!role) throw mustBe(`${at}.role`, "'user', 'assistant', 'system' or 'developer'");
+      if (!role) throw fieldMustBe(`${at}.role`, "'user', 'assistant', 'system' or 'developer'");
       out.push({ role, content: messageContent(raw.content, role, `${at}.content`) });
     } else if (type === "function_call" || type === "custom_tool_call") {
       const callId = str(raw.call_id);
-      if (!callId) throw required(`${at}.call_id`);
+      if (!callId) throw fieldRequired(`${at}.call_id`);
       const name = str(raw.name);
-      if (!name) throw required(`${at}.name`);
+      if (!name) throw fieldRequired(`${at}.name`);
       const args = type === "function_call"
         ? argumentsText(raw.arguments ?? "{}")
         : JSON.stringify({ input: str(raw.input) ?? "" });
       pushToolCall(out, { id: callId, type: "function", function: { name, arguments: args } });
     } else if (type === "function_call_output" || type === "custom_tool_call_output") {
       const callId = str(raw.call_id);
-      if (!callId) throw required(`${at}.call_id`);
+      if (!callId) throw fieldRequired(`${at}.call_id`);
       out.push({ role: "tool", tool_call_id: callId, content: outputText(raw.output) });
     } else if (type === "item_reference") {
       throw new FaceError(
@@ -245,11 +242,11 @@ export function mapTools(tools: unknown[]): MappedTools {
   const out: MappedTools = { tools: [], custom: [] };
   tools.forEach((raw, i) => {
     const at = `tools[${i}]`;
-    if (!isJsonObject(raw)) throw mustBe(at, "an object");
+    if (!isJsonObject(raw)) throw fieldMustBe(at, "an object");
     const type = str(raw.type);
     if (type === "function") {
       const name = str(raw.name);
-      if (!name) throw required(`${at}.name`);
+      if (!name) throw fieldRequired(`${at}.name`);
       const fn: JsonObject = {
         name,
         parameters: obj(raw.parameters) ?? { type: "object", properties: {} },
@@ -259,7 +256,7 @@ export function mapTools(tools: unknown[]): MappedTools {
       out.tools.push({ type: "function", function: fn });
     } else if (type === "custom") {
       const name = str(raw.name);
-      if (!name) throw required(`${at}.name`);
+      if (!name) throw fieldRequired(`${at}.name`);
       const fn: JsonObject = { name, parameters: CUSTOM_TOOL_PARAMETERS };
       if (str(raw.description) !== undefined) fn.description = raw.description;
       out.tools.push({ type: "function", function: fn });
