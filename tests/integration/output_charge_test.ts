@@ -257,7 +257,10 @@ Deno.test("output charge: max_tokens 1e18 leaves fair share working for the next
     };
     const first = ask("a", { fake_ttft_ms: 300 }).then(done("a0"));
     await until(() => fake.stats.inflight === 1, 3000, "a's first request holds the slot");
-    const queued = [ask("a", { max_tokens: 1e18 }).then(done("a-huge"))];
+    // The huge request runs long enough that b is surely queued before it ends: b's place is
+    // then decided by the counters alone, not by how soon its request reached the gateway (a b
+    // that arrived late on a stalled machine came after every a, and proved nothing).
+    const queued = [ask("a", { max_tokens: 1e18, fake_ttft_ms: 1500 }).then(done("a-huge"))];
     const waiting = (n: number) => async () => await t.group.waiters() === n;
     await until(waiting(1), 3000, "the huge request waits");
     for (let i = 1; i <= 8; i++) {
@@ -266,7 +269,10 @@ Deno.test("output charge: max_tokens 1e18 leaves fair share working for the next
     }
     await first;
     await until(waiting(8), 3000, "the huge request was dispatched");
-    await Promise.all([...queued, ask("b", {}).then(done("b"))]);
+    const b = ask("b", {}).then(done("b"));
+    await until(waiting(9), 3000, "b waits while the huge request runs");
+    assertEquals(order, ["a0"], "nothing but a0 finished before b queued");
+    await Promise.all([...queued, b]);
     const at = order.indexOf("b");
     assert(at <= order.indexOf("a3"), `b served before a3: ${order.join(" ")}`);
     assertIdle(t.gw);
