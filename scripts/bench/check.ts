@@ -20,11 +20,28 @@ export interface SideFigures {
   c32CpuUs?: number;
 }
 
-/** One round: the three sides measured back to back. */
+/**
+ * Two gateways loaded at the same time, each by its own c=32 client, both on the gateway's CPU:
+ * whatever the machine does to that CPU in the window, it does to both, so their ratio holds
+ * where back-to-back runs drift by more than the difference measured (a busy neighbour, a
+ * slower phase of the host).
+ */
+export interface PairedFigures {
+  /** c=32 requests per second of each gateway while both were loaded. */
+  aRps: number;
+  bRps: number;
+  /** Gateway CPU per request of each over the same window, µs. */
+  aCpuUs?: number;
+  bCpuUs?: number;
+}
+
+/** One round: the three sides measured back to back, then the bare proxy and Skeid together. */
 export interface CheckRound {
   direct: SideFigures;
   bare: SideFigures;
   skeid: SideFigures;
+  /** a = the bare proxy, b = Skeid (runs from before the paired phase have none). */
+  paired?: PairedFigures;
 }
 
 /** Which way a ratio gets better. */
@@ -85,6 +102,16 @@ const RATIOS: { name: string; better: Better; of: (r: CheckRound) => number }[] 
     name: "c=32 CPU per request, Skeid / bare proxy",
     better: "lower",
     of: (r) => (r.skeid.c32CpuUs ?? NaN) / (r.bare.c32CpuUs ?? NaN),
+  },
+  {
+    name: "c=32 at the same time: req/s, Skeid / bare proxy",
+    better: "higher",
+    of: (r) => r.paired === undefined ? NaN : r.paired.bRps / r.paired.aRps,
+  },
+  {
+    name: "c=32 at the same time: CPU per request, Skeid / bare proxy",
+    better: "lower",
+    of: (r) => (r.paired?.bCpuUs ?? NaN) / (r.paired?.aCpuUs ?? NaN),
   },
 ];
 

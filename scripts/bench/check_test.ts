@@ -67,3 +67,28 @@ Deno.test("check: committed figures that are not figures are refused, naming the
   const ok = parseFigures(JSON.stringify({ ratios: ratiosOf([round(0.3, 1, 1)]) }), "f.json");
   assertEquals(Object.keys(ok.ratios).length, 5);
 });
+
+Deno.test("check: the paired ratios come from the phase with both gateways loaded at once", () => {
+  const paired = (
+    r: CheckRound,
+    bareRps: number,
+    skeidRps: number,
+    bareCpu: number,
+    cpu: number,
+  ) => ({ ...r, paired: { aRps: bareRps, bRps: skeidRps, aCpuUs: bareCpu, bCpuUs: cpu } });
+  const now = ratiosOf([
+    paired(round(0.3, 10_000, 80), 8_000, 4_000, 50, 110),
+    paired(round(0.3, 10_000, 80), 8_000, 3_000, 50, 120),
+  ]);
+  assertEquals(now["c=32 at the same time: req/s, Skeid / bare proxy"], {
+    better: "higher",
+    median: 0.4375,
+    min: 0.375,
+    max: 0.5,
+  });
+  assertEquals(now["c=32 at the same time: CPU per request, Skeid / bare proxy"].median, 2.3);
+  // Committed figures from before the paired phase have no such ratio: it is not compared.
+  const old = ratiosOf([round(0.3, 10_000, 80)]);
+  assertEquals(Object.keys(old), NAMES);
+  assertEquals(compareFigures(old, now).map((r) => r.name), NAMES);
+});
