@@ -2,7 +2,7 @@
  * `skeid usage` — the usage report from the command line.
  *
  * ```
- * skeid usage [--config FILE] [--since ISO] [--api-key-id ID] [--model M] [--limit N] [--json]
+ * skeid usage [--config FILE] [--since TIME] [--api-key-id ID] [--model M] [--limit N] [--json]
  *             [--backend B] [--db PATH] [--dsn DSN] [--schema sqlite|postgresql]
  * ```
  *
@@ -17,9 +17,10 @@ import { parse as parseYaml } from "yaml";
 import { type NormalizedUsageStoreConfig, normalizeUsageStoreConfig } from "../usage/config.ts";
 import { createUsageStore } from "../usage/open.ts";
 import { normalizeReportFilters } from "../usage/report.ts";
+import { SinceError } from "../usage/report_since.ts";
 import { POSTGRES_SCHEMA, SQLITE_SCHEMA } from "../usage/ledger_schema.ts";
 import { errorMessage } from "../usage/secret.ts";
-import type { ReportGroup, UsageReport, UsageStore } from "../usage/types.ts";
+import type { ReportFilters, ReportGroup, UsageReport, UsageStore } from "../usage/types.ts";
 import { type CliIo, consoleIo } from "./io.ts";
 import { isJsonObject } from "../core/json.ts";
 import { formatBudget, keyBudget } from "./usage_budget.ts";
@@ -35,7 +36,9 @@ options:
   --db PATH           a SQLite database, or a jsonlog file/directory (with --backend jsonlog)
   --dsn DSN           a PostgreSQL dsn (postgres://user@host:port/db; the password may come
                       from PGPASSWORD)
-  --since ISO         only events created at or after this UTC time (e.g. 2026-09-01)
+  --since TIME        only events created at or after this time: an ISO date or time, UTC
+                      unless it names a zone (2026-09-01, 2026-09-01T12:00), or a span back
+                      from now (30m, 24h, 7d, 2w)
   --api-key-id ID     only this customer key id; with a config, also the key's budget this
                       period (cap, spent, remaining, reset; ID may be a names: name)
   --model M           only this served model
@@ -151,12 +154,18 @@ export async function run(args: string[], io: CliIo = consoleIo): Promise<number
     const top = typeof ref === "string" ? (await configDoc(values))?.top : undefined;
     const names = top?.names;
     const named = typeof ref === "string" && isJsonObject(names) ? names[ref] : undefined;
-    const filters = normalizeReportFilters({
-      since: values.since,
-      api_key_id: typeof named === "string" ? named : ref,
-      model: values.model,
-      limit: limitOf(values.limit as string | undefined),
-    });
+    let filters: ReportFilters;
+    try {
+      filters = normalizeReportFilters({
+        since: values.since,
+        api_key_id: typeof named === "string" ? named : ref,
+        model: values.model,
+        limit: limitOf(values.limit as string | undefined),
+      });
+    } catch (err) {
+      if (err instanceof SinceError) throw new CliError(`--since: ${err.message}`);
+      throw err;
+    }
     const { raw, usageDbPath, source } = await rawStoreConfig(values);
     let cfg: NormalizedUsageStoreConfig;
     try {

@@ -28,6 +28,7 @@ import {
 import { createUsageStore } from "./open.ts";
 import type { SeriesAnswer, SeriesQuery } from "./rollup.ts";
 import { normalizeReportFilters, NOT_CONFIGURED, notConfiguredReport } from "./report.ts";
+import { SinceError } from "./report_since.ts";
 import { errorMessage } from "./secret.ts";
 import { SpillFiles } from "./spill.ts";
 import type {
@@ -291,7 +292,14 @@ export class UsageLedger implements UsageRecorder {
    * everything recorded). Limit default 20, capped at 500.
    */
   async report(filters: ReportFilters = {}): Promise<UsageReport> {
-    const f = normalizeReportFilters(filters);
+    let f: ReportFilters;
+    try {
+      f = normalizeReportFilters(filters);
+    } catch (err) {
+      // A `since` that names no time: the asker's mistake, answered as such (a 400 over HTTP).
+      if (!(err instanceof SinceError)) throw err;
+      return { ok: false, enabled: this.enabled, error: `since: ${err.message}` };
+    }
     const cb = this.#callbacks.report;
     if (cb) {
       try {

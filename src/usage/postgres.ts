@@ -8,6 +8,7 @@
  */
 // Types only: the driver (and the Node compatibility layer it pulls in, ~8 MB of a serve process)
 // loads when a PostgreSQL store connects, not in every process (`connectPostgres`).
+import { sinceTimestamp } from "./report_since.ts";
 import type postgres from "postgres";
 import type { PostgresStoreConfig } from "./config.ts";
 import {
@@ -56,26 +57,6 @@ export const MIGRATE_LOCK = 0x736b6569_64;
 const CREATED_AT_TEXT = `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`;
 
 type Param = string | number | boolean | null;
-
-/**
- * A report's `since` as a full timestamp, when it is an ISO-8601 prefix (`2026-09`,
- * `2026-09-01`, `2026-09-01T10:00`…): missing parts take their lowest value, the zone is UTC
- * unless given. Comparing the column with it is the same as the string comparison the other
- * stores make, yet uses the index. Undefined for anything else.
- */
-export function sinceTimestamp(since: string): string | undefined {
-  const m =
-    /^(\d{4})(?:-(\d{2})(?:-(\d{2})(?:[T ](\d{2})(?::(\d{2})(?::(\d{2})(\.\d+)?)?)?)?)?)?(Z|[+-]\d{2}(?::?\d{2})?)?$/
-      .exec(since.trim());
-  if (!m) return undefined;
-  const [, y, mo = "01", d = "01", h = "00", mi = "00", s = "00", frac = "", tz = "Z"] = m;
-  const text = `${y}-${mo}-${d}T${h}:${mi}:${s}${frac}${tz}`;
-  const check = new Date(text);
-  if (Number.isNaN(check.getTime())) return undefined;
-  // Reject day/month overflow that Date would roll over (2026-02-30).
-  if (tz === "Z" && check.toISOString().slice(0, 10) !== `${y}-${mo}-${d}`) return undefined;
-  return text;
-}
 
 /** A column value as PostgreSQL takes it: NUL characters stripped (text cannot hold them). */
 function pgValue(event: UsageEvent, name: string): Param {

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { reportSince } from "./report_since.ts";
 import { toAmount, toCount } from "./event.ts";
 import type {
   EstimatedTotals,
@@ -29,11 +30,13 @@ export function notConfiguredReport(): UsageReport {
 }
 
 /**
- * Drops empty filters and clamps `limit` (missing or below 1 → 20, above 500 → 500). Accepts
- * strings, as a query string gives them.
+ * Drops empty filters, turns `since` into the stores' form (`reportSince`: throws `SinceError`
+ * for text that names no time, `now` epoch ms for a span back from it) and clamps `limit`
+ * (missing or below 1 → 20, above 500 → 500). Accepts strings, as a query string gives them.
  */
 export function normalizeReportFilters(
   filters: ReportFilters | Record<string, unknown> | undefined,
+  now: number = Date.now(),
 ): ReportFilters {
   const f = (filters ?? {}) as Record<string, unknown>;
   const out: ReportFilters = {};
@@ -41,6 +44,7 @@ export function normalizeReportFilters(
     const v = f[key];
     if (typeof v === "string" && v.trim() !== "") out[key] = v.trim();
   }
+  if (out.since !== undefined) out.since = reportSince(out.since, now);
   const raw = typeof f.limit === "string" ? Number(f.limit.trim()) : f.limit;
   const n = typeof raw === "number" && Number.isFinite(raw) ? Math.trunc(raw) : 0;
   out.limit = n < 1 ? DEFAULT_REPORT_LIMIT : Math.min(n, MAX_REPORT_LIMIT);

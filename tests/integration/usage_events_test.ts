@@ -43,6 +43,20 @@ Deno.test("usage events: newest first, paged by next, one by id", async () => {
     const missing = await fetch(`${t.base}/skeid/usage/events/nope`, { headers: ADMIN });
     assertEquals(missing.status, 404);
     await missing.body?.cancel();
+    // The report's `since`: a span back from now counts the five; a word is the asker's 400.
+    const report = async (since: string) => {
+      const r = await fetch(`${t.base}/skeid/usage?since=${encodeURIComponent(since)}`, {
+        headers: ADMIN,
+      });
+      return [r.status, await r.json()];
+    };
+    const [okStatus, recent] = await report("1h");
+    assertEquals([okStatus, recent.totals.requests], [200, 5]);
+    assertEquals(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/.test(recent.since), true, recent.since);
+    const [badStatus, bad] = await report("yesterday");
+    assertEquals(badStatus, 400);
+    assertEquals(bad.ok, false);
+    assertEquals(String(bad.error).startsWith("since: 'yesterday' is not a time"), true, bad.error);
   } finally {
     await t.stop();
     await fake.close();

@@ -99,6 +99,40 @@ Deno.test("skeid usage --db --json: the report of a SQLite store", async () => {
   }
 });
 
+Deno.test("skeid usage --since: a time in any spelling counts the same events; a word is refused", async () => {
+  const { dir, cleanup } = await tempDir();
+  try {
+    await seed({ backend: "jsonlog", path: `${dir}/u.jsonl`, mode: "file" });
+    const count = async (since: string) => {
+      const r = await usage([
+        "--db",
+        `${dir}/u.jsonl`,
+        "--backend",
+        "jsonlog",
+        "--json",
+        "--since",
+        since,
+      ]);
+      assertEquals([r.code, r.err], [0, ""], since);
+      const report = JSON.parse(r.out);
+      return [report.since, report.totals.requests];
+    };
+    // 12:00 on Sep 1 is the second event: a space instead of `T` once counted it out (" " < "T").
+    assertEquals(await count("2026-09-01T12:00:00Z"), ["2026-09-01T12:00:00Z", 2]);
+    assertEquals(await count("2026-09-01 12:00"), ["2026-09-01T12:00:00Z", 2]);
+    assertEquals(await count("2026-09-01T14:00:00+02:00"), ["2026-09-01T12:00:00Z", 2]);
+    assertEquals(await count("2026-09-01 12:00:01"), ["2026-09-01T12:00:01Z", 1]);
+    for (const bad of ["yesterday", "zzz", "2026-02-30"]) {
+      const r = await usage(["--db", `${dir}/u.jsonl`, "--backend", "jsonlog", "--since", bad]);
+      assertEquals(r.code, 1, bad);
+      assertStringIncludes(r.err, `skeid usage: --since: '${bad}' is not a time`);
+      assertEquals(r.out, "", "no report for a since that names no time");
+    }
+  } finally {
+    await cleanup();
+  }
+});
+
 Deno.test("skeid usage: readable tables (totals, by key, by model, recent)", async () => {
   const { dir, cleanup } = await tempDir();
   try {

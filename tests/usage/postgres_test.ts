@@ -15,7 +15,8 @@ import {
 import { memoryLogger } from "../../src/log.ts";
 import { normalizeUsageStoreConfig, type PostgresStoreConfig } from "../../src/usage/config.ts";
 import { UsageLedger } from "../../src/usage/ledger.ts";
-import { PostgresStore, sinceTimestamp } from "../../src/usage/postgres.ts";
+import { PostgresStore } from "../../src/usage/postgres.ts";
+import { sinceTimestamp } from "../../src/usage/report_since.ts";
 import { POSTGRES_SCHEMA } from "../../src/usage/ledger_schema.ts";
 import {
   assertOneEventReport,
