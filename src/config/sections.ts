@@ -10,7 +10,7 @@
  */
 import type { Alias, Node, NodeSpec, PricingRule } from "../core/types.ts";
 import { ConfigPathError, type PathSegment } from "../core/config_path.ts";
-import { normalizeNode } from "../core/inventory.ts";
+import { NODE_SPEC_KEYS, NodeSpecErrors, normalizeNode } from "../core/inventory.ts";
 import { normalizeAlias } from "../core/aliases.ts";
 import { validatePricingRule } from "../core/pricing.ts";
 import { checkPolicySet, type PolicySet } from "../core/policies.ts";
@@ -107,13 +107,22 @@ export function loadNodes(input: SectionInput): Section<{ specs: NodeSpec[]; nod
     for (const p of validateRegistryProbeBlock(entry.capacity)) {
       issues.push(error([...at, "capacity", ...p.segments], p.message));
     }
+    for (const key of Object.keys(entry)) {
+      if (NODE_SPEC_KEYS.includes(key)) continue;
+      issues.push(
+        warning([...at, key], `unknown node key, ignored (known: ${NODE_SPEC_KEYS.join(", ")})`),
+      );
+    }
     let node: Node | undefined;
     try {
       node = normalizeNode(entry);
     } catch (e) {
-      // Node messages name their field already (`url must be ...`): they are kept whole.
-      const { segments, message } = located(e, true);
-      issues.push(error([...at, ...segments], message));
+      // Node messages name their field already (`url must be ...`): they are kept whole. Every
+      // bad field of the node is listed, not only the first.
+      for (const problem of e instanceof NodeSpecErrors ? e.problems : [e]) {
+        const { segments, message } = located(problem, true);
+        issues.push(error([...at, ...segments], message));
+      }
       return;
     }
     if (!node) {

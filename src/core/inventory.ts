@@ -33,6 +33,36 @@ export class NodeSpecError extends ConfigPathError {
   }
 }
 
+/**
+ * Several bad fields of one node spec: thrown as the first of them (so a caller that reports
+ * one still can), with every one in `problems`, in field order.
+ */
+export class NodeSpecErrors extends NodeSpecError {
+  constructor(readonly problems: readonly NodeSpecError[]) {
+    const first = problems[0];
+    super(first.message, first.field, first.segments, first.detail);
+    this.name = "NodeSpecErrors";
+  }
+}
+
+/** The keys a node spec may have (anything else is ignored, with a warning in `skeid check`). */
+export const NODE_SPEC_KEYS: readonly string[] = Object.freeze([
+  "id",
+  "url",
+  "model",
+  "engine",
+  "weight",
+  "max_conns",
+  "healthy",
+  "tags",
+  "metadata",
+  "api_key_ref",
+  "api_key_env",
+  "forward_key_id",
+  "capacity",
+  "responses",
+]);
+
 /** Capacity probe kinds a node's `capacity.probe` (or `type`) may name. */
 export const CAPACITY_PROBE_KINDS: readonly string[] = Object.freeze([
   "inflight",
@@ -150,65 +180,100 @@ export function normalizeNode(spec: NodeSpec): Node | undefined {
   const id = textField(spec, "id");
   const rawUrl = textField(spec, "url");
   if (id === "" || rawUrl === "") return undefined;
-  const url = normalizeUrl(rawUrl);
 
-  const rawModel = spec.model;
-  let model = "";
-  if (rawModel !== undefined && rawModel !== null) {
-    if (typeof rawModel !== "string" && typeof rawModel !== "number") {
+  // Every field is read even after one failed, so a check lists all of a node's mistakes at
+  // once (NodeSpecErrors) instead of one per run.
+  const problems: NodeSpecError[] = [];
+  const read = <T>(fallback: T, fn: () => T): T => {
+    try {
+      return fn();
+    } catch (err) {
+      if (!(err instanceof NodeSpecError)) throw err;
+      problems.push(err);
+      return fallback;
+    }
+  };
+  const given = (v: unknown) => v !== undefined && v !== null;
+  const url = read("", () => normalizeUrl(rawUrl));
+
+  const model = read("", () => {
+    const raw = spec.model;
+    if (!given(raw)) return "";
+    if (typeof raw !== "string" && typeof raw !== "number") {
       throw new NodeSpecError("model must be a string", "model");
     }
-    model = String(rawModel);
-  }
+    return String(raw);
+  });
 
-  let engine = DEFAULT_ENGINE_ID;
-  const rawEngine = spec.engine;
-  if (rawEngine !== undefined && rawEngine !== null) {
+  const engine = read(DEFAULT_ENGINE_ID, () => {
+    if (!given(spec.engine)) return DEFAULT_ENGINE_ID;
     try {
-      engine = normalizeEngineId(rawEngine) || DEFAULT_ENGINE_ID;
+      return normalizeEngineId(spec.engine) || DEFAULT_ENGINE_ID;
     } catch (err) {
       throw new NodeSpecError((err as Error).message, "engine");
     }
-  }
+  });
 
-  let weight = 1;
-  if (spec.weight !== undefined && spec.weight !== null) {
+  const weight = read(1, () => {
+    if (!given(spec.weight)) return 1;
     const w = toNumber(spec.weight);
     if (w === undefined) throw new NodeSpecError("weight must be a number", "weight");
-    weight = Math.max(1, Math.trunc(w));
-  }
+    return Math.max(1, Math.trunc(w));
+  });
 
-  let maxConns = 0;
-  if (spec.max_conns !== undefined && spec.max_conns !== null) {
+  const maxConns = read(0, () => {
+    if (!given(spec.max_conns)) return 0;
     const m = toNumber(spec.max_conns);
     if (m === undefined || m < 0) {
       throw new NodeSpecError("max_conns must be a number >= 0 (0 = unlimited)", "max_conns");
     }
-    maxConns = Math.floor(m);
-  }
+    return Math.floor(m);
+  });
 
-  let healthy = true;
-  if (spec.healthy !== undefined && spec.healthy !== null) {
+  const healthy = read(true, () => {
+    if (!given(spec.healthy)) return true;
     const h = toBoolean(spec.healthy);
     if (h === undefined) throw new NodeSpecError("healthy must be true or false", "healthy");
-    healthy = h;
-  }
+    return h;
+  });
 
-  let tags: string[];
-  try {
-    tags = normalizeTags(spec.tags);
-  } catch (err) {
-    if (err instanceof TagsError) throw new NodeSpecError(err.message, "tags");
-    throw err;
-  }
+  const tags = read<string[]>([], () => {
+    try {
+      return normalizeTags(spec.tags);
+    } catch (err) {
+      if (err instanceof TagsError) throw new NodeSpecError(err.message, "tags");
+      throw err;
+    }
+  });
 
-  let metadata: Record<string, unknown> = {};
-  if (spec.metadata !== undefined && spec.metadata !== null) {
+  const metadata = read<Record<string, unknown>>({}, () => {
+    if (!given(spec.metadata)) return {};
     if (!isJsonObject(spec.metadata)) {
       throw new NodeSpecError("metadata must be a map", "metadata");
     }
-    metadata = copyData(spec.metadata) as Record<string, unknown>;
-  }
+    return copyData(spec.metadata) as Record<string, unknown>;
+  });
+
+  const forward = read(false, () => {
+    if (!given(spec.forward_key_id)) return false;
+    const f = toBoolean(spec.forward_key_id);
+    if (f === undefined) {
+      throw new NodeSpecError("forward_key_id must be true or false", "forward_key_id");
+    }
+    return f;
+  });
+  const capacity = read(undefined, () => normalizeCapacity(spec.capacity));
+  const apiKeyRef = read(undefined, () => optionalString(spec, "api_key_ref"));
+  const apiKeyEnv = read(undefined, () => optionalString(spec, "api_key_env"));
+  const responses = read(false, () => {
+    if (!given(spec.responses)) return false;
+    if (spec.responses !== "native") {
+      throw new NodeSpecError("responses must be 'native' (or absent: the chat wire)", "responses");
+    }
+    return true;
+  });
+  if (problems.length === 1) throw problems[0];
+  if (problems.length > 1) throw new NodeSpecErrors(problems);
 
   const node: Node = {
     id,
@@ -221,25 +286,11 @@ export function normalizeNode(spec: NodeSpec): Node | undefined {
     tags: Object.freeze(tags) as string[],
     metadata: deepFreeze(metadata),
   };
-  const apiKeyRef = optionalString(spec, "api_key_ref");
   if (apiKeyRef !== undefined) node.api_key_ref = apiKeyRef;
-  const apiKeyEnv = optionalString(spec, "api_key_env");
   if (apiKeyEnv !== undefined) node.api_key_env = apiKeyEnv;
-  if (spec.forward_key_id !== undefined && spec.forward_key_id !== null) {
-    const forward = toBoolean(spec.forward_key_id);
-    if (forward === undefined) {
-      throw new NodeSpecError("forward_key_id must be true or false", "forward_key_id");
-    }
-    if (forward) node.forward_key_id = true;
-  }
-  const capacity = normalizeCapacity(spec.capacity);
+  if (forward) node.forward_key_id = true;
   if (capacity !== undefined) node.capacity = capacity;
-  if (spec.responses !== undefined && spec.responses !== null) {
-    if (spec.responses !== "native") {
-      throw new NodeSpecError("responses must be 'native' (or absent: the chat wire)", "responses");
-    }
-    node.responses = "native";
-  }
+  if (responses) node.responses = "native";
   return node;
 }
 

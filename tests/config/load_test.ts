@@ -630,3 +630,40 @@ Deno.test("routing.max_reserve_tokens: a whole number of tokens, at least 1", ()
     ],
   );
 });
+
+Deno.test("a node's bad fields are all listed at once, each at its line", () => {
+  const errors = loadErrors(
+    [
+      "nodes:",
+      "  - id: a",
+      "    url: http://127.0.0.1:9/v1",
+      "    max_conns: lots",
+      "    healthy: maybe",
+      "    engine: foo",
+      "    weight: x",
+      "  - id: b",
+      "    url: http://127.0.0.1:9/v1",
+      "    tags: { not: a list }",
+    ].join("\n"),
+  );
+  assertEquals(errors.map((e) => e.split(":")[0]), [
+    "nodes[0].max_conns (line 4)",
+    "nodes[0].healthy (line 5)",
+    "nodes[0].engine (line 6)",
+    "nodes[0].weight (line 7)",
+    "nodes[1].tags (line 10)",
+  ]);
+});
+
+Deno.test("a node key Skeid does not read is a warning naming the known ones", () => {
+  const loaded = loadConfigText(
+    "nodes:\n  - id: a\n    url: http://127.0.0.1:9/v1\n    mdoel: qwen\n    max_conns: 2\n",
+    { env: env() },
+  );
+  assertEquals(loaded.nodes?.map((n) => [n.model, n.max_conns]), [["", 2]]);
+  assertEquals(loaded.warnings.map(formatIssue), [
+    "nodes[0].mdoel (line 4): unknown node key, ignored (known: id, url, model, engine, weight, " +
+    "max_conns, healthy, tags, metadata, api_key_ref, api_key_env, forward_key_id, capacity, " +
+    "responses)",
+  ]);
+});
