@@ -6,7 +6,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { errorMessage } from "../error_message.ts";
+import { errorChain, errorMessage } from "../error_message.ts";
 import { isJsonObject, parseJson } from "../core/json.ts";
 
 /** Where `skeid health` asks by default: the container's and the unit's listen address. */
@@ -53,7 +53,7 @@ export async function run(args: string[]): Promise<number> {
     console.error(`skeid health: ${url} answered ${res.status}: ${text.slice(0, 200)}`);
     return 1;
   } catch (err) {
-    console.error(`skeid health: ${url}: ${errorMessage(err)}`);
+    console.error(`skeid health: ${url}: ${errorChain(err)}`);
     return 1;
   }
 }

@@ -8,7 +8,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { errorMessage } from "../error_message.ts";
+import { errorChain, errorMessage } from "../error_message.ts";
 import { isJsonObject, type JsonObject, parseJson } from "../core/json.ts";
 import { type CliIo, consoleIo } from "./io.ts";
 
@@ -151,11 +151,17 @@ export async function run(
   }
   const base = (values.url ?? DEFAULT_URL).replace(/\/+$/, "");
   const call = async (path: string): Promise<JsonObject> => {
-    const res = await fetcher(`${base}${path}`, {
-      method: request.method,
-      headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" },
-      body: request.body === undefined ? undefined : JSON.stringify(request.body),
-    });
+    let res: Response;
+    try {
+      res = await fetcher(`${base}${path}`, {
+        method: request.method,
+        headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" },
+        body: request.body === undefined ? undefined : JSON.stringify(request.body),
+      });
+    } catch (err) {
+      // The gateway is not there (refused, no route): say where it was looked for, and why.
+      throw new Error(`${request.method} ${base}${path}: ${errorChain(err)}`);
+    }
     const text = await res.text();
     const answer = parseJson(text);
     if (res.status !== 200 || !isJsonObject(answer)) {

@@ -664,6 +664,17 @@ export class ConfigManager {
     if (this.#loaded) {
       const sections = changedSections(this.#sectionDigests, digests);
       if (sections.length > 0) this.#lastChange = { at: this.#now(), sections };
+      // The sections the core's apply does not describe (routing, responses, admin, …) are
+      // named as changed, so the log line says what `GET /skeid/config` says.
+      for (const section of sections) {
+        if (APPLY_DESCRIBES.has(section)) continue;
+        const state = !this.#sectionDigests.has(section)
+          ? "set"
+          : !digests.has(section)
+          ? "removed"
+          : "changed";
+        changes.push(`${section} ${state}`);
+      }
     }
     this.#sectionDigests = digests;
     this.#loaded = loaded;
@@ -730,6 +741,12 @@ export class ConfigManager {
       failures: this.#status.failures + 1,
     };
     this.#lastFailure = { at: now, errors: issuesOf(e) };
+    if (this.#applied === undefined) {
+      // Nothing was ever applied: this is the first load, not a reload, and whoever called it
+      // decides what comes next (`skeid serve` exits; no retry is scheduled for it).
+      this.#logger.error("config_load_failed", { path: this.#path ?? null, error: message });
+      return e;
+    }
     this.#logger.error("config_reload_failed", {
       path: this.#path ?? null,
       error: message,
@@ -779,6 +796,22 @@ function digestMap(digests: Readonly<Record<string, string>>): Map<string, strin
 }
 
 /** The top-level sections that differ between two configs' digests (added, changed, removed). */
+/**
+ * Top-level keys whose change the apply step already puts in words (`nodes replaced (3)`,
+ * `policies replaced`, …), or the usage store's own line does.
+ */
+const APPLY_DESCRIBES: ReadonlySet<string> = new Set([
+  "nodes",
+  "pricing",
+  "aliases",
+  "policies",
+  "default_policy",
+  "names",
+  "keys",
+  "usage_store",
+  "usage_db_path",
+]);
+
 function changedSections(
   before: ReadonlyMap<string, string>,
   after: ReadonlyMap<string, string>,

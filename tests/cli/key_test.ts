@@ -49,3 +49,15 @@ Deno.test("skeid key: create, list, rotate and revoke through the admin API", as
     assertEquals((await runCli(run, ["rotate", ...url], ENV)).code, 2, "rotate needs an id");
   });
 });
+
+Deno.test("skeid key: a gateway that is not there is named with the reason", async () => {
+  // A port that was just free: nothing listens on it.
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (probe.addr as Deno.NetAddr).port;
+  probe.close();
+  const r = await runCli(run, ["list", "--url", `http://127.0.0.1:${port}`], ENV);
+  assertEquals(r.code, 1);
+  const err = r.err.join("\n");
+  assertStringIncludes(err, `skeid key: GET http://127.0.0.1:${port}/skeid/keys`);
+  assertStringIncludes(err, "Connection refused");
+});

@@ -71,6 +71,11 @@ Deno.test("first load: a missing file and a bad file both throw and are reported
   assertEquals([st.ok, st.failures], [false, 1]);
   assertEquals(st.failed_at, new Date(bad.clock.t).toISOString().replace(/\.\d{3}Z$/, "Z"));
   assertMatch(st.error!, /wait_poll_ms/);
+  // Logged as the first load it was: no reload, no retry promised (serve exits on it).
+  assertEquals(events(bad, "config_reload_failed"), []);
+  const [logged] = events(bad, "config_load_failed");
+  assertMatch(String(logged.error), /wait_poll_ms/);
+  assertEquals("retry_in_ms" in logged, false);
 });
 
 Deno.test("a reload that fails halfway leaves nodes, pricing, aliases and policies exactly as before", async () => {
@@ -217,11 +222,11 @@ Deno.test("a reload logs only the sections that changed", async () => {
   // The limit removed (and the routing changed): the policies changed again.
   h.fs.write(h.path, FULL.replace("wait_timeout_ms: 50", "wait_timeout_ms: 60"), 3000);
   assertEquals(await h.manager.maybeReload(), true);
-  assertEquals(events(h, "config_applied")[2].changes, ["policies replaced"]);
-  // Only the routing changes: no section is listed.
+  assertEquals(events(h, "config_applied")[2].changes, ["policies replaced", "routing changed"]);
+  // Only the routing changes: the routing alone is listed.
   h.fs.write(h.path, FULL.replace("wait_timeout_ms: 50", "wait_timeout_ms: 70"), 4000);
   assertEquals(await h.manager.maybeReload(), true);
-  assertEquals(events(h, "config_applied")[3].changes, []);
+  assertEquals(events(h, "config_applied")[3].changes, ["routing changed"]);
   // A price set in the core since is put back by the next reload, and that is a change.
   h.skeid.setModelPricing("qwen3-32b", { input_per_million: 9, output_per_million: 2 });
   h.skeid.setPolicy("standard", {});
@@ -230,7 +235,16 @@ Deno.test("a reload logs only the sections that changed", async () => {
   assertEquals(events(h, "config_applied")[4].changes, [
     "pricing replaced (1)",
     "policies replaced",
+    "routing changed",
   ]);
+  // A section the core's apply does not describe is named too: set, then removed.
+  const last = FULL.replace("wait_timeout_ms: 50", "wait_timeout_ms: 80");
+  h.fs.write(h.path, `${last}responses:\n  store: false\n`, 6000);
+  assertEquals(await h.manager.maybeReload(), true);
+  assertEquals(events(h, "config_applied")[5].changes, ["responses set"]);
+  h.fs.write(h.path, last, 7000);
+  assertEquals(await h.manager.maybeReload(), true);
+  assertEquals(events(h, "config_applied")[6].changes, ["responses removed"]);
   assertEquals(h.skeid.pricingForModel("qwen3-32b").input_per_million, 1);
 });
 
