@@ -67,11 +67,14 @@ export function buildApp(gw: Gateway, front?: ServeHandler): Hono {
     const f = faces[face];
     // Ollama load/unload requests are answered locally (no node call, no usage event).
     const proxy = (req: Request) => handleProxy(gw, f, path, req);
-    const load = withOllamaLoad(path, proxy, gw.skeid.now);
+    const load = withOllamaLoad(path, proxy, gw.skeid.now, (model, keyId) => {
+      const plan = gw.skeid.routePlan({ model, api_key_id: keyId });
+      return plan.permitted && plan.tiers.some((t) => gw.skeid.routeState(t).has_eligible);
+    });
     // A load/unload request Skeid answers itself takes the known-key rule first, like any other.
-    const handle = load === proxy ? proxy : async (req: Request) => {
+    const handle = load === undefined ? proxy : async (req: Request) => {
       const id = await localKeyId(gw, f, req);
-      return id instanceof Response ? id : load(req);
+      return id instanceof Response ? id : load(req, id);
     };
     proxied.set(path, handle);
     app.post(path, (c: Context) => handle(c.req.raw));

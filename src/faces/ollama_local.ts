@@ -67,23 +67,29 @@ export function ollamaLoadAnswer(
   return out;
 }
 
+/** Whether a request for `model` by customer key `keyId` has a node that could serve it. */
+export type Servable = (model: string, keyId: string) => boolean;
+
 /**
- * Wraps the proxy handler of `/api/generate` or `/api/chat`: a load or unload request is
- * answered here (no node call, no usage event); anything else goes to `handle` unchanged.
+ * Wraps the proxy handler of `/api/generate` or `/api/chat`: a load or unload request for a
+ * model some node could serve is answered here (no node call, no usage event); anything else —
+ * a load of a model nothing serves included, which then gets the answer any request for that
+ * model gets — goes to `handle` unchanged. The wrapper takes the request's customer key id.
  */
 export function withOllamaLoad(
   endpoint: string,
   handle: (req: Request) => Promise<Response>,
   now: () => number,
-): (req: Request) => Promise<Response> {
-  if (endpoint !== "/api/generate" && endpoint !== "/api/chat") return handle;
-  return async (req: Request) => {
+  servable: Servable,
+): ((req: Request, keyId: string) => Promise<Response>) | undefined {
+  if (endpoint !== "/api/generate" && endpoint !== "/api/chat") return undefined;
+  return async (req: Request, keyId: string) => {
     const length = Number(req.headers.get("content-length") ?? NaN);
     if (!(length <= LOAD_BODY_MAX) || req.body === null) return handle(req);
     const text = await req.text();
     const body = parseJsonObject(text);
     const answer = body && ollamaLoadAnswer(endpoint, body, now());
-    if (answer !== undefined) {
+    if (answer !== undefined && servable(String(answer.model), keyId)) {
       return new Response(JSON.stringify(answer) + "\n", {
         headers: { "content-type": "application/json; charset=utf-8" },
       });

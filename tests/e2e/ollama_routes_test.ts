@@ -60,6 +60,12 @@ Deno.test("ollama routes: load and unload are answered locally, no node call, no
     assertEquals(e.fake.requests.length, 0, "nothing reached the node");
     await e.t.gw.ledger.flush();
     assertEquals(e.t.sink.events.length, 0, "no usage event");
+    // A load of a model no node serves is not answered "loaded": it gets what any request for
+    // that model gets (the model-not-found refusal), and still reaches no node.
+    const nope = await post(`${e.base}/api/generate`, { model: "nope", prompt: "" });
+    assertEquals(nope.status, 503);
+    assertEquals(nope.json, { error: "No healthy node available for model 'nope'" });
+    assertEquals(e.fake.requests.length, 0, "nothing reached the node for it either");
     // A real request right after goes through as usual.
     const real = await client(e).generate({ model: CHAT_MODEL, prompt: "hi", stream: false });
     assert((real.response ?? "").length > 0, "a real answer");
