@@ -12,6 +12,26 @@ import { Supervisor } from "../workers/supervisor.ts";
 import { addressInUse, addressTaken } from "./address.ts";
 import { type RunningServer, startServer } from "../server.ts";
 
+const HELP =
+  `usage: skeid serve [--config FILE] [--listen HOST:PORT] [--admin-api-key KEY] [--workers N]
+
+Runs the gateway until SIGTERM or SIGINT, then stops accepting, lets the requests in flight finish
+(within SKEID_SHUTDOWN_GRACE_MS, default 10000), writes the usage events still held and exits 0.
+SIGHUP reloads the config at once (the file is also watched).
+
+options:
+  -c, --config FILE        the config (default: skeid.yaml when it exists, else none: an empty
+                           inventory, nodes added through the admin API)
+  -l, --listen HOST:PORT   where clients connect (default 127.0.0.1:8090; [::1]:PORT for IPv6)
+  --admin-api-key KEY      the admin key, over the config's (prefer SKEID_ADMIN_API_KEY or the
+                           config's admin.api_key_env: a flag shows in the process list)
+  -w, --workers N          N workers (isolates of this one process) on one
+                           address, admitting as one (default 1)
+  -h, --help               this help
+
+Check a config first with: skeid check --config FILE
+`;
+
 /** Default listen address. */
 export const DEFAULT_LISTEN = "127.0.0.1:8090";
 /** Config file used when `--config` is not given and it exists. */
@@ -50,9 +70,7 @@ export async function run(args: string[]): Promise<number> {
   }
   const v = parsed.values;
   if (v.help) {
-    console.log(
-      "usage: skeid serve [--config FILE] [--listen HOST:PORT] [--admin-api-key KEY] [--workers N]",
-    );
+    console.log(HELP);
     return 0;
   }
   let listen;

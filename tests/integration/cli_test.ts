@@ -13,6 +13,22 @@ Deno.test("cli: parseListen", () => {
   throws(() => parseListen("a:70000"), /port/);
 });
 
+Deno.test("cli: serve --help lists every option and the signals", async () => {
+  const out = await new Deno.Command(launcher, {
+    args: ["serve", "--help"],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  strictEqual(out.code, 0);
+  const text = new TextDecoder().decode(out.stdout);
+  for (const part of ["--config FILE", "--listen HOST:PORT", "--admin-api-key", "--workers N"]) {
+    ok(text.includes(part), part);
+  }
+  match(text, /SIGTERM or SIGINT/);
+  match(text, /SIGHUP reloads the config/);
+  match(text, /default 127\.0\.0\.1:8090/);
+});
+
 Deno.test("cli: serve exits non-zero with every config error, its path and line", async () => {
   const dir = await Deno.makeTempDir({ prefix: "skeid-cli-" });
   try {
