@@ -75,6 +75,11 @@ export interface QueueHead {
   priority: number;
   /** The key with the lowest counter in the band. */
   keyId: string;
+  /**
+   * The band's next key by counter after `keyId`, if any: where a key of another queue that is
+   * `keyId` itself finds the floor of the keys other than it (a correction's `othersFloor`).
+   */
+  nextKeyId?: string;
   /** Arrival number of its oldest waiter. */
   seq: number;
   /** None of its waiters could be admitted in the queue's last round. */
@@ -557,9 +562,19 @@ export class FairShareQueue<T> {
   #heads(): QueueHead[] {
     const heads: QueueHead[] = [];
     for (const priority of this.#order) {
-      const top = this.#bands.get(priority)!.heap[0];
+      const heap = this.#bands.get(priority)!.heap;
+      const top = heap[0];
       if (top === undefined) continue;
-      heads.push({ priority, keyId: top.keyId, seq: top.waiters.first!.seq, blocked: top.blocked });
+      const head: QueueHead = {
+        priority,
+        keyId: top.keyId,
+        seq: top.waiters.first!.seq,
+        blocked: top.blocked,
+      };
+      // The smallest counter below the top is one of its two children.
+      const next = heap.length > 2 && heap[2].counter < heap[1].counter ? heap[2] : heap[1];
+      if (next !== undefined) head.nextKeyId = next.keyId;
+      heads.push(head);
     }
     return heads;
   }

@@ -38,8 +38,8 @@ const LOCK = 0;
 const POKE = 1;
 const BAND_COUNT = 2;
 const INT_HEAD = 4;
-/** Per published entry: present, key index, blocked (1/0). */
-const ENTRY_INTS = 3;
+/** Per published entry: present, key index, blocked (1/0), the next key's index (-1: none). */
+const ENTRY_INTS = 4;
 /** Per worker: the release generation of its last round, then its entries. */
 const WORKER_INTS = 1 + BANDS * ENTRY_INTS;
 
@@ -185,11 +185,15 @@ export class ShareBoard implements FairShareGroup {
     let floor: number | undefined;
     const skip = except === undefined ? -1 : this.#keyIndex(except);
     this.#someOther((e) => {
-      const key = this.#ints[this.#entryInt(e) + 1];
-      if (this.#floats[this.#entryAt + e * 2] === priority && key !== skip) {
-        const c = this.#floats[this.#keyAt + key];
-        if (floor === undefined || c < floor) floor = c;
-      }
+      const at = this.#entryInt(e);
+      if (this.#floats[this.#entryAt + e * 2] !== priority) return false;
+      // The entry's key is the one left out: that queue's next key is the smallest other there
+      // (without it, a key whose own waiters head another queue saw no floor at all there, and a
+      // correction dropped it below every key waiting in that queue).
+      const key = this.#ints[at + 1] !== skip ? this.#ints[at + 1] : this.#ints[at + 3];
+      if (key < 0) return false;
+      const c = this.#floats[this.#keyAt + key];
+      if (floor === undefined || c < floor) floor = c;
       return false;
     });
     return floor;
@@ -255,6 +259,8 @@ export class ShareBoard implements FairShareGroup {
       ints[at] = key < 0 ? 0 : 1;
       ints[at + 1] = key;
       ints[at + 2] = blocked;
+      // Not announced when it alone changed: it moves no waiter ahead, only a floor.
+      ints[at + 3] = head.nextKeyId === undefined ? -1 : this.#keyIndex(head.nextKeyId);
       this.#floats[fe] = head.priority;
       this.#floats[fe + 1] = head.seq;
     }

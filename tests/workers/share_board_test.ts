@@ -127,6 +127,26 @@ Deno.test("share board: the corrected count moves the group's counter", () => {
   assertEquals(round(q1, slots), ["a2"]);
 });
 
+Deno.test("share board: a correction stops at a key waiting behind the same key in another worker", () => {
+  const { queues: [q0, q1], boards: [b0] } = pair();
+  // a1 is dispatched in worker 0, charged its estimate of 1000.
+  q0.enqueue("A", share(), "a1", 1000);
+  const [t] = q0.drain(() => true);
+  // In worker 1, A's next requests wait, then B joins: at A's counter, behind A's older waiters,
+  // so worker 1 publishes A as its best waiter and B only as the next key.
+  q1.enqueue("A", share(), "a2", 10);
+  q1.enqueue("A", share(), "a3", 10);
+  q1.enqueue("B", share(), "b1", 10);
+  assertEquals(b0.counter("B"), 1000);
+  // a1 used 8 tokens: A's counter comes down, but not past B, which waits (in worker 1).
+  q0.correct(t, 8);
+  assertEquals(b0.counter("A"), 1000, "B's counter is the floor of the keys other than A");
+  const slots = { free: 1 };
+  assertEquals(round(q1, slots), ["a2"], "a tie: the older waiter");
+  slots.free = 1;
+  assertEquals(round(q1, slots), ["b1"], "then B, not every one of A's");
+});
+
 Deno.test("share board: newcomers see another worker's waiters; a dead worker's are cleared", () => {
   const { queues: [q0], boards: [b0, b1], supervisor } = pair();
   assertEquals(b1.othersQueued(), false);
