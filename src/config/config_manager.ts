@@ -795,7 +795,6 @@ function digestMap(digests: Readonly<Record<string, string>>): Map<string, strin
   return new Map(Object.entries(digests));
 }
 
-/** The top-level sections that differ between two configs' digests (added, changed, removed). */
 /**
  * Top-level keys whose change the apply step already puts in words (`nodes replaced (3)`,
  * `policies replaced`, …), or the usage store's own line does.
@@ -812,6 +811,7 @@ const APPLY_DESCRIBES: ReadonlySet<string> = new Set([
   "usage_db_path",
 ]);
 
+/** The top-level sections that differ between two configs' digests (added, changed, removed). */
 function changedSections(
   before: ReadonlyMap<string, string>,
   after: ReadonlyMap<string, string>,

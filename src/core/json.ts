@@ -1,7 +1,8 @@
 /**
  * The JSON helpers of the whole tree: one object guard, one parse that answers undefined
- * instead of throwing, and the name of a value's kind for error messages. Client bodies, upstream answers and admin requests arrive as text or
- * `unknown`; everything narrows through these.
+ * instead of throwing, and the name of a value's kind for error messages. Client bodies,
+ * upstream answers and admin requests arrive as text or `unknown`; everything narrows through
+ * these.
  *
  * @module
  */
