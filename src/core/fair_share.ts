@@ -162,6 +162,11 @@ function before<T>(a: KeyState<T>, b: KeyState<T>): boolean {
   return a.waiters.first!.seq < b.waiters.first!.seq;
 }
 
+/** The key with the smallest counter after a band heap's top: one of the top's two children. */
+function nextAfterTop<K extends { counter: number }>(heap: readonly K[]): K | undefined {
+  return heap.length > 2 && heap[2].counter < heap[1].counter ? heap[2] : heap[1];
+}
+
 /** Waiting requests ordered by priority band, then virtual counter, then arrival. */
 export class FairShareQueue<T> {
   readonly #keys = new Map<string, KeyState<T>>();
@@ -480,14 +485,9 @@ export class FairShareQueue<T> {
   /** The smallest counter of a backlogged key of `key`'s band other than `key` (every queue). */
   #othersFloor(key: KeyState<T>): number | undefined {
     const heap = key.band.heap;
-    let floor: number | undefined;
-    if (heap.length > 0 && heap[0] !== key) floor = heap[0].counter;
-    else {
-      // `key` is the top: the smallest other is one of its children.
-      for (let i = 1; i <= 2 && i < heap.length; i++) {
-        if (floor === undefined || heap[i].counter < floor) floor = heap[i].counter;
-      }
-    }
+    const floor = heap.length > 0 && heap[0] !== key
+      ? heap[0].counter
+      : nextAfterTop(heap)?.counter;
     const group = this.#group?.othersFloor(key.band.priority, key.keyId);
     return group === undefined ? floor : floor === undefined ? group : Math.min(floor, group);
   }
@@ -571,8 +571,7 @@ export class FairShareQueue<T> {
         seq: top.waiters.first!.seq,
         blocked: top.blocked,
       };
-      // The smallest counter below the top is one of its two children.
-      const next = heap.length > 2 && heap[2].counter < heap[1].counter ? heap[2] : heap[1];
+      const next = nextAfterTop(heap);
       if (next !== undefined) head.nextKeyId = next.keyId;
       heads.push(head);
     }
