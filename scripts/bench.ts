@@ -621,10 +621,9 @@ async function measureSide(
 ): Promise<SideFigures> {
   const sc = scenarios(false, 1);
   const c1: Scenario = { ...sc.c1, requests: 3000, durationMs: 3000, warmup: 500 };
-  const c32: Scenario = { ...sc.c32, durationMs: 3000, warmup: 1000 };
   const one = await runClient(url, c1, opts.transport, pin);
   const before = pid === undefined ? null : await cpuMs(pid);
-  const many = await c32Load(url, Math.round(c32.durationMs / 1000), "side", opts, dir, pin);
+  const many = await c32Load(url, 3, "side", opts, dir, pin);
   const after = pid === undefined ? null : await cpuMs(pid);
   const errors = one.errors + many.errors;
   if (errors > 0) {
@@ -884,6 +883,9 @@ async function runOtel(opts: CheckOptions): Promise<number> {
 /** Where `--live` writes its figures. */
 const LIVE_FIGURES = `${ROOT}/docs/bench/live.md`;
 
+/** Seconds of c=32 load per `--live` measurement. */
+const LIVE_LOAD_S = 4;
+
 /** The bench gateway's admin key under `--live` (a throwaway value, this run only). */
 const LIVE_ADMIN_KEY = "bench-live-admin-key-0123456789abcdef";
 
@@ -920,7 +922,6 @@ async function runLive(opts: CheckOptions): Promise<number> {
       return 1;
     }
     const adminUrl = `http://127.0.0.1:${gw.port}`;
-    const c32: Scenario = { ...scenarios(false, 1).c32, durationMs: 4000, warmup: 1000 };
     const rounds: LiveRound[] = [];
     for (let i = 0; i < opts.rounds; i++) {
       const order = liveOrder(LIVE_CLIENTS, i);
@@ -931,16 +932,7 @@ async function runLive(opts: CheckOptions): Promise<number> {
         try {
           const events0 = clients.events();
           const before = await cpuMs(gw.child.pid);
-          const many = opts.useWrk
-            ? await runWrk({
-              url: `${gw.url}/chat/completions`,
-              concurrency: c32.concurrency,
-              seconds: Math.round(c32.durationMs / 1000),
-              body: JSON.stringify(c32.body),
-              dir,
-              cpu: pin ? LOAD_CPU : undefined,
-            })
-            : await runClient(gw.url, c32, opts.transport, pin);
+          const many = await c32Load(gw.url, LIVE_LOAD_S, "live", opts, dir, pin);
           const after = await cpuMs(gw.child.pid);
           if (many.errors > 0 || many.completed === 0 || before === null || after === null) {
             throw new Error(
