@@ -608,6 +608,9 @@ interface OtelRound {
   paired: PairedFigures;
 }
 
+/** Seconds of c=32 load in one side of a `--check` or `--otel` round. */
+const SIDE_LOAD_S = 3;
+
 /**
  * One side of a `--check` or `--otel` round: c=1 p50, then c=32 throughput and, with `pid`, the
  * gateway's CPU per request over the c=32 run (less swayed by a busy machine than latency).
@@ -623,7 +626,7 @@ async function measureSide(
   const c1: Scenario = { ...sc.c1, requests: 3000, durationMs: 3000, warmup: 500 };
   const one = await runClient(url, c1, opts.transport, pin);
   const before = pid === undefined ? null : await cpuMs(pid);
-  const many = await c32Load(url, 3, "side", opts, dir, pin);
+  const many = await c32Load(url, SIDE_LOAD_S, "side", opts, dir, pin);
   const after = pid === undefined ? null : await cpuMs(pid);
   const errors = one.errors + many.errors;
   if (errors > 0) {
