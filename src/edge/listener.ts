@@ -1,9 +1,9 @@
 /**
- * The client listener: Skeid's own accept loop in front of Deno's HTTP server, so that client
- * connections are bounded and timed (ADR 0020). `Deno.serve` has no header timeout, no idle
- * timeout and no connection cap, and its accept loop ends the process when `accept()` fails with
- * `EMFILE`; here each accepted connection is handed to Deno's HTTP server on its own, and this
- * module keeps the table of open client connections:
+ * The client listener: Skeid's own accept loop and HTTP/1.1 server, so that client connections
+ * are bounded and timed (ADR 0020) and cost little while open (ADR 0053). `Deno.serve` has no
+ * header timeout, no idle timeout and no connection cap, and its accept loop ends the process
+ * when `accept()` fails with `EMFILE`; here each accepted connection is served by a
+ * `ClientConnection`, and this module keeps the table of open client connections:
  *
  * - a connection that sends no complete request head within the **header timeout** after it was
  *   accepted is closed;
@@ -18,12 +18,10 @@
  */
 import { errorMessage } from "../error_message.ts";
 import { type Linked, LinkedList } from "../core/linked_list.ts";
+import { ClientConnection, type RequestHandler } from "./client_connection.ts";
 
 /** What the listener hands each request to (Deno.serve's handler shape). */
-export type ServeHandler = (
-  req: Request,
-  info: Deno.ServeHandlerInfo<Deno.NetAddr>,
-) => Response | Promise<Response>;
+export type ServeHandler = RequestHandler;
 
 /** Limits and timeouts of client connections. */
 export interface ConnectionLimits {
@@ -89,46 +87,16 @@ export interface ClientListener {
 }
 
 /**
- * The Deno release whose internal per-connection server the listener is built and tested on
- * (ADR 0020); `scripts/deno-env` installs and accepts only this one.
+ * The Deno release Skeid's HTTP/1.1 server is built and measured on (ADR 0053: its whole-body
+ * answers are read from where this release keeps a `Response`'s body, with a stream as the
+ * fallback); `scripts/deno-env` installs and accepts only this one.
  */
 export const LISTENER_DENO_VERSION = "2.9.6";
 
-/** Deno's per-connection HTTP server (internal API of Deno 2: see ADR 0020). */
-type ServeOnConnection = (
-  conn: Deno.Conn,
-  signal: AbortSignal,
-  handler: ServeHandler,
-  onError: (err: unknown) => Response | Promise<Response>,
-  onListen: () => void,
-) => PerConnectionServer;
-
-/** What Deno's per-connection server answers: its end, and its graceful close. */
-interface PerConnectionServer {
-  finished: Promise<void>;
-  /** Stops taking requests; closes once the responses in flight were written. */
-  shutdown(): Promise<void>;
-}
-
-/** Deno's internal `serveHttpOnConnection`, or undefined on a runtime without it. */
-export function serveOnConnection(): ServeOnConnection | undefined {
-  const d = Deno as unknown as Record<symbol, Record<string, unknown> | undefined>;
-  const sym = (Deno as unknown as { internal?: symbol }).internal;
-  const fn = sym === undefined ? undefined : d[sym]?.serveHttpOnConnection;
-  return typeof fn === "function" ? fn as ServeOnConnection : undefined;
-}
-
-/** One accepted client connection. */
+/** One accepted client connection, as the listener keeps it. */
 class ClientConn implements Linked<ClientConn> {
-  readonly closer = new AbortController();
-  /** Requests in flight on it. */
-  inflight = 0;
-  /** Whether it has answered a request (idle timeout) or not yet (header timeout). */
-  served = false;
-  /** Deno's HTTP server on it, once started. */
-  server?: PerConnectionServer;
-  /** An answer on it said `connection: close`: it closes once its requests were answered. */
-  closeAfter = false;
+  /** Skeid's HTTP/1.1 server on it. */
+  server!: ClientConnection;
   /** Epoch ms it was accepted or last became idle. */
   since: number;
   /** The `fresh` or `idle` list links through these (a connection is in one at most). */
@@ -140,18 +108,8 @@ class ClientConn implements Linked<ClientConn> {
   }
 }
 
-/** How long a connection whose answer said `connection: close` stays open after it, ms. */
-const CLOSE_LINGER_MS = 100;
-
 /** Starts accepting client connections on `hostname:port`. */
 export function listen(opts: ListenerOptions): ClientListener {
-  const serveOn = serveOnConnection();
-  if (serveOn === undefined) {
-    throw new Error(
-      `this Deno (${Deno.version.deno}) has no per-connection HTTP server ` +
-        `(serveHttpOnConnection); Skeid's listener needs Deno ${LISTENER_DENO_VERSION} (ADR 0020)`,
-    );
-  }
   const now = opts.now ?? Date.now;
   const limits = opts.limits;
   const note = opts.onEvent ?? (() => {});
@@ -183,31 +141,7 @@ export function listen(opts: ListenerOptions): ClientListener {
   const close = (c: ClientConn): void => {
     fresh.delete(c);
     idle.delete(c);
-    // Called on a connection with nothing in flight, or past the drain's deadline: aborting its
-    // server closes the socket at once (an answer not yet written is lost; a drain closes busy
-    // connections gracefully instead, `shutdown`).
-    // Deno's per-connection server throws BadResource from its abort listener when the client
-    // already closed the socket (the resource is gone). A listener's error is reported as an
-    // uncaught error, which would end the process: it is taken here, during this one dispatch,
-    // and only that kind. The connection is closed either way.
-    const taken = (e: ErrorEvent): void => {
-      if (!(e.error instanceof Deno.errors.BadResource)) return;
-      e.preventDefault();
-      note("connection_close_failed", { error: errorMessage(e.error) });
-    };
-    globalThis.addEventListener("error", taken);
-    try {
-      c.closer.abort();
-    } finally {
-      globalThis.removeEventListener("error", taken);
-    }
-  };
-
-  /** Deno's graceful close of a connection: its answers in flight are written first. */
-  const closeGracefully = (c: ClientConn): void => {
-    c.server?.shutdown().catch((err) =>
-      note("connection_close_failed", { error: errorMessage(err) })
-    );
+    c.server.close();
   };
 
   const oldestIdle = (): ClientConn | undefined => {
@@ -240,63 +174,24 @@ export function listen(opts: ListenerOptions): ClientListener {
     open.add(c);
     fresh.add(c);
     stats.accepted++;
-    const handler: ServeHandler = (req, info) => {
-      if (c.inflight++ === 0) {
+    c.server = new ClientConnection(conn, {
+      handler: opts.handler,
+      onError: opts.onError,
+      onBusy: () => {
         fresh.delete(c);
         idle.delete(c);
-      }
-      // `completed` settles once the response (stream included) was sent or the client left.
-      info.completed.then(done, done);
-      const answer = opts.handler(req, info);
-      return answer instanceof Promise ? answer.then(closing) : closing(answer);
-    };
-    /**
-     * An answer that says `connection: close` (a refusal that leaves the body unread: a 408 for
-     * a stalled body, a 413) closes its connection: Deno keeps a connection open while its
-     * request body is unread, even past a graceful close. Deno's server itself writes
-     * `connection: close` on an answer whose request body is unread, so ours is taken off: the
-     * client would read the header twice.
-     */
-    const closing = (res: Response): Response => {
-      if (res.headers.get("connection") === "close") {
-        c.closeAfter = true;
-        res.headers.delete("connection");
-      }
-      return res;
-    };
-    const done = (): void => {
-      c.served = true;
-      if (--c.inflight !== 0 || c.closer.signal.aborted) return;
-      // `completed` of a whole (non-streamed) body settles when the body is handed to Deno,
-      // before it is written: an abort now would lose the answer.
-      if (c.closeAfter) {
-        // The answer (a small refusal, in the socket's buffer at once) gets a moment to leave.
-        setTimeout(() => close(c), CLOSE_LINGER_MS);
-        return;
-      }
-      // Draining: the graceful close `shutdown` asked for closes it once its answers are written.
-      if (stopping) return;
-      c.since = now();
-      idle.add(c);
-    };
-    let server: PerConnectionServer;
-    try {
-      server = serveOn(conn, c.closer.signal, handler, opts.onError, () => {});
-    } catch (err) {
-      open.delete(c);
-      fresh.delete(c);
-      note("connection_failed", { error: errorMessage(err) });
-      try {
-        conn.close();
-      } catch {
-        // already closed
-      }
-      return;
-    }
-    c.server = server;
+      },
+      onIdle: () => {
+        // Draining: the connection closes itself once its answer was written.
+        if (stopping) return;
+        c.since = now();
+        idle.add(c);
+      },
+    });
     // Accepted during a drain's last step (the listener closes right after): closed as any other.
-    if (stopping) closeGracefully(c);
-    const ended = (): void => {
+    if (stopping) c.server.shutdown();
+    const ended = (err?: unknown): void => {
+      if (err !== undefined) note("connection_failed", { error: errorMessage(err) });
       open.delete(c);
       fresh.delete(c);
       idle.delete(c);
@@ -304,7 +199,7 @@ export function listen(opts: ListenerOptions): ClientListener {
       connEnded = undefined;
       wake?.();
     };
-    server.finished.then(ended, ended);
+    c.server.finished.then(() => ended(), ended);
   };
 
   const admit = (conn: Deno.Conn): void => {
@@ -379,10 +274,7 @@ export function listen(opts: ListenerOptions): ClientListener {
         } catch {
           // already closed
         }
-        for (const c of open) {
-          if (c.inflight === 0) close(c);
-          else closeGracefully(c);
-        }
+        for (const c of open) c.server.shutdown();
         if (deadlineMs !== undefined) {
           const cut = setTimeout(() => {
             for (const c of open) close(c);

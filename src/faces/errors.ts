@@ -7,6 +7,7 @@
  * @module
  */
 import { isJsonObject, str } from "./json_narrow.ts";
+import { reasonPhrase } from "../reason_phrase.ts";
 
 /** Anthropic error types by HTTP status (the Messages API's own table). */
 const ANTHROPIC_TYPE_BY_STATUS: Readonly<Record<number, string>> = {
@@ -59,26 +60,6 @@ export function ollamaErrorBody(message: string): { error: string } {
   return { error: message };
 }
 
-const REASON: Readonly<Record<number, string>> = {
-  400: "Bad Request",
-  401: "Unauthorized",
-  402: "Payment Required",
-  403: "Forbidden",
-  404: "Not Found",
-  405: "Method Not Allowed",
-  408: "Request Timeout",
-  409: "Conflict",
-  413: "Payload Too Large",
-  422: "Unprocessable Entity",
-  429: "Too Many Requests",
-  500: "Internal Server Error",
-  501: "Not Implemented",
-  502: "Bad Gateway",
-  503: "Service Unavailable",
-  504: "Gateway Timeout",
-  529: "Overloaded",
-};
-
 // Key-shaped words (sk-…, gsk_…, Bearer …) are cut from upstream messages: a provider that
 // echoes the upstream key it was sent must not hand it to the customer.
 const KEY_LIKE = String.raw`\b(?:Bearer\s+\S+|(?:sk|gsk|pk|rk|xai)[-_][A-Za-z0-9_*.-]{6,})`;
@@ -112,6 +93,6 @@ export function readUpstreamError(status: number, body: unknown): UpstreamErrorI
   } else if (typeof body === "string" && body.trim() !== "") message = body.trim();
   const text = message !== undefined && message.trim() !== ""
     ? message.replace(new RegExp(KEY_LIKE, "gi"), "[redacted]")
-    : `Upstream error: ${REASON[status] ?? `HTTP ${status}`}`;
+    : `Upstream error: ${reasonPhrase(status) ?? `HTTP ${status}`}`;
   return type === undefined ? { message: text } : { message: text, type };
 }

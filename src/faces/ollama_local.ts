@@ -94,7 +94,8 @@ export function withOllamaLoad(
         headers: { "content-type": "application/json; charset=utf-8" },
       });
     }
-    return handle(new Request(req, { body: text }));
+    // The signal is passed on: the copy would otherwise keep one that never aborts.
+    return handle(new Request(req, { body: text, signal: req.signal }));
   };
 }
 

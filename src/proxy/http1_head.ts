@@ -122,23 +122,35 @@ const DIGITS = /^[0-9]+$/;
 /**
  * The body length a `Content-Length` line gives, with what earlier lines gave (`-1`: none yet).
  * RFC 9112 §6.3: a value that is not digits, or lines or list members that disagree, make the
- * framing unknowable — the answer is refused and its connection closed, as a body of the wrong
- * length would leave the connection out of step. Identical repeats (`5, 5`) are one length.
+ * framing unknowable — the message is refused and its connection closed, as a body of the wrong
+ * length would leave the connection out of step. Identical repeats (`5, 5`) are one length. Shared
+ * by the upstream client and the client-facing server (`src/edge/request_head.ts`).
  */
-function contentLength(value: string, before: number): number {
+export function contentLengthValue(
+  value: string,
+  before: number,
+): number | "invalid" | "conflicting" {
   let length = before;
   for (const part of value.split(",")) {
     const digits = part.trim();
     const n = Number(digits);
-    if (!DIGITS.test(digits) || !Number.isSafeInteger(n)) {
-      throw new BadHead("has an invalid content-length (decimal digits only)");
-    }
-    if (length !== -1 && n !== length) throw new BadHead("has conflicting content-length values");
+    if (!DIGITS.test(digits) || !Number.isSafeInteger(n)) return "invalid";
+    if (length !== -1 && n !== length) return "conflicting";
     length = n;
   }
   return length;
 }
 
-function stripCr(line: string): string {
+function contentLength(value: string, before: number): number {
+  const length = contentLengthValue(value, before);
+  if (length === "invalid") {
+    throw new BadHead("has an invalid content-length (decimal digits only)");
+  }
+  if (length === "conflicting") throw new BadHead("has conflicting content-length values");
+  return length;
+}
+
+/** A line without its trailing CR (a head split on LF). */
+export function stripCr(line: string): string {
   return line.endsWith("\r") ? line.slice(0, -1) : line;
 }

@@ -12,6 +12,7 @@ import { isJsonObject, jsonKind, type JsonObject, parseJson } from "../core/json
 import { type JsonScan, MAX_JSON_DEPTH, scanJson } from "../json_scan.ts";
 import type { BufferBudget } from "./buffer_budget.ts";
 import type { IdleWatch, Watched } from "./idle_watch.ts";
+import { heldRequestBody } from "../edge/client_connection.ts";
 import { Refusal } from "./errors.ts";
 import { checkOutputFields } from "./estimate.ts";
 import { ANONYMOUS, type KeyIdCache, requestKeyId } from "./identity.ts";
@@ -120,6 +121,16 @@ export async function readBody(
   // A body the whole cap cannot hold is refused before a byte is read.
   if (budget !== undefined && Number.isFinite(n) && n > budget.limit) {
     throw closing(overCap(budget));
+  }
+  const held = heldRequestBody(req);
+  if (held !== undefined) {
+    // Framed by its declared length with the head: no stall to watch, nothing more to come.
+    try {
+      reserve(budget, held.byteLength);
+    } catch (err) {
+      throw err instanceof Refusal ? closing(err) : err;
+    }
+    return held;
   }
   if (req.body === null) return new Uint8Array(0);
   const read = new BodyRead(intake.bodyWatch);

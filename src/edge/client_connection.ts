@@ -1,0 +1,374 @@
+/**
+ * One client connection served by Skeid's own HTTP/1.1 server (ADR 0053): request heads read
+ * into the connection's small buffer, each handed to the handler as a `Request`, its `Response`
+ * written back, then the next request on the same connection, one at a time (a pipelined
+ * request waits for the answer before it). What the runtime's server kept per connection (a
+ * native server, read and write buffers, a channel per stream) is here a socket, one buffer and
+ * a few objects.
+ *
+ * - While a request is with the handler, one read stays open on the socket: the client closing
+ *   its connection aborts the request's `signal` and stops a streamed answer (its source is
+ *   cancelled), as the runtime's server did.
+ * - A head that cannot be framed is answered (400, 431, 501, …) and the connection closed; so is
+ *   one whose body was not read to its end, or whose answer said `connection: close`.
+ * - A closing connection first half-closes and reads what the client still sends for a moment,
+ *   so the answer is not lost to a reset.
+ *
+ * @module
+ */
+import { headEnd, latin1Text } from "../proxy/http1_head.ts";
+import { reasonPhrase } from "../reason_phrase.ts";
+import { type AnswerWrite, writeAnswer } from "./answer_write.ts";
+import { BODY_BUFFER_BYTES, ConnInput } from "./conn_input.ts";
+import { RequestBody, writeAll } from "./request_body.ts";
+import {
+  MAX_REQUEST_HEAD_BYTES,
+  parseRequestHead,
+  type RequestHead,
+  RequestHeadError,
+} from "./request_head.ts";
+
+/** What a connection hands each request to (Deno.serve's handler shape). */
+export type RequestHandler = (
+  req: Request,
+  info: Deno.ServeHandlerInfo<Deno.NetAddr>,
+) => Response | Promise<Response>;
+
+/** What a connection is served with. */
+export interface ConnectionParts {
+  handler: RequestHandler;
+  /** A handler that threw: the answer. */
+  onError: (err: unknown) => Response | Promise<Response>;
+  /** A request head arrived: the connection is busy. */
+  onBusy: () => void;
+  /** Its answer was written (or the client left): the connection is idle. */
+  onIdle: () => void;
+}
+
+/** How long a closing connection reads what its client still sends, ms. */
+const CLOSE_LINGER_MS = 100;
+/** How much it reads then at most. */
+const CLOSE_LINGER_BYTES = 256 * 1024;
+
+/** A request whose `signal` aborts when its client closes the connection. */
+class ClientRequest extends Request {
+  #controller: AbortController | undefined;
+  #left = false;
+  /** The whole body as it came with the head, for {@link heldRequestBody}. */
+  #held: Uint8Array<ArrayBuffer> | undefined;
+
+  /** Keeps the body's bytes (also the request's own body) for one reader that wants them whole. */
+  hold(bytes: Uint8Array<ArrayBuffer>): void {
+    this.#held = bytes;
+  }
+
+  /** The held bytes, once, while nobody read the body as the request's own. */
+  takeHeld(): Uint8Array<ArrayBuffer> | undefined {
+    const bytes = this.#held;
+    this.#held = undefined;
+    return bytes === undefined || this.bodyUsed ? undefined : bytes;
+  }
+
+  /** The client left: the signal aborts (now, or as soon as someone asks for it). */
+  leave(): void {
+    this.#left = true;
+    this.#controller?.abort(new DOMException("the client closed the connection", "AbortError"));
+  }
+
+  /** The signal, made on first use (most requests never ask). */
+  clientSignal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#left) this.#controller.abort();
+    }
+    return this.#controller.signal;
+  }
+}
+Object.defineProperty(ClientRequest.prototype, "signal", {
+  get(this: ClientRequest) {
+    return this.clientSignal();
+  },
+});
+
+/**
+ * The whole body of a request this server read it with its head, or undefined (a body still
+ * arriving, one already read, a `Request` made elsewhere). The bytes are the request's own body
+ * too: reading them here spares turning them into a `ReadableStream` and back (~5 µs a request);
+ * the request's body stays readable for anyone else.
+ */
+export function heldRequestBody(req: Request): Uint8Array<ArrayBuffer> | undefined {
+  return req instanceof ClientRequest ? req.takeHeld() : undefined;
+}
+
+/** What a handler is told of its request besides the request. */
+class RequestInfo {
+  #completed: Promise<void> | undefined;
+  #resolve: (() => void) | undefined;
+  #settled = false;
+  constructor(readonly remoteAddr: Deno.NetAddr) {}
+  /** Settles once the answer was written or the client left. */
+  get completed(): Promise<void> {
+    if (this.#completed === undefined) {
+      this.#completed = this.#settled
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => this.#resolve = resolve);
+    }
+    return this.#completed;
+  }
+  settle(): void {
+    this.#settled = true;
+    this.#resolve?.();
+  }
+}
+
+const encoder = new TextEncoder();
+
+/** Serves the requests of one accepted client connection. */
+export class ClientConnection {
+  readonly input: ConnInput;
+  /** Resolves once the connection is closed and its last request is over. */
+  readonly finished: Promise<void>;
+  readonly #parts: ConnectionParts;
+  readonly #remote: Deno.NetAddr;
+  readonly #local: Deno.NetAddr;
+  #current: ClientRequest | undefined;
+  #writing: AnswerWrite | undefined;
+  /** A request is with the handler or its answer is being written. */
+  #busy = false;
+  #stopping = false;
+  #closed = false;
+
+  constructor(readonly conn: Deno.Conn, parts: ConnectionParts) {
+    this.#parts = parts;
+    // Answers go out in several writes (a stream's head, then each token's chunk): Nagle's
+    // algorithm would hold each small one back for the client's delayed ACK (~40 ms).
+    try {
+      (conn as Deno.TcpConn).setNoDelay?.(true);
+    } catch {
+      // not a TCP socket, or already closed
+    }
+    this.input = new ConnInput(conn);
+    this.#remote = conn.remoteAddr as Deno.NetAddr;
+    this.#local = conn.localAddr as Deno.NetAddr;
+    this.finished = this.#serve();
+  }
+
+  /** Closes the connection now: a request in flight sees its client leave. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#left();
+    try {
+      this.conn.close();
+    } catch {
+      // closed already
+    }
+  }
+
+  /** Takes no further request: closes now when idle, else once the answer in flight was written. */
+  shutdown(): void {
+    this.#stopping = true;
+    if (!this.#busy) this.close();
+  }
+
+  /** The client is gone: the request in flight and its answer learn it. */
+  #left(): void {
+    this.#current?.leave();
+    this.#writing?.cut();
+  }
+
+  async #serve(): Promise<void> {
+    try {
+      while (!this.#stopping && !this.#closed) {
+        const head = await this.#readHead();
+        if (head === undefined) break;
+        this.#busy = true;
+        this.#parts.onBusy();
+        let keep = false;
+        try {
+          keep = await this.#exchange(head);
+        } finally {
+          this.#busy = false;
+          this.#parts.onIdle();
+        }
+        if (!keep) {
+          await this.#lingerClose();
+          break;
+        }
+        this.input.shrink();
+      }
+    } catch (err) {
+      if (!(err instanceof RequestHeadError)) throw err;
+      await this.#refuse(err);
+    } finally {
+      this.close();
+    }
+  }
+
+  /** The next request head, or undefined when the client closed (or the connection is closing). */
+  async #readHead(): Promise<RequestHead | undefined> {
+    const input = this.input;
+    let scanned = 0;
+    for (;;) {
+      // Blank lines before a request line are ignored (RFC 9112 §2.2).
+      while (
+        input.available > 0 && (input.buf[input.start] === 13 || input.buf[input.start] === 10)
+      ) {
+        input.skip(1);
+      }
+      if (input.available > 0) {
+        const from = input.start + Math.max(0, scanned - 3);
+        const end = headEnd(input.buf, from, input.end);
+        if (end !== undefined) {
+          const text = latin1Text(input.buf.subarray(input.start, end[0]));
+          input.skip(end[1] - input.start);
+          return parseRequestHead(text);
+        }
+        if (input.available >= MAX_REQUEST_HEAD_BYTES) {
+          throw new RequestHeadError(
+            431,
+            `the request head is larger than ${MAX_REQUEST_HEAD_BYTES} bytes`,
+          );
+        }
+        scanned = input.available;
+      }
+      if (this.#stopping || this.#closed) return undefined;
+      if (!await input.fill(MAX_REQUEST_HEAD_BYTES + 1024)) return undefined;
+    }
+  }
+
+  /** One request: the handler's answer written. Whether the connection may take another. */
+  async #exchange(head: RequestHead): Promise<boolean> {
+    const bodyless = head.method === "GET" || head.method === "HEAD";
+    const body = new RequestBody(
+      this.input,
+      head.body,
+      head.expectContinue,
+      this.conn,
+      () => this.#watch(),
+    );
+    const init: RequestInit = { method: head.method, headers: head.headers };
+    let held: Uint8Array<ArrayBuffer> | undefined;
+    if (head.body.kind !== "none") {
+      const whole = body.takeBuffered();
+      // A GET or HEAD body (a `Request` cannot carry one) is dropped when it came with the head;
+      // otherwise the connection closes after the answer.
+      if (!bodyless) {
+        if (whole !== undefined) init.body = held = whole;
+        else {
+          init.body = body.stream();
+          (init as { duplex?: string }).duplex = "half";
+        }
+      }
+    }
+    const url = this.#url(head);
+    let req: ClientRequest;
+    try {
+      req = new ClientRequest(url, init);
+    } catch (err) {
+      // A header value `Headers` refuses, a URL that is not one.
+      throw new RequestHeadError(
+        400,
+        `the request could not be read: ${err instanceof Error ? err.message : String(err)}`,
+      );
+    }
+    if (held !== undefined) req.hold(held);
+    this.#current = req;
+    if (body.complete) this.#watch();
+    const info = new RequestInfo(this.#remote);
+    try {
+      let res: Response;
+      try {
+        res = await this.#parts.handler(
+          req,
+          info as unknown as Deno.ServeHandlerInfo<Deno.NetAddr>,
+        );
+      } catch (err) {
+        res = await this.#parts.onError(err);
+      }
+      if (this.#closed || this.input.ended) {
+        // The client left while the handler worked: nobody reads the answer.
+        res.body?.cancel().catch(() => {});
+        return false;
+      }
+      const close = !head.keepAlive || this.#stopping || !body.complete;
+      const write = this.#writing = writeAnswer(res, {
+        conn: this.conn,
+        head: head.method === "HEAD",
+        close,
+        keepAlive10: head.version === "1.0",
+      });
+      const written = await write.done;
+      return written && !close && !write.closes && !this.input.ended;
+    } finally {
+      this.#writing = undefined;
+      this.#current = undefined;
+      info.settle();
+    }
+  }
+
+  /**
+   * Keeps one read open while the handler works, so a client that closes is seen at once. Bytes
+   * that come instead (a pipelined request) stay buffered for the next head; nothing more is
+   * read until then.
+   */
+  #watch(): void {
+    const input = this.input;
+    if (input.reading || input.ended || input.available > 0 || this.#closed) return;
+    input.fill(BODY_BUFFER_BYTES).then((more) => {
+      if (!more && this.#busy) this.#left();
+    });
+  }
+
+  #url(head: RequestHead): string {
+    const t = head.target;
+    if (t.charCodeAt(0) !== 0x2f && t !== "*") return t; // absolute form
+    const host = head.host || `${this.#local.hostname}:${this.#local.port}`;
+    return `http://${host}${t === "*" ? "/" : t}`;
+  }
+
+  /** Answers a head that cannot be served, then closes. */
+  async #refuse(err: RequestHeadError): Promise<void> {
+    const body = JSON.stringify({
+      error: { message: err.message, type: "invalid_request_error", code: "bad_request" },
+    });
+    const bytes = encoder.encode(body);
+    const head = `HTTP/1.1 ${err.status} ${reasonPhrase(err.status) ?? "Bad Request"}\r\n` +
+      `content-type: application/json\r\ncontent-length: ${bytes.length}\r\n` +
+      "connection: close\r\n\r\n";
+    try {
+      const h = encoder.encode(head);
+      const out = new Uint8Array(h.length + bytes.length);
+      out.set(h);
+      out.set(bytes, h.length);
+      await writeAll(this.conn, out);
+    } catch {
+      return;
+    }
+    await this.#lingerClose();
+  }
+
+  /**
+   * Half-closes, then reads and drops what the client still sends (a body not read) for a
+   * moment: closing with unread bytes would reset the connection and could lose the answer.
+   */
+  async #lingerClose(): Promise<void> {
+    if (this.#closed || this.input.ended) return;
+    try {
+      await this.conn.closeWrite();
+    } catch {
+      return;
+    }
+    const timer = setTimeout(() => this.close(), CLOSE_LINGER_MS);
+    try {
+      let read = 0;
+      while (read < CLOSE_LINGER_BYTES && !this.#closed) {
+        this.input.skip(this.input.available);
+        if (!await this.input.fill(BODY_BUFFER_BYTES)) break;
+        read += this.input.available;
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
