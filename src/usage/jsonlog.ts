@@ -1,7 +1,7 @@
 /**
  * The jsonlog usage store: no database. Dir mode writes one `<id>.json` per event (temp name,
  * then rename, so a reader never sees half a file and a replay just rewrites the same file);
- * file mode appends JSON lines, one locked write per batch. Reports read the files.
+ * file mode appends JSON lines to a file kept open (ADR 0054). Reports read the files.
  *
  * @module
  */
@@ -58,25 +58,86 @@ async function inChunks<T, R>(
   return out;
 }
 
-/** Writes all of `bytes`; adds what each write took to `count` (so a failure knows how much). */
-export async function writeAll(
-  file: Deno.FsFile,
-  bytes: Uint8Array,
-  count?: { bytes: number },
-): Promise<void> {
-  let off = 0;
-  while (off < bytes.length) {
-    const n = await file.write(bytes.subarray(off));
-    off += n;
-    if (count) count.bytes += n;
-  }
+/** Writes all of `bytes` to `file`. */
+async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+  for (let off = 0; off < bytes.length;) off += await file.write(bytes.subarray(off));
 }
 
-/** Truncates the last `bytes` bytes of `file` off: a batch that failed part-way. */
-export async function cutBack(file: Deno.FsFile, bytes: number): Promise<void> {
-  if (bytes === 0) return;
-  const size = (await file.stat()).size;
-  await file.truncate(Math.max(0, size - bytes));
+/** How often a kept-open file is checked to still be the file at its path, ms. */
+export const REOPEN_CHECK_MS = 1000;
+
+/**
+ * The file-mode file, open between appends (ADR 0054): each slice of lines is one `write` with
+ * `O_APPEND`, which the kernel puts whole at the end of the file past any other writer's, so
+ * no lock is taken and the file is not opened and closed per batch. Once a second at most, an
+ * append first checks that the path still names the open file (a log rotation renamed it, or
+ * it was deleted) and reopens it if not. A write that fails part-way leaves a torn line: the
+ * next append starts with a line break, so the torn part is one line readers skip and the
+ * retried batch's lines are whole (readers keep the first of a replayed event).
+ */
+export class AppendTarget {
+  #file: Deno.FsFile | undefined;
+  #ino: number | null = null;
+  #dev: number | null = null;
+  #checkedAt = 0;
+  /** A write failed: bytes of a line may be in the file without its end. */
+  #torn = false;
+
+  constructor(readonly path: string, readonly now: () => number = Date.now) {}
+
+  /** The open file, reopened when the path names another file (or none) since the last check. */
+  async file(): Promise<Deno.FsFile> {
+    const t = this.now();
+    if (this.#file !== undefined && t - this.#checkedAt < REOPEN_CHECK_MS) return this.#file;
+    if (this.#file !== undefined) {
+      const at = await Deno.stat(this.path).catch(() => undefined);
+      if (at !== undefined && at.ino === this.#ino && at.dev === this.#dev) {
+        this.#checkedAt = t;
+        return this.#file;
+      }
+      this.close();
+    }
+    const file = await Deno.open(this.path, { create: true, append: true });
+    try {
+      const st = await file.stat();
+      this.#ino = st.ino;
+      this.#dev = st.dev;
+    } catch (err) {
+      file.close();
+      throw err;
+    }
+    this.#file = file;
+    this.#checkedAt = t;
+    return file;
+  }
+
+  /** Appends `bytes` (whole lines) to `file` in one write where the kernel takes it whole. */
+  async append(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+    let out = bytes;
+    if (this.#torn) {
+      out = new Uint8Array(bytes.length + 1);
+      out[0] = 10;
+      out.set(bytes, 1);
+    }
+    try {
+      await writeAll(file, out);
+      this.#torn = false;
+    } catch (err) {
+      // Whatever reached the file may end mid-line; the file may be gone: reopen next time.
+      this.#torn = true;
+      this.close();
+      throw err;
+    }
+  }
+
+  close(): void {
+    try {
+      this.#file?.close();
+    } catch {
+      // closed already
+    }
+    this.#file = undefined;
+  }
 }
 
 /** A line's JSON object; a torn line (crash mid-append) is undefined: skipped, not fatal. */
@@ -97,6 +158,8 @@ export class JsonlogStore implements UsageStore {
   readonly description: string;
   readonly #cfg: JsonlogStoreConfig;
   readonly #readOnly: boolean;
+  /** File mode: the file appended to, open between appends. */
+  #target: AppendTarget | undefined;
 
   /** `readOnly`: prepare only checks the path exists (reports, `skeid usage`). */
   constructor(cfg: JsonlogStoreConfig, opts: { readOnly?: boolean } = {}) {
@@ -126,7 +189,7 @@ export class JsonlogStore implements UsageStore {
     }
   }
 
-  /** Writes the batch: one file per event (dir) or one locked append (file). */
+  /** Writes the batch: one file per event (dir) or appends to the kept-open file (file). */
   async write(events: UsageEvent[]): Promise<void> {
     if (events.length === 0) return;
     if (this.#cfg.mode === "dir") {
@@ -175,40 +238,21 @@ export class JsonlogStore implements UsageStore {
   }
 
   async #append(events: UsageEvent[]): Promise<void> {
-    const path = this.#cfg.path;
-    let file: Deno.FsFile;
+    const target = this.#target ??= new AppendTarget(this.#cfg.path);
     try {
-      file = await Deno.open(path, { create: true, append: true });
-    } catch (err) {
-      throw new Error(`jsonlog append ${path}: ${errorMessage(err)}`);
-    }
-    try {
-      // Exclusive lock: several workers may append to one file.
-      await file.lock(true);
-      // Bytes of this batch in the file so far: a failed batch is cut off by this many. Counted
-      // instead of a `stat` before the first write, which would cost every append one more
-      // file operation on the blocking pool; under the lock no other writer moves the end.
-      const appended = { bytes: 0 };
-      try {
-        // The batch in slices, one write each: serializing 500 events at once would hold the
-        // event loop for a millisecond (a latency spike for the requests in flight); between
-        // two slices it serves them. The lock keeps the batch whole for other writers.
-        for (let i = 0; i < events.length; i += LINES_PER_WRITE) {
-          const end = Math.min(events.length, i + LINES_PER_WRITE);
-          let text = "";
-          for (let j = i; j < end; j++) text += jsonlogLine(events[j]) + "\n";
-          await writeAll(file, encoder.encode(text), appended);
-        }
-        if (this.#cfg.fsync) await file.sync();
-      } catch (err) {
-        // Cut a torn batch off, so the retry starts on a line boundary.
-        await cutBack(file, appended.bytes).catch(() => {});
-        throw err;
+      const file = await target.file();
+      // The batch in slices, one write each: serializing 500 events at once would hold the
+      // event loop for a millisecond (a latency spike for the requests in flight); between
+      // two slices it serves them.
+      for (let i = 0; i < events.length; i += LINES_PER_WRITE) {
+        const end = Math.min(events.length, i + LINES_PER_WRITE);
+        let text = "";
+        for (let j = i; j < end; j++) text += jsonlogLine(events[j]) + "\n";
+        await target.append(file, encoder.encode(text));
       }
+      if (this.#cfg.fsync) await file.sync();
     } catch (err) {
-      throw new Error(`jsonlog append ${path}: ${errorMessage(err)}`);
-    } finally {
-      file.close();
+      throw new Error(`jsonlog append ${this.#cfg.path}: ${errorMessage(err)}`);
     }
   }
 
@@ -300,8 +344,10 @@ export class JsonlogStore implements UsageStore {
     return out;
   }
 
-  /** Nothing to release: every write opens and closes its file. */
+  /** Closes the file-mode file kept open between appends. */
   close(): Promise<void> {
+    this.#target?.close();
+    this.#target = undefined;
     return Promise.resolve();
   }
 }

@@ -1,6 +1,11 @@
-import { assert, assertEquals, assertMatch } from "../_assert.ts";
+import { assert, assertEquals, assertMatch, assertRejects } from "../_assert.ts";
 import { normalizeUsageStoreConfig } from "../../src/usage/config.ts";
-import { cutBack, jsonlogRecordId, JsonlogStore, writeAll } from "../../src/usage/jsonlog.ts";
+import {
+  AppendTarget,
+  jsonlogRecordId,
+  JsonlogStore,
+  REOPEN_CHECK_MS,
+} from "../../src/usage/jsonlog.ts";
 import { UsageLedger } from "../../src/usage/ledger.ts";
 import { memoryLogger } from "../../src/log.ts";
 import { assertUsageSourceApart, event } from "./helpers.ts";
@@ -176,21 +181,52 @@ Deno.test("jsonlog: usage_source round-trips and is shown apart; bill_estimated:
   }
 });
 
-Deno.test("jsonlog: a failed batch is cut back by the bytes it appended, not more", async () => {
+Deno.test("jsonlog: a write that failed part-way leaves one skipped line; the retry's lines are whole", async () => {
   const tmp = await tempDir();
   try {
     const path = `${tmp.dir}/usage.jsonl`;
-    await Deno.writeTextFile(path, '{"a":1}\n');
-    using file = await Deno.open(path, { append: true });
-    const appended = { bytes: 0 };
+    const target = new AppendTarget(path);
     const enc = new TextEncoder();
-    await writeAll(file, enc.encode('{"b":2}\n'), appended);
-    await writeAll(file, enc.encode('{"c":'), appended);
-    assertEquals(appended.bytes, 13);
-    await cutBack(file, appended.bytes);
-    assertEquals(await Deno.readTextFile(path), '{"a":1}\n');
-    await cutBack(file, 0);
-    assertEquals(await Deno.readTextFile(path), '{"a":1}\n');
+    const real = await target.file();
+    await target.append(real, enc.encode('{"a":1}\n'));
+    // A disk that takes 4 bytes of the next batch, then fails.
+    let calls = 0;
+    const failing = {
+      write: async (b: Uint8Array) => {
+        if (calls++ > 0) throw new Error("No space left on device");
+        return await real.write(b.subarray(0, 4));
+      },
+    } as unknown as Deno.FsFile;
+    await assertRejects(() => target.append(failing, enc.encode('{"b":2}\n{"c":3}\n')));
+    const again = await target.file();
+    await target.append(again, enc.encode('{"b":2}\n{"c":3}\n'));
+    assertEquals(await Deno.readTextFile(path), '{"a":1}\n{"b"\n{"b":2}\n{"c":3}\n');
+    target.close();
+  } finally {
+    await tmp.cleanup();
+  }
+});
+
+Deno.test("jsonlog: a rotated or deleted file is reopened at its path within the check interval", async () => {
+  const tmp = await tempDir();
+  try {
+    const path = `${tmp.dir}/usage.jsonl`;
+    let now = 1_000_000;
+    const target = new AppendTarget(path, () => now);
+    const enc = new TextEncoder();
+    await target.append(await target.file(), enc.encode("one\n"));
+    await Deno.rename(path, `${path}.1`);
+    // Within the interval the open file (now `.1`) still takes the lines: none is lost.
+    await target.append(await target.file(), enc.encode("two\n"));
+    now += REOPEN_CHECK_MS;
+    await target.append(await target.file(), enc.encode("three\n"));
+    assertEquals(await Deno.readTextFile(`${path}.1`), "one\ntwo\n");
+    assertEquals(await Deno.readTextFile(path), "three\n");
+    await Deno.remove(path);
+    now += REOPEN_CHECK_MS;
+    await target.append(await target.file(), enc.encode("four\n"));
+    assertEquals(await Deno.readTextFile(path), "four\n");
+    target.close();
   } finally {
     await tmp.cleanup();
   }

@@ -60,8 +60,15 @@ Deno.test("serve --workers 2: SIGTERM drains both workers, stores every event, e
     assertEquals((await proc.status).code, 0, "exit 0");
     const lines = (await Deno.readTextFile(events)).split("\n").filter((l) => l.trim() !== "");
     assertEquals(lines.length, 26, "every event stored");
-    const ids = new Set(lines.map((l) => JSON.parse(l).request_id));
-    assertEquals(ids.size, 26, "each once");
+    const records = lines.map((l) => JSON.parse(l) as { request_id: string; event_id: string });
+    const ids = new Set(records.map((r) => r.request_id));
+    // On a failure, the lines that share a request id say whether an event was written twice
+    // (the same event_id) or two requests were given one id.
+    const shared = records.filter((r) =>
+      records.filter((o) => o.request_id === r.request_id).length > 1
+    )
+      .map((r) => `${r.request_id} ${r.event_id}`);
+    assertEquals(ids.size, 26, `each once; shared: ${shared.join(", ")}`);
   } finally {
     await served?.stop();
     await fake.close();
