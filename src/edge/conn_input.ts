@@ -51,29 +51,36 @@ export class ConnInput {
    * shared. Rejects only when the buffer is full at `maxBuffer` (a caller's bound not checked).
    */
   fill(maxBuffer: number): Promise<boolean> {
-    return this.#reading ??= this.#read(maxBuffer);
+    if (this.#reading !== undefined) return this.#reading;
+    if (this.ended) return Promise.resolve(false);
+    try {
+      this.#room(maxBuffer);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    // A promise chain, not an async function: an idle connection waits here, and 10,000 of them
+    // would each keep a suspended frame.
+    return this.#reading = this.conn.read(this.#buf.subarray(this.end)).then(
+      this.#onRead,
+      this.#onFail,
+    );
   }
 
-  async #read(maxBuffer: number): Promise<boolean> {
-    try {
-      if (this.ended) return false;
-      this.#room(maxBuffer);
-      let n: number | null;
-      try {
-        n = await this.conn.read(this.#buf.subarray(this.end));
-      } catch {
-        n = null;
-      }
-      if (n === null) {
-        this.ended = true;
-        return false;
-      }
-      this.end += n;
-      return true;
-    } finally {
-      this.#reading = undefined;
+  #onRead = (n: number | null): boolean => {
+    this.#reading = undefined;
+    if (n === null) {
+      this.ended = true;
+      return false;
     }
-  }
+    this.end += n;
+    return true;
+  };
+
+  #onFail = (): boolean => {
+    this.#reading = undefined;
+    this.ended = true;
+    return false;
+  };
 
   /**
    * Makes room after `end`: moves the unused bytes to the front, or grows the buffer up to
