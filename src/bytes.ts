@@ -1,5 +1,6 @@
 /**
- * Joining the pieces of a body read chunk by chunk into one buffer.
+ * Byte buffers: joining the pieces of a body read chunk by chunk into one, and writing one whole
+ * to a socket or file that may take part of it per write.
  *
  * @module
  */
@@ -13,4 +14,17 @@ export function concatBytes(parts: readonly Uint8Array[], total: number): Uint8A
     at += p.byteLength;
   }
   return out;
+}
+
+/** Something a write may take part of: a socket (`Deno.Conn`) or a file (`Deno.FsFile`). */
+export interface ByteSink {
+  write(p: Uint8Array): Promise<number>;
+}
+
+/** Writes all of `bytes` to `sink`, as many writes as it takes. */
+export async function writeAll(sink: ByteSink, bytes: Uint8Array): Promise<void> {
+  if (bytes.length === 0) return;
+  // The first write takes the buffer itself: most take it whole, and no view is made.
+  let off = await sink.write(bytes);
+  while (off < bytes.length) off += await sink.write(bytes.subarray(off));
 }

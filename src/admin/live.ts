@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { errorMessage } from "../error_message.ts";
 import type { RoutingCore } from "../core/routing_core.ts";
 import type { LastMinute } from "../core/minute_window.ts";
 import type { LiveTier } from "../proxy/wait.ts";
@@ -292,7 +293,7 @@ export class LiveFeed {
     try {
       frame = encoder.encode(`event: live\ndata: ${JSON.stringify(await this.#source())}\n\n`);
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
+      const message = errorMessage(err);
       frame = encoder.encode(`event: error\ndata: ${JSON.stringify({ error: message })}\n\n`);
     } finally {
       this.#ticking = false;

@@ -15,6 +15,7 @@
  *
  * @module
  */
+import { errorMessage } from "../error_message.ts";
 import type { CapacityProbe, ProbeContext } from "./probe.ts";
 import { endpointUrl } from "./probe.ts";
 import type { NodeQueue } from "../core/types.ts";
@@ -217,7 +218,7 @@ export function prometheusProbe(ctx: ProbeContext): CapacityProbe {
       } catch (err) {
         // Unreachable means unknown, and unknown means inflight decides.
         ctx.forget();
-        ctx.enter("unreachable", err instanceof Error ? err.message : String(err));
+        ctx.enter("unreachable", errorMessage(err));
         return;
       }
       if (answer.status < 200 || answer.status > 299) {

@@ -18,6 +18,7 @@
  *
  * @module
  */
+import { errorMessage } from "../error_message.ts";
 import type { CapacityProbe, ProbeContext } from "./probe.ts";
 import { endpointUrl } from "./probe.ts";
 import { normalizeTags } from "../core/tags.ts";
@@ -97,7 +98,7 @@ export function registryProbe(ctx: ProbeContext): CapacityProbe & { readonly sta
       try {
         answer = await ctx.get(url, { authorization: `Bearer ${bearer}` });
       } catch (err) {
-        return reject("unreachable", err instanceof Error ? err.message : String(err));
+        return reject("unreachable", errorMessage(err));
       }
       if (ctx.stopped) return;
       if (answer.status < 200 || answer.status > 299) {

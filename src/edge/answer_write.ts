@@ -9,7 +9,7 @@
  * @module
  */
 import { reasonPhrase } from "../reason_phrase.ts";
-import { writeAll } from "./request_body.ts";
+import { writeAll } from "../bytes.ts";
 
 const encoder = new TextEncoder();
 

@@ -16,11 +16,11 @@
  *
  * @module
  */
+import { errorMessage } from "../error_message.ts";
 import { headEnd, latin1Text } from "../proxy/http1_head.ts";
-import { reasonPhrase } from "../reason_phrase.ts";
 import { type AnswerWrite, writeAnswer } from "./answer_write.ts";
 import { BODY_BUFFER_BYTES, ConnInput } from "./conn_input.ts";
-import { RequestBody, writeAll } from "./request_body.ts";
+import { RequestBody } from "./request_body.ts";
 import {
   MAX_REQUEST_HEAD_BYTES,
   parseRequestHead,
@@ -29,14 +29,14 @@ import {
 } from "./request_head.ts";
 
 /** What a connection hands each request to (Deno.serve's handler shape). */
-export type RequestHandler = (
+export type ServeHandler = (
   req: Request,
   info: Deno.ServeHandlerInfo<Deno.NetAddr>,
 ) => Response | Promise<Response>;
 
 /** What a connection is served with. */
 export interface ConnectionParts {
-  handler: RequestHandler;
+  handler: ServeHandler;
   /** A handler that threw: the answer. */
   onError: (err: unknown) => Response | Promise<Response>;
   /** A request head arrived: the connection is busy. */
@@ -120,8 +120,6 @@ class RequestInfo {
     this.#resolve?.();
   }
 }
-
-const encoder = new TextEncoder();
 
 /** Serves the requests of one accepted client connection. */
 export class ClientConnection {
@@ -284,7 +282,6 @@ export class ClientConnection {
       this.input,
       head.body,
       head.expectContinue,
-      this.conn,
       () => this.#watch(),
     );
     const init: RequestInit = { method: head.method, headers: head.headers };
@@ -309,7 +306,7 @@ export class ClientConnection {
       // A header value `Headers` refuses, a URL that is not one.
       throw new RequestHeadError(
         400,
-        `the request could not be read: ${err instanceof Error ? err.message : String(err)}`,
+        `the request could not be read: ${errorMessage(err)}`,
       );
     }
     if (held !== undefined) req.hold(held);
@@ -369,23 +366,17 @@ export class ClientConnection {
 
   /** Answers a head that cannot be served, then closes. */
   async #refuse(err: RequestHeadError): Promise<void> {
-    const body = JSON.stringify({
-      error: { message: err.message, type: "invalid_request_error", code: "bad_request" },
+    const answer = Response.json(
+      { error: { message: err.message, type: "invalid_request_error", code: "bad_request" } },
+      { status: err.status },
+    );
+    const write = writeAnswer(answer, {
+      conn: this.conn,
+      head: false,
+      close: true,
+      keepAlive10: false,
     });
-    const bytes = encoder.encode(body);
-    const head = `HTTP/1.1 ${err.status} ${reasonPhrase(err.status) ?? "Bad Request"}\r\n` +
-      `content-type: application/json\r\ncontent-length: ${bytes.length}\r\n` +
-      "connection: close\r\n\r\n";
-    try {
-      const h = encoder.encode(head);
-      const out = new Uint8Array(h.length + bytes.length);
-      out.set(h);
-      out.set(bytes, h.length);
-      await writeAll(this.conn, out);
-    } catch {
-      return;
-    }
-    await this.#lingerClose();
+    if (await write.done) await this.#lingerClose();
   }
 
   /**

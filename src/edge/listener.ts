@@ -18,10 +18,9 @@
  */
 import { errorMessage } from "../error_message.ts";
 import { type Linked, LinkedList } from "../core/linked_list.ts";
-import { ClientConnection, type RequestHandler } from "./client_connection.ts";
+import { ClientConnection, type ServeHandler } from "./client_connection.ts";
 
-/** What the listener hands each request to (Deno.serve's handler shape). */
-export type ServeHandler = RequestHandler;
+export type { ServeHandler };
 
 /** Limits and timeouts of client connections. */
 export interface ConnectionLimits {

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { writeAll } from "../bytes.ts";
 import { BODY_BUFFER_BYTES, type ConnInput } from "./conn_input.ts";
 import type { BodyFraming } from "./request_head.ts";
 
@@ -37,14 +38,11 @@ export class RequestBody {
   #continued: boolean;
   /** The stream handed to the handler (at most one). */
   #stream: ReadableStream<Uint8Array<ArrayBuffer>> | undefined;
-  /** The body could not be read to its end (the connection is out of step). */
-  failed = false;
 
   constructor(
     readonly input: ConnInput,
     framing: BodyFraming,
     expectContinue: boolean,
-    readonly conn: Deno.Conn,
     /** Called once the whole body was read through the stream. */
     readonly onComplete: () => void = () => {},
   ) {
@@ -83,7 +81,6 @@ export class RequestBody {
             this.onComplete();
           }
         } catch (err) {
-          this.failed = true;
           controller.error(err);
         }
       },
@@ -96,7 +93,7 @@ export class RequestBody {
     if (this.#done) return null;
     if (!this.#continued) {
       this.#continued = true;
-      if (this.input.available === 0) await writeAll(this.conn, CONTINUE);
+      if (this.input.available === 0) await writeAll(this.input.conn, CONTINUE);
     }
     this.input.reserve(BODY_BUFFER_BYTES);
     if (this.#chunked) {
@@ -187,13 +184,5 @@ export class RequestBody {
       throw new BodyReadError("a chunk of the body does not end in CRLF");
     }
     this.input.skip(len + 1);
-  }
-}
-
-/** Writes all of `bytes` (a socket write may take part of them). */
-export async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
-  let off = 0;
-  while (off < bytes.length) {
-    off += await conn.write(off === 0 ? bytes : bytes.subarray(off));
   }
 }

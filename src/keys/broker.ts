@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { errorMessage } from "../error_message.ts";
 import type { Logger } from "../log.ts";
 
 /** What a resolution gives: the upstream key, or why there is none (never the key itself). */
@@ -69,7 +70,7 @@ interface CacheEntry {
 }
 
 function errorText(err: unknown): string {
-  const text = err instanceof Error ? err.message : String(err);
+  const text = errorMessage(err);
   return text.trim() || "key resolution failed";
 }
 

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { errorMessage } from "../error_message.ts";
 import type { EnvReader } from "../core/env.ts";
 import type { Logger } from "../log.ts";
 import { CachingKeyBroker } from "./broker.ts";
@@ -106,7 +107,7 @@ export async function createKeyBroker(
     });
   } catch (err) {
     session?.close();
-    const why = err instanceof Error ? err.message : String(err);
+    const why = errorMessage(err);
     logger.warn("key_broker_init_failed", {
       message: `Failed to initialize OpenBao KeyBroker: ${why}`,
     });

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { writeAll } from "../bytes.ts";
 import { BadHead, headEnd, latin1Text, MAX_HEAD_BYTES } from "./http1_head.ts";
 
 const CR = 13;
@@ -53,8 +54,8 @@ export class Conn {
     }
   }
 
-  async write(bytes: Uint8Array): Promise<void> {
-    for (let off = 0; off < bytes.length;) off += await this.conn.write(bytes.subarray(off));
+  write(bytes: Uint8Array): Promise<void> {
+    return writeAll(this.conn, bytes);
   }
 
   /** The free end of the buffer to read into (compacting or growing it when full). */

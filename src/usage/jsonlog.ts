@@ -7,6 +7,7 @@
  */
 import { eventOfRow, EventRing, type EventsPage, type EventsQuery } from "./events_page.ts";
 import { dirname, join } from "node:path";
+import { writeAll } from "../bytes.ts";
 import type { JsonlogStoreConfig } from "./config.ts";
 import { aggregate } from "./report.ts";
 import { errorMessage } from "./secret.ts";
@@ -56,11 +57,6 @@ async function inChunks<T, R>(
     out.push(...await Promise.all(items.slice(i, i + width).map(fn)));
   }
   return out;
-}
-
-/** Writes all of `bytes` to `file`. */
-async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
-  for (let off = 0; off < bytes.length;) off += await file.write(bytes.subarray(off));
 }
 
 /** How often a kept-open file is checked to still be the file at its path, ms. */

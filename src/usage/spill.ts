@@ -10,15 +10,11 @@
  * @module
  */
 import { dirname } from "node:path";
+import { writeAll } from "../bytes.ts";
 import type { UsageEvent } from "./types.ts";
 
 const encoder = new TextEncoder();
 const NEWLINE = 0x0a;
-
-async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
-  let off = 0;
-  while (off < bytes.length) off += await file.write(bytes.subarray(off));
-}
 
 async function size(path: string): Promise<number> {
   try {
