@@ -19,7 +19,7 @@
 import { errorMessage } from "../error_message.ts";
 import { headEnd, latin1Text } from "../proxy/http1_head.ts";
 import { type AnswerWrite, writeAnswer } from "./answer_write.ts";
-import { BODY_BUFFER_BYTES, ConnInput } from "./conn_input.ts";
+import { BODY_BUFFER_BYTES, ConnInput, type FillWaiter } from "./conn_input.ts";
 import { RequestBody } from "./request_body.ts";
 import {
   MAX_REQUEST_HEAD_BYTES,
@@ -34,15 +34,22 @@ export type ServeHandler = (
   info: Deno.ServeHandlerInfo<Deno.NetAddr>,
 ) => Response | Promise<Response>;
 
-/** What a connection is served with. */
-export interface ConnectionParts {
+/**
+ * What connections are served with: one object for all of a listener's connections, each
+ * callback told which connection's `owner` it is about (the listener's record of it). Nothing is
+ * made per connection for them: 10,000 idle connections would each keep their own closures and
+ * a promise otherwise.
+ */
+export interface ConnectionParts<Owner> {
   handler: ServeHandler;
   /** A handler that threw: the answer. */
   onError: (err: unknown) => Response | Promise<Response>;
   /** A request head arrived: the connection is busy. */
-  onBusy: () => void;
+  onBusy: (owner: Owner) => void;
   /** Its answer was written (or the client left): the connection is idle. */
-  onIdle: () => void;
+  onIdle: (owner: Owner) => void;
+  /** The connection is closed and its last request over, once; `err` is what failed it. */
+  onEnd: (owner: Owner, err?: unknown) => void;
 }
 
 /** How long a closing connection reads what its client still sends, ms. */
@@ -122,11 +129,10 @@ class RequestInfo {
 }
 
 /** Serves the requests of one accepted client connection. */
-export class ClientConnection {
+export class ClientConnection<Owner> implements FillWaiter {
   readonly input: ConnInput;
-  /** Resolves once the connection is closed and its last request is over. */
-  readonly finished: Promise<void>;
-  readonly #parts: ConnectionParts;
+  readonly #parts: ConnectionParts<Owner>;
+  readonly #owner: Owner;
   readonly #remote: Deno.NetAddr;
   readonly #local: Deno.NetAddr;
   #current: ClientRequest | undefined;
@@ -137,11 +143,12 @@ export class ClientConnection {
   #closed = false;
   /** Bytes of a partial head already searched for its end. */
   #scanned = 0;
-  readonly #finish: () => void;
-  readonly #fail: (err: unknown) => void;
+  /** `onEnd` was called. */
+  #ended = false;
 
-  constructor(readonly conn: Deno.Conn, parts: ConnectionParts) {
+  constructor(readonly conn: Deno.Conn, parts: ConnectionParts<Owner>, owner: Owner) {
     this.#parts = parts;
+    this.#owner = owner;
     // Answers go out in several writes (a stream's head, then each token's chunk): Nagle's
     // algorithm would hold each small one back for the client's delayed ACK (~40 ms).
     try {
@@ -152,10 +159,6 @@ export class ClientConnection {
     this.input = new ConnInput(conn);
     this.#remote = conn.remoteAddr as Deno.NetAddr;
     this.#local = conn.localAddr as Deno.NetAddr;
-    const { promise, resolve, reject } = Promise.withResolvers<void>();
-    this.finished = promise;
-    this.#finish = resolve;
-    this.#fail = reject;
     this.#next();
   }
 
@@ -203,22 +206,29 @@ export class ClientConnection {
       );
       return;
     }
-    this.input.fill(MAX_REQUEST_HEAD_BYTES + 1024).then(
-      (more) => more ? this.#next() : this.#end(),
-      (err) => this.#end(err),
-    );
+    try {
+      this.input.fillFor(MAX_REQUEST_HEAD_BYTES + 1024, this);
+    } catch (err) {
+      this.#end(err);
+    }
+  }
+
+  /** The idle wait's read ended (ConnInput's {@link FillWaiter}): the next head, or the end. */
+  filled(more: boolean): void {
+    if (more) this.#next();
+    else this.#end();
   }
 
   /** One request served; whether the connection takes another. */
   async #serveOne(head: RequestHead): Promise<boolean> {
     this.#busy = true;
-    this.#parts.onBusy();
+    this.#parts.onBusy(this.#owner);
     let keep = false;
     try {
       keep = await this.#exchange(head);
     } finally {
       this.#busy = false;
-      this.#parts.onIdle();
+      this.#parts.onIdle(this.#owner);
     }
     if (!keep) {
       await this.#lingerClose();
@@ -230,20 +240,23 @@ export class ClientConnection {
 
   /**
    * The connection is over: a head that cannot be served is answered first; any other error
-   * fails `finished` (the listener notes it).
+   * goes to `onEnd` (the listener notes it).
    */
   #end(err?: unknown): void {
     if (err instanceof RequestHeadError) {
-      const done = () => {
-        this.close();
-        this.#finish();
-      };
+      const done = () => this.#ends();
       this.#refuse(err).then(done, done);
       return;
     }
+    this.#ends(err);
+  }
+
+  /** Closes, and tells the owner once. */
+  #ends(err?: unknown): void {
     this.close();
-    if (err === undefined) this.#finish();
-    else this.#fail(err);
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#parts.onEnd(this.#owner, err);
   }
 
   /** A whole request head from the buffer, or undefined while more must be read. */

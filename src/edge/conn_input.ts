@@ -15,6 +15,12 @@ const KEPT_BUFFER_BYTES = 16 * 1024;
 /** The buffer a request body is read through. */
 export const BODY_BUFFER_BYTES = 64 * 1024;
 
+/** Told how a read it waits for ended (see {@link ConnInput.fillFor}). */
+export interface FillWaiter {
+  /** More bytes are buffered (true), or the peer closed its side or the socket failed. */
+  filled(more: boolean): void;
+}
+
 /** A client connection's unread bytes, and more on demand. */
 export class ConnInput {
   #buf: Uint8Array<ArrayBuffer>;
@@ -25,6 +31,8 @@ export class ConnInput {
   #reading: Promise<boolean> | undefined;
   /** The peer closed its side (or the socket failed): nothing more will come. */
   ended = false;
+  /** Who {@link fillFor} tells when the read in flight ends. */
+  #waiter: FillWaiter | undefined;
 
   constructor(readonly conn: Deno.Conn) {
     this.#buf = new Uint8Array(IDLE_BUFFER_BYTES);
@@ -66,21 +74,44 @@ export class ConnInput {
     );
   }
 
+  /**
+   * As {@link fill}, the outcome told to `waiter` rather than through a promise of its own: an
+   * idle connection waits here, and 10,000 of them would each keep a promise, its reaction and
+   * two closures otherwise. Throws (synchronously) where `fill` rejects.
+   */
+  fillFor(maxBuffer: number, waiter: FillWaiter): void {
+    if (this.#reading !== undefined) {
+      this.#reading.then((more) => waiter.filled(more));
+      return;
+    }
+    if (this.ended) return waiter.filled(false);
+    this.#room(maxBuffer);
+    this.#waiter = waiter;
+    this.#reading = this.conn.read(this.#buf.subarray(this.end)).then(this.#onRead, this.#onFail);
+  }
+
   #onRead = (n: number | null): boolean => {
     this.#reading = undefined;
-    if (n === null) {
-      this.ended = true;
-      return false;
-    }
-    this.end += n;
-    return true;
+    if (n === null) this.ended = true;
+    else this.end += n;
+    return this.#tell(n !== null);
   };
 
   #onFail = (): boolean => {
     this.#reading = undefined;
     this.ended = true;
-    return false;
+    return this.#tell(false);
   };
+
+  /** The outcome of a read, told to a waiter first. */
+  #tell(more: boolean): boolean {
+    const waiter = this.#waiter;
+    if (waiter !== undefined) {
+      this.#waiter = undefined;
+      waiter.filled(more);
+    }
+    return more;
+  }
 
   /**
    * Makes room after `end`: moves the unused bytes to the front, or grows the buffer up to

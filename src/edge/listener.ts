@@ -18,7 +18,7 @@
  */
 import { errorMessage } from "../error_message.ts";
 import { type Linked, LinkedList } from "../core/linked_list.ts";
-import { ClientConnection, type ServeHandler } from "./client_connection.ts";
+import { ClientConnection, type ConnectionParts, type ServeHandler } from "./client_connection.ts";
 
 export type { ServeHandler };
 
@@ -95,7 +95,7 @@ export const LISTENER_DENO_VERSION = "2.9.6";
 /** One accepted client connection, as the listener keeps it. */
 class ClientConn implements Linked<ClientConn> {
   /** Skeid's HTTP/1.1 server on it. */
-  server!: ClientConnection;
+  server!: ClientConnection<ClientConn>;
   /** Epoch ms it was accepted or last became idle. */
   since: number;
   /** The `fresh` or `idle` list links through these (a connection is in one at most). */
@@ -168,28 +168,20 @@ export function listen(opts: ListenerOptions): ClientListener {
   );
   const sweeper = setInterval(sweep, sweepEveryMs);
 
-  const serveConn = (conn: Deno.Conn): void => {
-    const c = new ClientConn(now());
-    open.add(c);
-    fresh.add(c);
-    stats.accepted++;
-    c.server = new ClientConnection(conn, {
-      handler: opts.handler,
-      onError: opts.onError,
-      onBusy: () => {
-        fresh.delete(c);
-        idle.delete(c);
-      },
-      onIdle: () => {
-        // Draining: the connection closes itself once its answer was written.
-        if (stopping) return;
-        c.since = now();
-        idle.add(c);
-      },
-    });
-    // Accepted during a drain's last step (the listener closes right after): closed as any other.
-    if (stopping) c.server.shutdown();
-    const ended = (err?: unknown): void => {
+  const parts: ConnectionParts<ClientConn> = {
+    handler: opts.handler,
+    onError: opts.onError,
+    onBusy: (c) => {
+      fresh.delete(c);
+      idle.delete(c);
+    },
+    onIdle: (c) => {
+      // Draining: the connection closes itself once its answer was written.
+      if (stopping) return;
+      c.since = now();
+      idle.add(c);
+    },
+    onEnd: (c, err) => {
       if (err !== undefined) note("connection_failed", { error: errorMessage(err) });
       open.delete(c);
       fresh.delete(c);
@@ -197,8 +189,17 @@ export function listen(opts: ListenerOptions): ClientListener {
       const wake = connEnded;
       connEnded = undefined;
       wake?.();
-    };
-    c.server.finished.then(() => ended(), ended);
+    },
+  };
+
+  const serveConn = (conn: Deno.Conn): void => {
+    const c = new ClientConn(now());
+    open.add(c);
+    fresh.add(c);
+    stats.accepted++;
+    c.server = new ClientConnection(conn, parts, c);
+    // Accepted during a drain's last step (the listener closes right after): closed as any other.
+    if (stopping) c.server.shutdown();
   };
 
   const admit = (conn: Deno.Conn): void => {
