@@ -26,6 +26,7 @@ import {
   waitHealthy,
 } from "./bench/procs.ts";
 import { ensureWrk, runWrk } from "./bench/wrk.ts";
+import { gatewayFlags } from "./bench/gateway_flags.ts";
 import {
   type BenchResults,
   type BenchSetup,
@@ -419,12 +420,8 @@ async function startSkeid(
     "run",
     "--quiet",
     "--no-prompt",
-    "--allow-net",
-    "--allow-read",
-    "--allow-write",
-    "--allow-env",
-    "--allow-sys",
-    "--unstable-net",
+    // What an operator runs: the permissions and V8 flags of scripts/flags.
+    ...await gatewayFlags(ROOT),
     MAIN,
     "serve",
     "--config",
