@@ -29,8 +29,11 @@ export async function machine(): Promise<string> {
   const cpu = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? "unknown CPU";
   const kb = Number(/^MemTotal:\s+(\d+)/m.exec(await readProc("/proc/meminfo") ?? "")?.[1]);
   const mem = kb ? `, ${(kb / 1024 / 1024).toFixed(1)} GB RAM` : "";
+  // From /proc as the rest, not `Deno.osRelease()`: a benchmark run without --allow-sys (the
+  // soak) then still writes its report.
+  const release = (await readProc("/proc/sys/kernel/osrelease"))?.trim() || "unknown release";
   return `nproc ${navigator.hardwareConcurrency}, ${cpu}${mem}, ${Deno.build.os} ` +
-    `${Deno.osRelease()}, Deno ${Deno.version.deno}`;
+    `${release}, Deno ${Deno.version.deno}`;
 }
 
 /** The load average now (`1 5 15` minutes), or `?`. */
