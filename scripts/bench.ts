@@ -26,7 +26,6 @@ import {
   waitHealthy,
 } from "./bench/procs.ts";
 import { ensureWrk, runWrk } from "./bench/wrk.ts";
-import { gatewayFlags } from "./bench/gateway_flags.ts";
 import {
   type BenchResults,
   type BenchSetup,
@@ -57,6 +56,7 @@ import {
 
 const ROOT = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 const MAIN = `${ROOT}/src/main.ts`;
+const SKEID = `${ROOT}/scripts/skeid`;
 const CLIENT = `${ROOT}/scripts/bench/client.ts`;
 const BARE_PROXY = `${ROOT}/scripts/bench/bare_proxy.ts`;
 const DENO = Deno.execPath();
@@ -416,13 +416,9 @@ async function startSkeid(
     gatewayConfig(opts.fakeUrl, opts.usage, opts.dir, opts.limits, opts.contended),
   );
   const port = freePort();
-  const gw = spawnChild("gateway", DENO, [
-    "run",
-    "--quiet",
-    "--no-prompt",
-    // What an operator runs: the permissions and V8 flags of scripts/flags.
-    ...await gatewayFlags(ROOT),
-    MAIN,
+  // Through the launcher, as an operator runs it (and as the soak and bench:fair do): the
+  // permissions and V8 flags of scripts/flags. It execs Deno, so the PID is the gateway's.
+  const gw = spawnChild("gateway", SKEID, [
     "serve",
     "--config",
     config,
@@ -432,7 +428,12 @@ async function startSkeid(
     String(opts.workers),
   ], {
     cpu: opts.pin ? gatewayCpus(opts.workers) : undefined,
-    env: { SKEID_LOG_LEVEL: "warn", ...opts.env },
+    env: {
+      // scripts/skeid uses the Deno on PATH when it is the pinned one: this one.
+      PATH: `${DENO.replace(/\/[^/]*$/, "")}:${Deno.env.get("PATH") ?? ""}`,
+      SKEID_LOG_LEVEL: "warn",
+      ...opts.env,
+    },
   });
   children.push(gw);
   return { url: `http://127.0.0.1:${port}/v1`, port, child: gw };
