@@ -66,12 +66,7 @@ export class ConnInput {
     } catch (err) {
       return Promise.reject(err);
     }
-    // A promise chain, not an async function: an idle connection waits here, and 10,000 of them
-    // would each keep a suspended frame.
-    return this.#reading = this.conn.read(this.#buf.subarray(this.end)).then(
-      this.#onRead,
-      this.#onFail,
-    );
+    return this.#read();
   }
 
   /**
@@ -87,7 +82,18 @@ export class ConnInput {
     if (this.ended) return waiter.filled(false);
     this.#room(maxBuffer);
     this.#waiter = waiter;
-    this.#reading = this.conn.read(this.#buf.subarray(this.end)).then(this.#onRead, this.#onFail);
+    this.#read();
+  }
+
+  /**
+   * The one read in flight, into the room after `end`: a promise chain, not an async function,
+   * so a connection waiting on it keeps no suspended frame.
+   */
+  #read(): Promise<boolean> {
+    return this.#reading = this.conn.read(this.#buf.subarray(this.end)).then(
+      this.#onRead,
+      this.#onFail,
+    );
   }
 
   #onRead = (n: number | null): boolean => {
