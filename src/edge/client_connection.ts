@@ -52,10 +52,17 @@ export interface ConnectionParts<Owner> {
   onEnd: (owner: Owner, err?: unknown) => void;
 }
 
-/** How long a closing connection reads what its client still sends, ms. */
-const CLOSE_LINGER_MS = 100;
-/** How much it reads then at most. */
-const CLOSE_LINGER_BYTES = 256 * 1024;
+/**
+ * How long a closing connection waits for more of what its client still sends, ms: a client
+ * uploading a large body it was refused (413, the buffered-bytes cap's 503) goes on sending
+ * until it reads the answer, and a close before it stopped resets the connection under it (its
+ * HTTP library then reports a broken pipe, not the answer). The wait ends at the first gap.
+ */
+const CLOSE_LINGER_GAP_MS = 100;
+/** How long it reads in all at most, ms (nginx's `lingering_time` is 30 s). */
+const CLOSE_LINGER_MS = 3000;
+/** How much it reads and drops in all at most. */
+const CLOSE_LINGER_BYTES = 128 * 1024 * 1024;
 
 /** A request whose `signal` aborts when its client closes the connection. */
 class ClientRequest extends Request {
@@ -403,16 +410,19 @@ export class ClientConnection<Owner> implements FillWaiter {
     } catch {
       return;
     }
-    const timer = setTimeout(() => this.close(), CLOSE_LINGER_MS);
+    const until = Date.now() + CLOSE_LINGER_MS;
+    let gap = setTimeout(() => this.close(), CLOSE_LINGER_GAP_MS);
     try {
       let read = 0;
-      while (read < CLOSE_LINGER_BYTES && !this.#closed) {
+      while (read < CLOSE_LINGER_BYTES && !this.#closed && Date.now() < until) {
         this.input.skip(this.input.available);
         if (!await this.input.fill(BODY_BUFFER_BYTES)) break;
         read += this.input.available;
+        clearTimeout(gap);
+        gap = setTimeout(() => this.close(), CLOSE_LINGER_GAP_MS);
       }
     } finally {
-      clearTimeout(timer);
+      clearTimeout(gap);
     }
   }
 }

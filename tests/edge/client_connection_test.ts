@@ -327,6 +327,39 @@ Deno.test("http server: an answer to an unread 2 MB body arrives whole before th
   });
 });
 
+Deno.test("http server: a client uploading a refused 24 MB body sends it all, then reads the 413", async () => {
+  await withServer(() => {
+    return new Response("too large", { status: 413, headers: { connection: "close" } });
+  }, async (port) => {
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+    try {
+      const size = 24 * 1024 * 1024;
+      await conn.write(encoder.encode(
+        `POST / HTTP/1.1\r\nHost: a\r\nContent-Length: ${size}\r\n\r\n`,
+      ));
+      // As an HTTP library does: the whole body first, the answer after. A server that closed
+      // while it was still coming would fail these writes (reset, broken pipe).
+      const piece = new Uint8Array(256 * 1024);
+      let sent = 0;
+      let failed: unknown;
+      try {
+        while (sent < size) {
+          sent += await conn.write(piece.subarray(0, Math.min(piece.length, size - sent)));
+        }
+      } catch (err) {
+        failed = err;
+      }
+      assertEquals([sent, failed], [size, undefined]);
+      const r = await readToClose(conn);
+      const [a] = answers(r.text);
+      assertEquals([a?.status, a?.body], [413, "too large"]);
+      assert(r.closed);
+    } finally {
+      closeConn(conn);
+    }
+  });
+});
+
 Deno.test("http server: a Latin-1 header value reaches the handler and the client byte for byte", async () => {
   await withServer((req) => {
     return new Response(req.headers.get("x") ?? "", {
