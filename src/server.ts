@@ -56,7 +56,7 @@ export async function startServer(opts: StartServerOptions): Promise<RunningServ
   // The handler clients reach, chosen before it listens; the console asks its first calls through
   // it too (a worker's hands the group's admin requests to its supervisor).
   const app = buildApp(gateway, (req, info) => front(req, info));
-  const front: ServeHandler = opts.wrap ? opts.wrap(app.fetch) : app.fetch;
+  const front: ServeHandler = opts.wrap ? opts.wrap(app) : app;
   let server: ClientListener;
   try {
     const limits = opts.limits ?? connectionLimits((n) => Deno.env.get(n), await openFileLimit());

@@ -80,22 +80,24 @@ export function writeAnswer(res: Response, to: AnswerTarget): AnswerWrite {
   let closes = false;
   let length = -1;
   let head = `HTTP/1.1 ${status} ${res.statusText || reasonPhrase(status) || "Unknown"}\r\n`;
-  for (const [name, value] of res.headers) {
+  // `forEach`, not `for…of`: the same sorted, combined list without an iterator result and a
+  // pair array per header (2 µs of a request's ~75).
+  res.headers.forEach((value, name) => {
     switch (name) {
       case "connection":
         if (value.toLowerCase().includes("close")) closes = true;
-        continue;
+        return;
       case "transfer-encoding":
       case "keep-alive":
-        continue;
+        return;
       case "content-length":
         length = Number(value);
-        continue;
+        return;
       case "date":
-        continue;
+        return;
     }
     head += `${name}: ${value}\r\n`;
-  }
+  });
   head += `date: ${httpDate()}\r\n`;
   if (to.close || closes) head += "connection: close\r\n";
   else if (to.keepAlive10) head += "connection: keep-alive\r\n";

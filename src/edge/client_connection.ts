@@ -20,6 +20,7 @@ import { errorMessage } from "../error_message.ts";
 import { headEnd, latin1Text } from "../proxy/http1_head.ts";
 import { type AnswerWrite, writeAnswer } from "./answer_write.ts";
 import { BODY_BUFFER_BYTES, ConnInput, type FillWaiter } from "./conn_input.ts";
+import { ClientRequest, type InboundBody, type InboundRequest } from "./inbound_request.ts";
 import { RequestBody } from "./request_body.ts";
 import {
   MAX_REQUEST_HEAD_BYTES,
@@ -30,7 +31,7 @@ import {
 
 /** What a connection hands each request to (Deno.serve's handler shape). */
 export type ServeHandler = (
-  req: Request,
+  req: InboundRequest,
   info: Deno.ServeHandlerInfo<Deno.NetAddr>,
 ) => Response | Promise<Response>;
 
@@ -63,56 +64,6 @@ const CLOSE_LINGER_GAP_MS = 100;
 const CLOSE_LINGER_MS = 3000;
 /** How much it reads and drops in all at most. */
 const CLOSE_LINGER_BYTES = 128 * 1024 * 1024;
-
-/** A request whose `signal` aborts when its client closes the connection. */
-class ClientRequest extends Request {
-  #controller: AbortController | undefined;
-  #left = false;
-  /** The whole body as it came with the head, for {@link heldRequestBody}. */
-  #held: Uint8Array<ArrayBuffer> | undefined;
-
-  /** Keeps the body's bytes (also the request's own body) for one reader that wants them whole. */
-  hold(bytes: Uint8Array<ArrayBuffer>): void {
-    this.#held = bytes;
-  }
-
-  /** The held bytes, once, while nobody read the body as the request's own. */
-  takeHeld(): Uint8Array<ArrayBuffer> | undefined {
-    const bytes = this.#held;
-    this.#held = undefined;
-    return bytes === undefined || this.bodyUsed ? undefined : bytes;
-  }
-
-  /** The client left: the signal aborts (now, or as soon as someone asks for it). */
-  leave(): void {
-    this.#left = true;
-    this.#controller?.abort(new DOMException("the client closed the connection", "AbortError"));
-  }
-
-  /** The signal, made on first use (most requests never ask). */
-  clientSignal(): AbortSignal {
-    if (this.#controller === undefined) {
-      this.#controller = new AbortController();
-      if (this.#left) this.#controller.abort();
-    }
-    return this.#controller.signal;
-  }
-}
-Object.defineProperty(ClientRequest.prototype, "signal", {
-  get(this: ClientRequest) {
-    return this.clientSignal();
-  },
-});
-
-/**
- * The whole body of a request this server read it with its head, or undefined (a body still
- * arriving, one already read, a `Request` made elsewhere). The bytes are the request's own body
- * too: reading them here spares turning them into a `ReadableStream` and back (~5 µs a request);
- * the request's body stays readable for anyone else.
- */
-export function heldRequestBody(req: Request): Uint8Array<ArrayBuffer> | undefined {
-  return req instanceof ClientRequest ? req.takeHeld() : undefined;
-}
 
 /** What a handler is told of its request besides the request. */
 class RequestInfo {
@@ -304,24 +255,22 @@ export class ClientConnection<Owner> implements FillWaiter {
       head.expectContinue,
       () => this.#watch(),
     );
-    const init: RequestInit = { method: head.method, headers: head.headers };
-    let held: Uint8Array<ArrayBuffer> | undefined;
+    let bytes: InboundBody = null;
     if (head.body.kind !== "none") {
       const whole = body.takeBuffered();
       // A GET or HEAD body (a `Request` cannot carry one) is dropped when it came with the head;
       // otherwise the connection closes after the answer.
-      if (!bodyless) {
-        if (whole !== undefined) init.body = held = whole;
-        else {
-          init.body = body.stream();
-          (init as { duplex?: string }).duplex = "half";
-        }
-      }
+      if (!bodyless) bytes = whole ?? body.stream();
     }
-    const url = this.#url(head);
     let req: ClientRequest;
     try {
-      req = new ClientRequest(url, init);
+      // As `Request` would have them: the URL normalized, the header values checked.
+      req = new ClientRequest(
+        head.method,
+        new URL(this.#url(head)).href,
+        new Headers(head.headers),
+        bytes,
+      );
     } catch (err) {
       // A header value `Headers` refuses, a URL that is not one.
       throw new RequestHeadError(
@@ -329,7 +278,6 @@ export class ClientConnection<Owner> implements FillWaiter {
         `the request could not be read: ${errorMessage(err)}`,
       );
     }
-    if (held !== undefined) req.hold(held);
     this.#current = req;
     if (body.complete) this.#watch();
     const info = new RequestInfo(this.#remote);

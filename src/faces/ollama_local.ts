@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { type InboundRequest, withTextBody } from "../edge/inbound_request.ts";
 import type { JsonObject } from "./face.ts";
 import type { ListedModel } from "../core/types.ts";
 import { isJsonObject, parseJsonObject, str } from "./json_narrow.ts";
@@ -78,12 +79,12 @@ export type Servable = (model: string, keyId: string) => boolean;
  */
 export function withOllamaLoad(
   endpoint: string,
-  handle: (req: Request) => Promise<Response>,
+  handle: (req: InboundRequest) => Promise<Response>,
   now: () => number,
   servable: Servable,
-): ((req: Request, keyId: string) => Promise<Response>) | undefined {
+): ((req: InboundRequest, keyId: string) => Promise<Response>) | undefined {
   if (endpoint !== "/api/generate" && endpoint !== "/api/chat") return undefined;
-  return async (req: Request, keyId: string) => {
+  return async (req: InboundRequest, keyId: string) => {
     const length = Number(req.headers.get("content-length") ?? NaN);
     if (!(length <= LOAD_BODY_MAX) || req.body === null) return handle(req);
     const text = await req.text();
@@ -95,7 +96,7 @@ export function withOllamaLoad(
       });
     }
     // The signal is passed on: the copy would otherwise keep one that never aborts.
-    return handle(new Request(req, { body: text, signal: req.signal }));
+    return handle(withTextBody(req, text));
   };
 }
 

@@ -16,6 +16,7 @@
  *
  * @module
  */
+import type { InboundRequest } from "../edge/inbound_request.ts";
 import { errorMessage } from "../error_message.ts";
 import { clientLeft, streamEnd, watchClient } from "./abort_billing.ts";
 import { estimateInputTokens } from "./estimate.ts";
@@ -163,7 +164,7 @@ export function handleProxy(
   ctx: ProxyContext,
   face: Face,
   endpoint: string,
-  req: Request,
+  req: InboundRequest,
 ): Promise<Response> {
   return new Exchange(ctx, face, endpoint, req).run();
 }
@@ -181,7 +182,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   /** The face's name as the usage event's `api_format` (a label only: nothing branches on it). */
   readonly apiFormat: FaceName;
   /** The client's request. */
-  readonly req: Request;
+  readonly req: InboundRequest;
   /** Epoch ms the request arrived (the core's clock); durations and ttft count from here. */
   readonly startedAt: number;
   /** The client's `x-request-id` (1–200 chars) or a generated one; sent back in the answer. */
@@ -226,7 +227,7 @@ export class Exchange implements RelayRequest, AnswerTarget, Linked<Exchange> {
   #watch: ReturnType<typeof watchClient>;
 
   /** Stamps the start time, the request id and the trace; nothing else happens until `run()`. */
-  constructor(ctx: ProxyContext, face: Face, endpoint: string, req: Request) {
+  constructor(ctx: ProxyContext, face: Face, endpoint: string, req: InboundRequest) {
     this.ctx = ctx;
     this.#face = face;
     ({ name: this.apiFormat } = face);

@@ -12,7 +12,7 @@ import { isJsonObject, jsonKind, type JsonObject, parseJson } from "../core/json
 import { type JsonScan, MAX_JSON_DEPTH, scanJson } from "../json_scan.ts";
 import type { BufferBudget } from "./buffer_budget.ts";
 import type { IdleWatch, Watched } from "./idle_watch.ts";
-import { heldRequestBody } from "../edge/client_connection.ts";
+import { heldRequestBody, type InboundRequest } from "../edge/inbound_request.ts";
 import { Refusal } from "./errors.ts";
 import { checkOutputFields } from "./estimate.ts";
 import { ANONYMOUS, type KeyIdCache, requestKeyId } from "./identity.ts";
@@ -110,7 +110,7 @@ function knownKey(ctx: IntakeContext, id: string | undefined, required: boolean)
  * timeout is refused (408). A large declared body ends in one buffer of its size (no second copy).
  */
 export async function readBody(
-  req: Request,
+  req: InboundRequest,
   limit: number,
   intake: BodyIntake = {},
 ): Promise<Uint8Array<ArrayBuffer>> {
@@ -243,7 +243,7 @@ class BodyRead implements Watched {
   }
 
   /** A small body at once (`Request.bytes()`); fails with the 408 when it stalls. */
-  whole(req: Request): Promise<Uint8Array<ArrayBuffer>> {
+  whole(req: InboundRequest): Promise<Uint8Array<ArrayBuffer>> {
     if (this.#stalled === undefined) return req.bytes();
     const bytes = req.bytes();
     // Left behind by a timeout: it fails once the connection closes.

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import type { InboundRequest } from "../edge/inbound_request.ts";
 import type { Face } from "../faces/face.ts";
 import type { JsonObject } from "../core/json.ts";
 import type { ProxyMetrics } from "./context.ts";
@@ -30,7 +31,7 @@ export interface LocalRequest {
 export async function localKeyId(
   ctx: LocalIntakeContext,
   face: Face,
-  req: Request,
+  req: InboundRequest,
 ): Promise<string | Response> {
   try {
     return await customerKeyId(ctx, req.headers);
@@ -46,7 +47,7 @@ export async function localKeyId(
 export async function withLocalBody(
   ctx: LocalIntakeContext,
   face: Face,
-  req: Request,
+  req: InboundRequest,
   answer: (intake: LocalRequest) => Response | Promise<Response>,
 ): Promise<Response> {
   let held = 0;
@@ -62,7 +63,7 @@ export async function withLocalBody(
   }
 }
 
-function refused(ctx: LocalIntakeContext, face: Face, req: Request, err: unknown): Response {
+function refused(ctx: LocalIntakeContext, face: Face, req: InboundRequest, err: unknown): Response {
   if (!(err instanceof Refusal)) throw err;
   ctx.metrics.refusal("", err.status, err.reason);
   return refusalResponse(face, err, requestIdOf(req.headers, Date.now()));

@@ -12,6 +12,7 @@
  *
  * @module
  */
+import type { InboundRequest } from "../edge/inbound_request.ts";
 import type { PickedNode } from "../core/types.ts";
 import type { UpstreamRequest } from "../faces/face.ts";
 import type { Logger } from "../log.ts";
@@ -250,7 +251,7 @@ export class OtelTelemetry implements Telemetry {
     });
   }
 
-  request(req: Request, endpoint: string, apiFormat: string): RequestTelemetry {
+  request(req: InboundRequest, endpoint: string, apiFormat: string): RequestTelemetry {
     return new OtelRequest(this, req, endpoint, apiFormat);
   }
 
@@ -362,7 +363,7 @@ class OtelRequest implements RequestTelemetry {
   #attempt: OpenAttempt | undefined;
   #ended = false;
 
-  constructor(t: OtelTelemetry, req: Request, endpoint: string, apiFormat: string) {
+  constructor(t: OtelTelemetry, req: InboundRequest, endpoint: string, apiFormat: string) {
     this.#t = t;
     const startedMs = performance.now();
     this.#startedMs = startedMs;

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import type { InboundRequest } from "../edge/inbound_request.ts";
 import type { PickedNode } from "../core/types.ts";
 import type { UpstreamRequest } from "../faces/face.ts";
 import type { TraceContext } from "../proxy/trace_context.ts";
@@ -20,7 +21,7 @@ export interface Telemetry {
   /** Whether spans are made (false: every call is a no-op). */
   readonly on: boolean;
   /** The request span of a client request on `endpoint`, started now. */
-  request(req: Request, endpoint: string, apiFormat: string): RequestTelemetry;
+  request(req: InboundRequest, endpoint: string, apiFormat: string): RequestTelemetry;
   /** What the exporter counted (exported, dropped), for `/skeid/metrics`; zeros when off. */
   counts(): Readonly<TelemetryCounts>;
   /**

@@ -13,6 +13,8 @@ export const MAX_KEYS = 100_000;
 export class LastSeen {
   readonly #at = new Map<string, string>();
   readonly #cap: number;
+  /** The key seen last (the map's last entry). */
+  #newest: string | undefined;
 
   constructor(cap = MAX_KEYS) {
     this.#cap = cap;
@@ -20,6 +22,12 @@ export class LastSeen {
 
   /** Notes a usage event of `keyId` stamped `createdAt`. */
   seen(keyId: string, createdAt: string): void {
+    // The newest already (one busy key): a set keeps its place, which is the last one.
+    if (keyId === this.#newest) {
+      this.#at.set(keyId, createdAt);
+      return;
+    }
+    this.#newest = keyId;
     // Delete first: the map's order is then the order keys were last seen in.
     this.#at.delete(keyId);
     this.#at.set(keyId, createdAt);

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import type { InboundRequest } from "../edge/inbound_request.ts";
 import type { InflightTableSize } from "../core/inflight_table.ts";
 import type { ShareBoardSize } from "./share_board.ts";
 import type {
@@ -190,7 +191,7 @@ export interface WireResponse {
 }
 
 /** A request as plain data (its body read). */
-export async function toWire(req: Request): Promise<WireRequest> {
+export async function toWire(req: InboundRequest): Promise<WireRequest> {
   const url = new URL(req.url);
   const body = req.method === "GET" || req.method === "HEAD" ? "" : await req.text();
   return { method: req.method, path: url.pathname + url.search, headers: [...req.headers], body };

@@ -512,13 +512,11 @@ export class Supervisor {
       : request;
     if (path === "/skeid/config" || path === "/skeid/config/reload") {
       // The config status is the group's: said only once every worker runs it.
-      const res = await responseToWire(await app.fetch(fromWire(request)));
+      const res = await responseToWire(await app(fromWire(request)));
       await this.configApplied();
-      return path === "/skeid/config"
-        ? await responseToWire(await app.fetch(fromWire(request)))
-        : res;
+      return path === "/skeid/config" ? await responseToWire(await app(fromWire(request))) : res;
     }
-    const res = await responseToWire(await app.fetch(fromWire(asked)));
+    const res = await responseToWire(await app(fromWire(asked)));
     if (res.status !== 200) return res;
     if (path === "/skeid/workers") return jsonWire({ workers: await this.workers() });
     if (path === "/skeid/live/snapshot") return jsonWire(await this.liveSnapshot());
@@ -527,7 +525,7 @@ export class Supervisor {
       const answers = await Promise.all(this.#slots.map((slot) => this.#local(slot, request)));
       // The supervisor's own series too: the key budgets and their warnings are its (the
       // workers report none), its request counters are zeros.
-      answers.push(await responseToWire(await app.fetch(fromWire(request))));
+      answers.push(await responseToWire(await app(fromWire(request))));
       return {
         status: 200,
         headers: [["content-type", "text/plain; version=0.0.4; charset=utf-8"]],

@@ -6,7 +6,7 @@
 import { assert, assertEquals, assertStringIncludes } from "../_assert.ts";
 import { until } from "../_helpers/poll.ts";
 import { closeConn, readToClose } from "../_helpers/raw_conn.ts";
-import { heldRequestBody } from "../../src/edge/client_connection.ts";
+import { heldRequestBody } from "../../src/edge/inbound_request.ts";
 import { type ClientListener, listen, type ServeHandler } from "../../src/edge/listener.ts";
 import http from "node:http";
 
