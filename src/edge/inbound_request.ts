@@ -173,7 +173,9 @@ async function readAll(
 
 /** `req` as a `Request`: itself when it is one, else one made from its parts. */
 export function asRequest(req: InboundRequest): Request {
-  return req instanceof ClientRequest ? req.toRequest() : req as Request;
+  if (req instanceof ClientRequest) return req.toRequest();
+  if (req instanceof Request) return req;
+  throw new TypeError("an inbound request is a Request or the edge's ClientRequest");
 }
 
 /**
