@@ -42,7 +42,7 @@ import {
   SESSION_COOKIE,
 } from "./session_auth.ts";
 import { SESSION_PATH, sessionRoutes } from "./session_routes.ts";
-import { isJsonObject } from "../core/json.ts";
+import { isJsonObject, jsonValue } from "../core/json.ts";
 import { fenceMessage, type OwnSecrets, ownSecretVariables } from "../config/own_secrets.ts";
 
 /** What the admin plane needs from the gateway around it. */
@@ -155,7 +155,11 @@ function openaiError(status: number, message: string, type = "invalid_request_er
 async function readJson(c: Context): Promise<unknown> {
   const text = await c.req.text();
   if (text.trim() === "") return undefined;
-  return JSON.parse(text);
+  try {
+    return jsonValue(text);
+  } catch (err) {
+    throw new SyntaxError(`body is not valid JSON: ${errorMessage(err)}`);
+  }
 }
 
 /** A node spec error's message, naming the field when the message does not already. */
@@ -233,8 +237,8 @@ export function adminRoutes(deps: AdminDeps): Hono {
     let spec: unknown;
     try {
       spec = await readJson(c);
-    } catch {
-      return openaiError(400, "body is not valid JSON");
+    } catch (err) {
+      return openaiError(400, errorMessage(err));
     }
     if (!isJsonObject(spec)) return openaiError(400, "body must be a JSON object (a node spec)");
     const own = deps.ownSecretVariables?.() ?? ownSecretVariables(undefined);
@@ -264,8 +268,8 @@ export function adminRoutes(deps: AdminDeps): Hono {
     let body: unknown;
     try {
       body = await readJson(c);
-    } catch {
-      return json({ ok: false, error: "body is not valid JSON" }, 400);
+    } catch (err) {
+      return json({ ok: false, error: errorMessage(err) }, 400);
     }
     const healthy = isJsonObject(body) ? body.healthy : undefined;
     if (typeof healthy !== "boolean") {
@@ -288,8 +292,8 @@ export function adminRoutes(deps: AdminDeps): Hono {
     let body: unknown;
     try {
       body = await readJson(c);
-    } catch {
-      return json({ ok: false, error: "body is not valid JSON" }, 400);
+    } catch (err) {
+      return json({ ok: false, error: errorMessage(err) }, 400);
     }
     const draining = isJsonObject(body) ? body.draining : undefined;
     if (typeof draining !== "boolean") {
@@ -517,8 +521,8 @@ export function adminRoutes(deps: AdminDeps): Hono {
     let args: unknown;
     try {
       args = await readJson(c);
-    } catch {
-      return json({ ok: false, error: `${name}: body is not valid JSON` }, 400);
+    } catch (err) {
+      return json({ ok: false, error: `${name}: ${errorMessage(err)}` }, 400);
     }
     try {
       return json(publicNodes(await deps.functions.call(name, args ?? {})));

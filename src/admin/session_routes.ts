@@ -21,7 +21,8 @@ import {
   SESSION_COOKIE,
   sessionCookie,
 } from "./session_auth.ts";
-import { isJsonObject } from "../core/json.ts";
+import { isJsonObject, jsonValue } from "../core/json.ts";
+import { errorMessage } from "../error_message.ts";
 import type { Logger } from "../log.ts";
 
 /** The path of the session routes. */
@@ -64,9 +65,9 @@ export function sessionRoutes(deps: SessionDeps): Hono {
     if (wait > 0) return tooMany(wait);
     let body: unknown;
     try {
-      body = JSON.parse(await c.req.text());
-    } catch {
-      return json({ ok: false, error: "body is not valid JSON" }, 400);
+      body = jsonValue(await c.req.text());
+    } catch (err) {
+      return json({ ok: false, error: `body is not valid JSON: ${errorMessage(err)}` }, 400);
     }
     const presented = isJsonObject(body) ? body.admin_key : undefined;
     if (typeof presented !== "string" || presented === "") {

@@ -30,3 +30,40 @@ export function parseJson(text: string): unknown {
     return undefined;
   }
 }
+
+/**
+ * The value of JSON text; a text that is not JSON throws a `SyntaxError` saying where and why
+ * (`at line L, column C: <reason>`, from the runtime's parse error) and never quoting the text: a
+ * body may hold what a log must not.
+ */
+export function jsonValue(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new SyntaxError(describeSyntaxError(err instanceof Error ? err.message : String(err)));
+  }
+}
+
+/** Where and why `text` is not JSON (as {@link jsonValue} says it), or undefined when it is. */
+export function jsonSyntaxProblem(text: string): string | undefined {
+  try {
+    jsonValue(text);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+/** V8's parse messages, said without the excerpt of the input some of them carry. */
+function describeSyntaxError(message: string): string {
+  if (message.startsWith("Unexpected end of JSON input")) {
+    return "it ends before its JSON value does";
+  }
+  const token = /^Unexpected token '(.+?)', /.exec(message);
+  if (token) return `unexpected ${JSON.stringify(token[1])}`;
+  const at = / (?:in JSON )?at position \d+(?: \(line (\d+) column (\d+)\))?/.exec(message);
+  if (!at) return "not valid JSON";
+  const reason = message.slice(0, at.index);
+  const what = reason.charAt(0).toLowerCase() + reason.slice(1);
+  return at[1] === undefined ? what : `at line ${at[1]}, column ${at[2]}: ${what}`;
+}

@@ -11,7 +11,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import type { RoutingCore } from "../core/routing_core.ts";
 import type { Tenancy } from "../core/tenancy.ts";
-import type { JsonObject } from "../core/json.ts";
+import { type JsonObject, jsonValue } from "../core/json.ts";
 import { keyStatusOf } from "../admin/keys.ts";
 import { errorMessage } from "../error_message.ts";
 import type { Logger } from "../log.ts";
@@ -52,9 +52,9 @@ async function body(c: Context): Promise<unknown> {
   const text = await c.req.text();
   if (text.trim() === "") return undefined;
   try {
-    return JSON.parse(text);
-  } catch {
-    throw new IssuedKeyError(400, "body is not valid JSON");
+    return jsonValue(text);
+  } catch (err) {
+    throw new IssuedKeyError(400, `body is not valid JSON: ${(err as Error).message}`);
   }
 }
 

@@ -8,7 +8,13 @@
 import { concatBytes } from "../bytes.ts";
 import type { RoutingSettings } from "../core/types.ts";
 import { type Face, FaceError, type UpstreamRequest } from "../faces/face.ts";
-import { isJsonObject, jsonKind, type JsonObject, parseJson } from "../core/json.ts";
+import {
+  isJsonObject,
+  jsonKind,
+  type JsonObject,
+  jsonSyntaxProblem,
+  parseJson,
+} from "../core/json.ts";
 import { type JsonScan, MAX_JSON_DEPTH, scanJson } from "../json_scan.ts";
 import type { BufferBudget } from "./buffer_budget.ts";
 import type { IdleWatch, Watched } from "./idle_watch.ts";
@@ -334,13 +340,14 @@ export function jsonBody(bytes: Uint8Array, scan: JsonScan = scanJson(bytes)): J
       "json_too_deep",
     );
   }
-  const parsed = parseJson(decoder.decode(bytes));
+  const text = decoder.decode(bytes);
+  const parsed = parseJson(text);
   if (!isJsonObject(parsed)) {
-    // Said apart, so a client sees which of the three it sent.
+    // Said apart, so a client sees which of the three it sent (and where the JSON is broken).
     const message = bytes.length === 0
       ? "Empty request body: expected a JSON object"
       : parsed === undefined
-      ? "Invalid JSON body"
+      ? `Invalid JSON body: ${jsonSyntaxProblem(text) ?? "not valid JSON"}`
       : `Request body must be a JSON object, got ${jsonKind(parsed)}`;
     throw new Refusal(400, "invalid_request_error", message, "invalid_json");
   }

@@ -74,7 +74,10 @@ Deno.test("gateway: requests refused before forwarding — 400, 413, model missi
     const bad = await post(`${t.base}/v1/chat/completions`, "{nope");
     strictEqual(bad.status, 400);
     deepStrictEqual(bad.json, {
-      error: { message: "Invalid JSON body", type: "invalid_request_error" },
+      error: {
+        message: "Invalid JSON body: at line 1, column 2: expected property name or '}'",
+        type: "invalid_request_error",
+      },
     });
     const arr = await post(`${t.base}/v1/chat/completions`, "[1,2]");
     strictEqual(arr.status, 400);

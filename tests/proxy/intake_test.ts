@@ -128,7 +128,11 @@ Deno.test("intake body: a chunked body is refused as soon as it passes the limit
 Deno.test("intake JSON: an object passes; bad JSON, arrays and scalars are 400 invalid_json", () => {
   assertEquals(jsonBody(enc.encode('{"model":"m"}')), { model: "m" });
   const messages: Record<string, string> = {
-    "{": "Invalid JSON body",
+    "{": "Invalid JSON body: at line 1, column 2: expected property name or '}'",
+    '{"model": "m",\n "stream": tru}': 'Invalid JSON body: unexpected "}"',
+    '{"model": "m",\n "messages": [] "x": 1}':
+      "Invalid JSON body: at line 2, column 17: expected ',' or '}' after property value",
+    '{"model": ': "Invalid JSON body: it ends before its JSON value does",
     "[1]": "Request body must be a JSON object, got an array",
     "3": "Request body must be a JSON object, got a number",
     '"s"': "Request body must be a JSON object, got a string",
