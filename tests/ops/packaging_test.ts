@@ -26,6 +26,17 @@ Deno.test("packaging: scripts/skeid and scripts/build take their flags from scri
   }
 });
 
+Deno.test("packaging: docs/operations.md lists exactly the flags of scripts/flags", async () => {
+  const flags = await Deno.readTextFile(`${ROOT}scripts/flags`);
+  const list = flags.slice(flags.indexOf("SKEID_DENO_FLAGS=("));
+  const inScript = [...list.matchAll(/^\s+(--[a-z0-9-]+(?:=\S+)?)$/gm)].map((m) => m[1]).sort();
+  const ops = await Deno.readTextFile(`${ROOT}docs/operations.md`);
+  const section = ops.slice(ops.indexOf("## Permissions"), ops.indexOf("## Upstream keys"));
+  const inDocs = [...section.matchAll(/^\| `(--[^`]+)`/gm)].map((m) => m[1]).sort();
+  assert(inScript.length >= 5, `flags read from scripts/flags: ${inScript}`);
+  assertEquals(inDocs, inScript);
+});
+
 Deno.test("packaging: scripts/deno-env accepts only the Deno the listener is built on", async () => {
   const text = await Deno.readTextFile(`${ROOT}scripts/deno-env`);
   assertStringIncludes(text, `DENO_VERSION="${LISTENER_DENO_VERSION}"`);
