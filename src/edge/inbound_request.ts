@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { concatBytes } from "../bytes.ts";
 
 /** What a handler reads of its request. */
 export type InboundRequest = Pick<
@@ -161,14 +162,7 @@ async function readAll(
     pieces.push(piece);
     size += piece.byteLength;
   }
-  if (pieces.length === 1) return pieces[0] as Uint8Array<ArrayBuffer>;
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const piece of pieces) {
-    out.set(piece, at);
-    at += piece.byteLength;
-  }
-  return out;
+  return pieces.length === 1 ? pieces[0] as Uint8Array<ArrayBuffer> : concatBytes(pieces, size);
 }
 
 /** `req` as a `Request`: itself when it is one, else one made from its parts. */
