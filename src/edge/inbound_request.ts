@@ -109,7 +109,8 @@ export class ClientRequest implements InboundRequest {
 
   async bytes(): Promise<Uint8Array<ArrayBuffer>> {
     if (this.bodyUsed) throw new TypeError("Body already consumed");
-    if (this.#held !== undefined && this.#stream === undefined) {
+    // The held bytes whole, unless a reader took the stream made of them.
+    if (this.#held !== undefined && this.#stream?.locked !== true) {
       this.#used = true;
       return this.#held;
     }
@@ -140,7 +141,7 @@ export class ClientRequest implements InboundRequest {
       headers: this.headers,
       signal: this.signal,
     };
-    if (this.#held !== undefined && this.#stream === undefined && !this.#used) {
+    if (this.#held !== undefined && this.#stream?.locked !== true && !this.#used) {
       init.body = this.#held;
       this.#used = true;
     } else if (this.body !== null) {

@@ -38,6 +38,12 @@ Deno.test("inbound request: a body is read once, as a Request's is", async () =>
   assertEquals(await s.text(), "abcdé");
   await assertRejects(() => s.bytes(), TypeError);
 
+  // Asking for the stream (to see that there is a body) leaves the bytes whole for a read.
+  const asked = held('{"b":2}');
+  assert(asked.body !== null);
+  assertEquals(await asked.json(), { b: 2 });
+  assert(asked.bodyUsed);
+
   const none = new ClientRequest("GET", "http://a/", new Headers(), null);
   assertEquals([none.body, (await none.bytes()).byteLength], [null, 0]);
 });
