@@ -44,16 +44,6 @@ export function jsonValue(text: string): unknown {
   }
 }
 
-/** Where and why `text` is not JSON (as {@link jsonValue} says it), or undefined when it is. */
-export function jsonSyntaxProblem(text: string): string | undefined {
-  try {
-    jsonValue(text);
-    return undefined;
-  } catch (err) {
-    return (err as Error).message;
-  }
-}
-
 /** V8's parse messages, said without the excerpt of the input some of them carry. */
 function describeSyntaxError(message: string): string {
   if (message.startsWith("Unexpected end of JSON input")) {

@@ -8,13 +8,7 @@
 import { concatBytes } from "../bytes.ts";
 import type { RoutingSettings } from "../core/types.ts";
 import { type Face, FaceError, type UpstreamRequest } from "../faces/face.ts";
-import {
-  isJsonObject,
-  jsonKind,
-  type JsonObject,
-  jsonSyntaxProblem,
-  parseJson,
-} from "../core/json.ts";
+import { isJsonObject, jsonKind, type JsonObject, jsonValue } from "../core/json.ts";
 import { type JsonScan, MAX_JSON_DEPTH, scanJson } from "../json_scan.ts";
 import type { BufferBudget } from "./buffer_budget.ts";
 import type { IdleWatch, Watched } from "./idle_watch.ts";
@@ -340,18 +334,23 @@ export function jsonBody(bytes: Uint8Array, scan: JsonScan = scanJson(bytes)): J
       "json_too_deep",
     );
   }
-  const text = decoder.decode(bytes);
-  const parsed = parseJson(text);
+  // Said apart, so a client sees which of the three it sent (and where the JSON is broken).
+  if (bytes.length === 0) invalidJson("Empty request body: expected a JSON object");
+  let parsed: unknown;
+  try {
+    parsed = jsonValue(decoder.decode(bytes));
+  } catch (err) {
+    invalidJson(`Invalid JSON body: ${(err as SyntaxError).message}`);
+  }
   if (!isJsonObject(parsed)) {
-    // Said apart, so a client sees which of the three it sent (and where the JSON is broken).
-    const message = bytes.length === 0
-      ? "Empty request body: expected a JSON object"
-      : parsed === undefined
-      ? `Invalid JSON body: ${jsonSyntaxProblem(text) ?? "not valid JSON"}`
-      : `Request body must be a JSON object, got ${jsonKind(parsed)}`;
-    throw new Refusal(400, "invalid_request_error", message, "invalid_json");
+    invalidJson(`Request body must be a JSON object, got ${jsonKind(parsed)}`);
   }
   return parsed;
+}
+
+/** Refuses a body that is not a JSON object (400 `invalid_json`). */
+function invalidJson(message: string): never {
+  throw new Refusal(400, "invalid_request_error", message, "invalid_json");
 }
 
 /**
