@@ -109,14 +109,11 @@ export class ClientRequest implements InboundRequest {
 
   async bytes(): Promise<Uint8Array<ArrayBuffer>> {
     if (this.bodyUsed) throw new TypeError("Body already consumed");
-    // The held bytes whole, unless a reader took the stream made of them.
-    if (this.#held !== undefined && this.#stream?.locked !== true) {
-      this.#used = true;
-      return this.#held;
-    }
-    const stream = this.body;
     this.#used = true;
-    return stream === null ? new Uint8Array(0) : await readAll(stream);
+    // Held bytes whole, even when a stream was made of them (no reader took it: not used).
+    if (this.#held !== undefined) return this.#held;
+    const stream = this.#stream;
+    return stream === undefined ? new Uint8Array(0) : await readAll(stream);
   }
 
   async arrayBuffer(): Promise<ArrayBuffer> {
@@ -141,12 +138,12 @@ export class ClientRequest implements InboundRequest {
       headers: this.headers,
       signal: this.signal,
     };
-    if (this.#held !== undefined && this.#stream?.locked !== true && !this.#used) {
-      init.body = this.#held;
-      this.#used = true;
-    } else if (this.body !== null) {
-      init.body = this.body;
-      init.duplex = "half";
+    if (!this.bodyUsed) {
+      if (this.#held !== undefined) init.body = this.#held;
+      else if (this.#stream !== undefined) {
+        init.body = this.#stream;
+        init.duplex = "half";
+      }
       this.#used = true;
     }
     return new Request(this.url, init);
@@ -181,13 +178,7 @@ export function heldRequestBody(req: InboundRequest): Uint8Array<ArrayBuffer> | 
   return req instanceof ClientRequest ? req.takeHeld() : undefined;
 }
 
-/** A copy of `req` with `text` as its body, keeping its signal. */
-export function withTextBody(req: InboundRequest, text: string): InboundRequest {
-  return new ClientRequest(
-    req.method,
-    req.url,
-    req.headers,
-    new TextEncoder().encode(text) as Uint8Array<ArrayBuffer>,
-    req.signal,
-  );
+/** A copy of `req` with `bytes` (its body, read) as its body, keeping its signal. */
+export function withBody(req: InboundRequest, bytes: Uint8Array<ArrayBuffer>): InboundRequest {
+  return new ClientRequest(req.method, req.url, req.headers, bytes, req.signal);
 }

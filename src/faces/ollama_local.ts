@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { type InboundRequest, withTextBody } from "../edge/inbound_request.ts";
+import { type InboundRequest, withBody } from "../edge/inbound_request.ts";
 import type { JsonObject } from "./face.ts";
 import type { ListedModel } from "../core/types.ts";
 import { isJsonObject, parseJsonObject, str } from "./json_narrow.ts";
@@ -26,6 +26,8 @@ export function ollamaRootResponse(): Response {
 
 /** Load requests are tiny; a body longer than this is a real request and is not parsed twice. */
 const LOAD_BODY_MAX = 4096;
+
+const decoder = new TextDecoder();
 
 /** Whether `keep_alive` asks to unload: 0, or a duration string of zero (`"0"`, `"0s"`, `"0m"`). */
 function isUnload(keepAlive: unknown): boolean {
@@ -87,8 +89,8 @@ export function withOllamaLoad(
   return async (req: InboundRequest, keyId: string) => {
     const length = Number(req.headers.get("content-length") ?? NaN);
     if (!(length <= LOAD_BODY_MAX) || req.body === null) return handle(req);
-    const text = await req.text();
-    const body = parseJsonObject(text);
+    const bytes = await req.bytes();
+    const body = parseJsonObject(decoder.decode(bytes));
     const answer = body && ollamaLoadAnswer(endpoint, body, now());
     if (answer !== undefined && servable(String(answer.model), keyId)) {
       return new Response(JSON.stringify(answer) + "\n", {
@@ -96,7 +98,7 @@ export function withOllamaLoad(
       });
     }
     // The signal is passed on: the copy would otherwise keep one that never aborts.
-    return handle(withTextBody(req, text));
+    return handle(withBody(req, bytes));
   };
 }
 

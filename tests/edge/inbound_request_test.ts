@@ -3,7 +3,7 @@ import {
   asRequest,
   ClientRequest,
   heldRequestBody,
-  withTextBody,
+  withBody,
 } from "../../src/edge/inbound_request.ts";
 
 const encoder = new TextEncoder();
@@ -91,6 +91,6 @@ Deno.test("inbound request: the signal aborts when the client leaves, before or 
   assert(late.signal.aborted, "asked for after the client left");
 
   // A copy with another body keeps the original's signal.
-  const copy = withTextBody(early, "other");
+  const copy = withBody(early, encoder.encode("other") as Uint8Array<ArrayBuffer>);
   assert(copy.signal === signal);
 });
