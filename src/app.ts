@@ -70,8 +70,8 @@ export function buildApp(gw: Gateway, front?: ServeHandler): GatewayApp {
 
   app.get("/health", () => healthResponse(gw));
 
-  // The data-plane routes are also dispatched without Hono (see `fastPathOf` below); the Hono
-  // routes stay for `app.request` callers and as the single description of the surface.
+  // The data-plane routes are also dispatched without Hono (`dispatch` below); the Hono routes
+  // stay for paths it leaves to Hono (percent-encoded) and as the one description of the surface.
   const proxied = new Map<string, (req: InboundRequest) => Promise<Response>>();
   for (const { face, path } of PROXIED) {
     const f = faces[face];

@@ -54,7 +54,7 @@ async function body(c: Context): Promise<unknown> {
   try {
     return jsonValue(text);
   } catch (err) {
-    throw new IssuedKeyError(400, `body is not valid JSON: ${(err as Error).message}`);
+    throw new IssuedKeyError(400, `body is not valid JSON: ${errorMessage(err)}`);
   }
 }
 

@@ -2,9 +2,9 @@
  * One client connection served by Skeid's own HTTP/1.1 server (ADR 0053): request heads read
  * into the connection's small buffer, each handed to the handler as an inbound request (ADR
  * 0056), its `Response` written back, then the next request on the same connection, one at a
- * time (a pipelined request waits for the answer before it). What the runtime's server kept per connection (a
- * native server, read and write buffers, a channel per stream) is here a socket, one buffer and
- * a few objects.
+ * time (a pipelined request waits for the answer before it). What the runtime's server kept per
+ * connection (a native server, read and write buffers, a channel per stream) is here a socket,
+ * one buffer and a few objects.
  *
  * - While a request is with the handler, one read stays open on the socket: the client closing
  *   its connection aborts the request's `signal` and stops a streamed answer (its source is
