@@ -19,6 +19,7 @@
 import { errorMessage } from "../error_message.ts";
 import { headEnd, latin1Text } from "../proxy/http1_head.ts";
 import { type AnswerWrite, writeAnswer } from "./answer_write.ts";
+import { InboundHeaders } from "./inbound_headers.ts";
 import { BODY_BUFFER_BYTES, ConnInput, type FillWaiter } from "./conn_input.ts";
 import { ClientRequest, type InboundBody, type InboundRequest } from "./inbound_request.ts";
 import { RequestBody } from "./request_body.ts";
@@ -264,15 +265,15 @@ export class ClientConnection<Owner> implements FillWaiter {
     }
     let req: ClientRequest;
     try {
-      // As `Request` would have them: the URL normalized, the header values checked.
+      // As `Request` would have them: the URL normalized; the fields the parser checked.
       req = new ClientRequest(
         head.method,
         new URL(this.#url(head)).href,
-        new Headers(head.headers),
+        new InboundHeaders(head.headers),
         bytes,
       );
     } catch (err) {
-      // A header value `Headers` refuses, a URL that is not one.
+      // A URL that is not one.
       throw new RequestHeadError(
         400,
         `the request could not be read: ${errorMessage(err)}`,
