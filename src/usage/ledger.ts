@@ -392,9 +392,12 @@ export class UsageLedger implements UsageRecorder {
 
   /**
    * Wakes the writer: at the end of the flush interval (write-behind), or — without one — on a
-   * task of its own right after this one. `record` is called while a request's answer is made;
+   * timer task of its own after this one. `record` is called while a request's answer is made;
    * a run started in this task's microtasks would put the store's file operations ahead of that
-   * answer's write, and the answer would wait for them (ADR 0032).
+   * answer's write, and the answer would wait for them (ADR 0032). Deno fires a 0 ms timer on
+   * its next millisecond tick, ~2 ms later, and that wait is what gathers a busy gateway's events
+   * into one append (~30 a write at c=32). `setImmediate` (the same loop turn) measured worse:
+   * an append per event or two, 73 → 118 µs of CPU a request at c=32 (docs/bench/costs.md).
    */
   #kick(): void {
     if (!this.#healthy || this.#closed) return; // the retry timer wakes it
