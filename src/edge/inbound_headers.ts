@@ -9,6 +9,8 @@
  * @module
  */
 
+import { iteratedPairs } from "../proxy/upstream.ts";
+
 /** Checks `name` and `value` as `Headers` does; answers them as it would keep them. */
 function checked(name: string, value: string): [string, string] {
   const h = new Headers([[name, value]]);
@@ -19,9 +21,8 @@ function checked(name: string, value: string): [string, string] {
 
 /** The headers of a request as its head said them. */
 export class InboundHeaders implements Headers {
-  /** Lowercase names, in the order received. */
-  readonly #names: string[] = [];
-  readonly #values: string[] = [];
+  /** The fields in the order received, names lowercase. */
+  readonly #fields: [string, string][] = [];
   /** What iteration yields (sorted, combined), made on first use. */
   #pairs: [string, string][] | undefined;
 
@@ -30,48 +31,36 @@ export class InboundHeaders implements Headers {
    *   (`parseRequestHead`)
    */
   constructor(pairs: readonly (readonly [string, string])[] = []) {
-    for (const [name, value] of pairs) {
-      this.#names.push(name.toLowerCase());
-      this.#values.push(value);
-    }
+    for (const [name, value] of pairs) this.#fields.push([name.toLowerCase(), value]);
   }
 
   get(name: string): string | null {
     const n = name.toLowerCase();
-    const names = this.#names;
     let out: string | null = null;
-    for (let i = 0; i < names.length; i++) {
-      if (names[i] !== n) continue;
-      const v = this.#values[i];
-      out = out === null ? v : `${out}, ${v}`;
+    for (const [k, v] of this.#fields) {
+      if (k === n) out = out === null ? v : `${out}, ${v}`;
     }
     return out;
   }
 
   has(name: string): boolean {
-    return this.#names.includes(name.toLowerCase());
+    const n = name.toLowerCase();
+    return this.#fields.some(([k]) => k === n);
   }
 
   /** A request's `Set-Cookie` fields, each on its own (a client rarely sends one). */
   getSetCookie(): string[] {
-    const out: string[] = [];
-    for (let i = 0; i < this.#names.length; i++) {
-      if (this.#names[i] === "set-cookie") out.push(this.#values[i]);
-    }
-    return out;
+    return this.#fields.filter(([k]) => k === "set-cookie").map(([, v]) => v);
   }
 
   set(name: string, value: string): void {
-    const [n, v] = checked(name, value);
-    this.#remove(n);
-    this.#names.push(n);
-    this.#values.push(v);
+    const field = checked(name, value);
+    this.#remove(field[0]);
+    this.#fields.push(field);
   }
 
   append(name: string, value: string): void {
-    const [n, v] = checked(name, value);
-    this.#names.push(n);
-    this.#values.push(v);
+    this.#fields.push(checked(name, value));
     this.#pairs = undefined;
   }
 
@@ -103,34 +92,14 @@ export class InboundHeaders implements Headers {
   }
 
   #remove(n: string): void {
-    for (let i = this.#names.length - 1; i >= 0; i--) {
-      if (this.#names[i] !== n) continue;
-      this.#names.splice(i, 1);
-      this.#values.splice(i, 1);
+    for (let i = this.#fields.length - 1; i >= 0; i--) {
+      if (this.#fields[i][0] === n) this.#fields.splice(i, 1);
     }
     this.#pairs = undefined;
   }
 
-  /** Sorted by name, a repeated name once with its values joined (`set-cookie` each on its own). */
+  /** As Deno's iteration has them (`iteratedPairs`: sorted, a repeated name's values joined). */
   #iterated(): [string, string][] {
-    if (this.#pairs !== undefined) return this.#pairs;
-    const out: [string, string][] = [];
-    const at = new Map<string, number>();
-    for (let i = 0; i < this.#names.length; i++) {
-      const name = this.#names[i];
-      const value = this.#values[i];
-      const j = name === "set-cookie" ? undefined : at.get(name);
-      if (j !== undefined) {
-        // As Deno's iteration joins them (its `get` keeps a leading empty value; this drops it).
-        const prev = out[j][1];
-        out[j][1] = prev.length > 0 ? `${prev}, ${value}` : value;
-        continue;
-      }
-      at.set(name, out.length);
-      out.push([name, value]);
-    }
-    // Stable: `set-cookie` fields keep their order, as `Headers` keeps them.
-    out.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-    return this.#pairs = out;
+    return this.#pairs ??= iteratedPairs(this.#fields);
   }
 }
