@@ -42,7 +42,7 @@ import {
   SESSION_COOKIE,
 } from "./session_auth.ts";
 import { SESSION_PATH, sessionRoutes } from "./session_routes.ts";
-import { isJsonObject, jsonValue } from "../core/json.ts";
+import { bodyJson, isJsonObject } from "../core/json.ts";
 import { fenceMessage, type OwnSecrets, ownSecretVariables } from "../config/own_secrets.ts";
 
 /** What the admin plane needs from the gateway around it. */
@@ -153,13 +153,7 @@ function openaiError(status: number, message: string, type = "invalid_request_er
 
 /** The request body as JSON; `undefined` for an empty body; throws on bad JSON. */
 async function readJson(c: Context): Promise<unknown> {
-  const text = await c.req.text();
-  if (text.trim() === "") return undefined;
-  try {
-    return jsonValue(text);
-  } catch (err) {
-    throw new SyntaxError(`body is not valid JSON: ${errorMessage(err)}`);
-  }
+  return bodyJson(await c.req.text());
 }
 
 /** A node spec error's message, naming the field when the message does not already. */

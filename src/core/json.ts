@@ -44,6 +44,19 @@ export function jsonValue(text: string): unknown {
   }
 }
 
+/**
+ * An admin request body's JSON value: undefined for an empty (or blank) body, else `jsonValue`'s,
+ * a body that is not JSON a `SyntaxError` of `body is not valid JSON: <where and why>`.
+ */
+export function bodyJson(text: string): unknown {
+  if (text.trim() === "") return undefined;
+  try {
+    return jsonValue(text);
+  } catch (err) {
+    throw new SyntaxError(`body is not valid JSON: ${(err as SyntaxError).message}`);
+  }
+}
+
 /** V8's parse messages, said without the excerpt of the input some of them carry. */
 function describeSyntaxError(message: string): string {
   if (message.startsWith("Unexpected end of JSON input")) {

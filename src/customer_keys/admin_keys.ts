@@ -11,7 +11,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import type { RoutingCore } from "../core/routing_core.ts";
 import type { Tenancy } from "../core/tenancy.ts";
-import { type JsonObject, jsonValue } from "../core/json.ts";
+import { bodyJson, type JsonObject } from "../core/json.ts";
 import { keyStatusOf } from "../admin/keys.ts";
 import { errorMessage } from "../error_message.ts";
 import type { Logger } from "../log.ts";
@@ -50,11 +50,10 @@ function refused(status: number, error: string): Response {
 /** The body as JSON; undefined when empty; an IssuedKeyError for bad JSON. */
 async function body(c: Context): Promise<unknown> {
   const text = await c.req.text();
-  if (text.trim() === "") return undefined;
   try {
-    return jsonValue(text);
+    return bodyJson(text);
   } catch (err) {
-    throw new IssuedKeyError(400, `body is not valid JSON: ${errorMessage(err)}`);
+    throw new IssuedKeyError(400, errorMessage(err));
   }
 }
 

@@ -1,5 +1,5 @@
 import { assertEquals, assertThrows } from "../_assert.ts";
-import { jsonValue } from "../../src/core/json.ts";
+import { bodyJson, jsonValue } from "../../src/core/json.ts";
 
 Deno.test("jsonValue: where and why a text is not JSON, never quoting it", () => {
   assertEquals(jsonValue('{"a":[1,2]}'), { a: [1, 2] });
@@ -20,4 +20,14 @@ Deno.test("jsonValue: where and why a text is not JSON, never quoting it", () =>
     assertEquals(err.message.includes("sk-live"), false, "no excerpt of the text");
   }
   assertEquals(jsonValue("[]"), []);
+});
+
+Deno.test("bodyJson: nothing for a blank body, the value, or where a body is not JSON", () => {
+  assertEquals([bodyJson(""), bodyJson(" \n\t")], [undefined, undefined]);
+  assertEquals(bodyJson('{"healthy":false}'), { healthy: false });
+  const err = assertThrows(() => bodyJson('{"healthy":\n  false,}'), SyntaxError);
+  assertEquals(
+    err.message,
+    "body is not valid JSON: at line 2, column 9: expected double-quoted property name",
+  );
 });
