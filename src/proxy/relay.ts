@@ -124,7 +124,7 @@ export function streamResponse(
   const mode = face.relayMode(upstream);
   const translator = face.streamTranslator(req.endpoint, req.requestedModel, upstream.context);
   const pairs: readonly (readonly [string, string])[] = mode === "translate"
-    ? [["content-type", translator.contentType], ["cache-control", "no-cache"]]
+    ? [["cache-control", "no-cache"], ["content-type", translator.contentType]]
     : res.pairs();
   // Built last: from here the relay owns the request's life (its stream starts reading at once).
   const relay = new StreamRelay({
