@@ -148,6 +148,8 @@ export class JsonlogStore implements UsageStore {
   readonly #rollups = new MemoryRollups();
   /** The Requests page's recent events, kept in memory since this store opened. */
   readonly #recent = new EventRing();
+  /** Batches whose write the ledger gave up on (`abandoned`). */
+  readonly #abandonedBatches = new WeakSet<readonly UsageEvent[]>();
   /** Always `jsonlog`. */
   readonly backend = "jsonlog" as const;
   /** `jsonlog dir|file <path>`. */
@@ -193,8 +195,15 @@ export class JsonlogStore implements UsageStore {
     } else {
       await this.#append(events);
     }
+    // A batch the ledger gave up on comes again from the spill file: counted then, not now.
+    if (this.#abandonedBatches.has(events)) return;
     this.#rollups.add(events);
     this.#recent.add(events);
+  }
+
+  /** The ledger timed out on this batch's write: a late completion counts nothing. */
+  abandoned(events: readonly UsageEvent[]): void {
+    this.#abandonedBatches.add(events);
   }
 
   /** A page of the Requests page from the ring of recent events (`source: "memory"`). */

@@ -510,10 +510,12 @@ export class UsageLedger implements UsageRecorder {
   async #write(sink: UsageStore, batch: UsageEvent[]): Promise<void> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error(`write timed out after ${this.#writeTimeoutMs} ms`)),
-        this.#writeTimeoutMs,
-      );
+      timer = setTimeout(() => {
+        // Told here, in the timer's own turn: a write completing after this cannot have been
+        // counted by the store before it hears the batch is given up.
+        sink.abandoned?.(batch);
+        reject(new Error(`write timed out after ${this.#writeTimeoutMs} ms`));
+      }, this.#writeTimeoutMs);
     });
     try {
       await Promise.race([sink.write(batch), timeout]);

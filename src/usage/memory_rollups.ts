@@ -1,6 +1,8 @@
 /**
  * The jsonlog store's roll-ups: kept in memory since the process started (the files are not
- * read back for charts), bounded, idempotent on `event_id` like the files themselves.
+ * read back for charts), bounded. Each event is counted once because the store hands each one
+ * over once: a batch whose write the ledger gave up on is not counted when that write completes
+ * late, only when the spill file brings it again (`JsonlogStore.abandoned`).
  *
  * @module
  */
@@ -14,43 +16,38 @@ import {
 } from "./rollup.ts";
 import type { UsageEvent } from "./types.ts";
 
-/** Most event ids remembered (a replayed one is not counted again); the oldest hours go first. */
-export const MEMORY_ROLLUP_EVENTS = 200_000;
+/**
+ * Most rows kept (an hour, a key, a model and a node each); past it the oldest hours go. A busy
+ * gateway's hour is a few rows per key and model, so this is months of a large tenancy.
+ */
+export const MEMORY_ROLLUP_ROWS = 100_000;
 
 /** Hourly roll-ups of the events written since start, oldest hours dropped past the bound. */
 export class MemoryRollups {
   readonly #rows = new Map<string, RollupRow>();
-  /** Event ids per hour, for the replay check and for dropping an hour whole. */
-  readonly #ids = new Map<string, Set<string>>();
-  #idCount = 0;
-  readonly #maxEvents: number;
+  readonly #maxRows: number;
 
-  constructor(maxEvents = MEMORY_ROLLUP_EVENTS) {
-    this.#maxEvents = maxEvents;
+  constructor(maxRows = MEMORY_ROLLUP_ROWS) {
+    this.#maxRows = maxRows;
   }
 
-  /** Counts the events of a written batch not counted before. */
+  /** Counts the events of a written batch. */
   add(events: readonly UsageEvent[]): void {
-    for (const e of events) {
-      const hour = String(e.created_at ?? "").slice(0, 13);
-      let ids = this.#ids.get(hour);
-      if (ids?.has(e.event_id)) continue;
-      if (!ids) {
-        ids = new Set();
-        this.#ids.set(hour, ids);
-      }
-      ids.add(e.event_id);
-      this.#idCount += 1;
-      foldEvent(this.#rows, e);
-    }
-    while (this.#idCount > this.#maxEvents && this.#ids.size > 1) this.#dropOldestHour();
+    for (const e of events) foldEvent(this.#rows, e);
+    while (this.#rows.size > this.#maxRows && this.#dropOldestHour());
   }
 
-  #dropOldestHour(): void {
-    const oldest = [...this.#ids.keys()].sort()[0];
-    this.#idCount -= this.#ids.get(oldest)?.size ?? 0;
-    this.#ids.delete(oldest);
+  /** Drops the oldest hour's rows; false (nothing dropped) when only one hour is kept. */
+  #dropOldestHour(): boolean {
+    let oldest: string | undefined;
+    let newest: string | undefined;
+    for (const { hour } of this.#rows.values()) {
+      if (oldest === undefined || hour < oldest) oldest = hour;
+      if (newest === undefined || hour > newest) newest = hour;
+    }
+    if (oldest === newest) return false;
     for (const [k, row] of this.#rows) if (row.hour === oldest) this.#rows.delete(k);
+    return true;
   }
 
   /** The series of `q` over what is kept; `since_start` says it covers this process's life. */

@@ -188,7 +188,9 @@ export type UsageBackend = "jsonlog" | "sqlite" | "postgresql" | "callback";
 
 /**
  * One usage store. Only the ledger's background writer calls `write`; reports are admin-only.
- * Every write is idempotent on `event_id`, so a replayed batch never duplicates a row.
+ * Every write is idempotent on `event_id`, so a replayed batch never duplicates a row; what a
+ * store keeps in memory (jsonlog's roll-ups and recent events) counts a replay once because the
+ * ledger says which batches it gave up on (`abandoned`).
  */
 export interface UsageStore {
   /** Which kind of store this is. */
@@ -199,6 +201,13 @@ export interface UsageStore {
   prepare(): Promise<void>;
   /** Writes one batch in one transaction; throws on failure (see `UsageWriteError`). */
   write(events: UsageEvent[]): Promise<void>;
+  /**
+   * The ledger stopped waiting for the write of `events` (it timed out): they went to the spill
+   * file and will be written again. A write of this batch that still completes must not count
+   * them in what the store keeps in memory, or the replay would count them twice. Told before
+   * the ledger sees the timeout; absent where the store keeps nothing in memory.
+   */
+  abandoned?(events: readonly UsageEvent[]): void;
   /** The report for `filters` (already normalized: empty filters dropped, limit 1–500). */
   report(filters: ReportFilters): Promise<UsageReport>;
   /**

@@ -61,3 +61,26 @@ Deno.test("memory roll-ups: a day-step series equals SQLite's daily rows for the
     await tmp.cleanup();
   }
 });
+
+Deno.test("memory roll-ups: past the row bound the oldest hours go, the newest stays", () => {
+  const memory = new MemoryRollups(4);
+  const at = (hour: number, model: string) =>
+    event({ created_at: `2026-09-01T${String(hour).padStart(2, "0")}:10:00Z`, model });
+  memory.add([at(1, "a"), at(1, "b"), at(2, "a"), at(3, "a"), at(3, "b")]);
+  const q = parseSeriesQuery((n) =>
+    ({
+      from: "2026-09-01T00:00:00Z",
+      to: "2026-09-01T05:00:00Z",
+      by: "model",
+      step: "hour",
+    } as Record<string, string>)[n]
+  );
+  const kept = memory.series(q, "jsonlog").buckets.filter((b) => b.groups.length > 0)
+    .map((b) => b.start);
+  assertEquals(kept, ["2026-09-01T02:00:00Z", "2026-09-01T03:00:00Z"]);
+  // One hour alone over the bound is kept whole: the series never goes empty.
+  const busy = new MemoryRollups(2);
+  busy.add(["a", "b", "c"].map((m) => at(4, m)));
+  const groups = busy.series(q, "jsonlog").buckets.flatMap((b) => b.groups);
+  assertEquals(groups.length, 3);
+});

@@ -13,6 +13,8 @@ import {
 } from "../../../src/usage/config.ts";
 import { UsageLedger } from "../../../src/usage/ledger.ts";
 import { SqliteStore } from "../../../src/usage/sqlite.ts";
+import { JsonlogStore } from "../../../src/usage/jsonlog.ts";
+import { parseSeriesQuery } from "../../../src/usage/rollup.ts";
 import type { ReportFilters, UsageEvent } from "../../../src/usage/types.ts";
 import { event, FlakyStore, MemoryStore, recordConcurrently, Signal } from "../helpers.ts";
 import { exists, tempDir } from "../../_helpers/temp.ts";
@@ -285,6 +287,65 @@ Deno.test("ledger: a write that hangs times out and is spilled, then replayed", 
     hang = false;
     assertEquals((await ledger.flush()).ok, true);
     assertEquals(ids(store.rows), ["slow"]);
+  } finally {
+    await ledger.close();
+    await cleanup();
+  }
+});
+
+Deno.test("ledger jsonlog: a write that completes after its timeout counts once in the series", async () => {
+  const { dir, cleanup } = await tempDir();
+  const file = normalizeUsageStoreConfig({ backend: "jsonlog", path: `${dir}/u.jsonl` }, env);
+  if (file.backend !== "jsonlog") throw new Error("jsonlog config");
+  const store = new JsonlogStore(file);
+  await store.prepare();
+  let open!: () => void;
+  const gate = new Promise<void>((r) => (open = r));
+  let late: Promise<void> | undefined;
+  const signal = new Signal();
+  // The real store, its first write held past the ledger's timeout and then let through.
+  const slow = new Proxy(store, {
+    get(target, prop) {
+      if (prop === "write") {
+        return (batch: UsageEvent[]) => {
+          signal.notify();
+          if (late !== undefined) return target.write(batch);
+          late = gate.then(() => target.write(batch));
+          return late;
+        };
+      }
+      const v = Reflect.get(target, prop);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+  const ledger = new UsageLedger({
+    logger: memoryLogger(),
+    spillPath: `${dir}/spill.jsonl`,
+    writeTimeoutMs: 20,
+    retry: { baseMs: 60_000, maxMs: 60_000 },
+  });
+  try {
+    await ledger.installStore(slow, file);
+    const e = event({ request_id: "late", created_at: "2026-09-01T10:00:00Z" });
+    ledger.record(e);
+    await signal.until(() => !ledger.healthy, 5000, "the timeout");
+    open();
+    await late;
+    assertEquals((await ledger.flush()).ok, true);
+    const text = await Deno.readTextFile(`${dir}/u.jsonl`);
+    assertEquals(text.trim().split("\n").length, 2, "the late write and the replay both appended");
+    const q = parseSeriesQuery((n) =>
+      ({
+        from: "2026-09-01T00:00:00Z",
+        to: "2026-09-02T00:00:00Z",
+        by: "model",
+        step: "hour",
+      } as Record<string, string>)[n]
+    );
+    const series = await store.series(q);
+    const requests = series.buckets.flatMap((b) => b.groups).reduce((n, g) => n + g.requests, 0);
+    assertEquals(requests, 1);
+    assertEquals((await store.events({ limit: 10, filters: {} })).events.length, 1);
   } finally {
     await ledger.close();
     await cleanup();
