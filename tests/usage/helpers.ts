@@ -16,6 +16,7 @@ import type {
 } from "../../src/usage/types.ts";
 import type { UsageLedger } from "../../src/usage/ledger.ts";
 import { assertEquals } from "../_assert.ts";
+import { parseSeriesQuery, type SeriesQuery } from "../../src/usage/rollup.ts";
 
 /** A usage event with test defaults (served model `m`, customer key id `k_a`, status 200). */
 export function event(fields: UsageEventFields = {}): UsageEvent {
@@ -32,6 +33,12 @@ export function event(fields: UsageEventFields = {}): UsageEvent {
     status_code: 200,
     ...fields,
   });
+}
+
+/** The hourly series query of `from` to `to` split `by` (the model unless told). */
+export function hourlySeries(from: string, to: string, by = "model"): SeriesQuery {
+  const params: Record<string, string> = { from, to, by, step: "hour" };
+  return parseSeriesQuery((name) => params[name]);
 }
 
 /**

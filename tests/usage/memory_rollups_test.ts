@@ -7,7 +7,7 @@ import { normalizeUsageStoreConfig } from "../../src/usage/config.ts";
 import { SqliteStore } from "../../src/usage/sqlite.ts";
 import { MemoryRollups } from "../../src/usage/memory_rollups.ts";
 import { parseSeriesQuery, type SeriesAnswer } from "../../src/usage/rollup.ts";
-import { event } from "./helpers.ts";
+import { event, hourlySeries } from "./helpers.ts";
 import { tempDir } from "../_helpers/temp.ts";
 
 /** Events over four days, every few hours, three models and two keys. */
@@ -67,14 +67,7 @@ Deno.test("memory roll-ups: past the row bound the oldest hours go, the newest s
   const at = (hour: number, model: string) =>
     event({ created_at: `2026-09-01T${String(hour).padStart(2, "0")}:10:00Z`, model });
   memory.add([at(1, "a"), at(1, "b"), at(2, "a"), at(3, "a"), at(3, "b")]);
-  const q = parseSeriesQuery((n) =>
-    ({
-      from: "2026-09-01T00:00:00Z",
-      to: "2026-09-01T05:00:00Z",
-      by: "model",
-      step: "hour",
-    } as Record<string, string>)[n]
-  );
+  const q = hourlySeries("2026-09-01T00:00:00Z", "2026-09-01T05:00:00Z");
   const kept = memory.series(q, "jsonlog").buckets.filter((b) => b.groups.length > 0)
     .map((b) => b.start);
   assertEquals(kept, ["2026-09-01T02:00:00Z", "2026-09-01T03:00:00Z"]);

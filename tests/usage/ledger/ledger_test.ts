@@ -14,9 +14,15 @@ import {
 import { UsageLedger } from "../../../src/usage/ledger.ts";
 import { SqliteStore } from "../../../src/usage/sqlite.ts";
 import { JsonlogStore } from "../../../src/usage/jsonlog.ts";
-import { parseSeriesQuery } from "../../../src/usage/rollup.ts";
 import type { ReportFilters, UsageEvent } from "../../../src/usage/types.ts";
-import { event, FlakyStore, MemoryStore, recordConcurrently, Signal } from "../helpers.ts";
+import {
+  event,
+  FlakyStore,
+  hourlySeries,
+  MemoryStore,
+  recordConcurrently,
+  Signal,
+} from "../helpers.ts";
 import { exists, tempDir } from "../../_helpers/temp.ts";
 
 const env = { env: () => undefined };
@@ -261,6 +267,16 @@ Deno.test("ledger: usage_lost only for events that could not even be spilled", a
   }
 });
 
+/** A ledger that gives up on a write after 20 ms and retries it only when flushed. */
+function timingOutLedger(dir: string): UsageLedger {
+  return new UsageLedger({
+    logger: memoryLogger(),
+    spillPath: `${dir}/spill.jsonl`,
+    writeTimeoutMs: 20,
+    retry: { baseMs: 60_000, maxMs: 60_000 },
+  });
+}
+
 Deno.test("ledger: a write that hangs times out and is spilled, then replayed", async () => {
   const { dir, cleanup } = await tempDir();
   const store = new MemoryStore();
@@ -272,12 +288,7 @@ Deno.test("ledger: a write that hangs times out and is spilled, then replayed", 
       return hang ? new Promise<void>(() => {}) : store.write(batch);
     },
   }) as MemoryStore;
-  const ledger = new UsageLedger({
-    logger: memoryLogger(),
-    spillPath: `${dir}/spill.jsonl`,
-    writeTimeoutMs: 20,
-    retry: { baseMs: 60_000, maxMs: 60_000 },
-  });
+  const ledger = timingOutLedger(dir);
   try {
     await ledger.installStore(hanging, cfg(dir));
     ledger.record(event({ request_id: "slow" }));
@@ -318,12 +329,7 @@ Deno.test("ledger jsonlog: a write that completes after its timeout counts once 
       return typeof v === "function" ? v.bind(target) : v;
     },
   });
-  const ledger = new UsageLedger({
-    logger: memoryLogger(),
-    spillPath: `${dir}/spill.jsonl`,
-    writeTimeoutMs: 20,
-    retry: { baseMs: 60_000, maxMs: 60_000 },
-  });
+  const ledger = timingOutLedger(dir);
   try {
     await ledger.installStore(slow, file);
     const e = event({ request_id: "late", created_at: "2026-09-01T10:00:00Z" });
@@ -334,14 +340,7 @@ Deno.test("ledger jsonlog: a write that completes after its timeout counts once 
     assertEquals((await ledger.flush()).ok, true);
     const text = await Deno.readTextFile(`${dir}/u.jsonl`);
     assertEquals(text.trim().split("\n").length, 2, "the late write and the replay both appended");
-    const q = parseSeriesQuery((n) =>
-      ({
-        from: "2026-09-01T00:00:00Z",
-        to: "2026-09-02T00:00:00Z",
-        by: "model",
-        step: "hour",
-      } as Record<string, string>)[n]
-    );
+    const q = hourlySeries("2026-09-01T00:00:00Z", "2026-09-02T00:00:00Z");
     const series = await store.series(q);
     const requests = series.buckets.flatMap((b) => b.groups).reduce((n, g) => n + g.requests, 0);
     assertEquals(requests, 1);
