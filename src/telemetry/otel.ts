@@ -13,7 +13,7 @@
  * @module
  */
 import type { InboundRequest } from "../edge/inbound_request.ts";
-import type { PickedNode } from "../core/types.ts";
+import type { PickedNode, Tier } from "../core/types.ts";
 import type { UpstreamRequest } from "../faces/face.ts";
 import type { Logger } from "../log.ts";
 import {
@@ -183,6 +183,28 @@ interface RouteLabels {
   readonly fixed: Uint8Array;
 }
 
+/**
+ * An admitted walk step's attributes but its wait, encoded once per key step, node, tier and
+ * pick decision (an admission span otherwise wrote the same six to nine strings every request).
+ */
+interface AdmittedLabels {
+  readonly limited: boolean;
+  readonly tier: Tier;
+  readonly pick: string;
+  readonly keyKind: string | undefined;
+  readonly hit: boolean | undefined;
+  readonly spilled: boolean | undefined;
+  readonly fixed: Uint8Array;
+}
+
+/** Whether two tiers name the same served model and tags. */
+function sameTier(a: Tier, b: Tier): boolean {
+  if (a === b) return true;
+  if (a.model !== b.model || a.tags.length !== b.tags.length) return false;
+  for (let i = 0; i < a.tags.length; i++) if (a.tags[i] !== b.tags[i]) return false;
+  return true;
+}
+
 /** Entries kept in each of the caches below at most; a full one starts over. */
 const MAX_CACHED = 4096;
 /** Series one node and model keeps at hand, by response model and error type. */
@@ -211,6 +233,8 @@ export class OtelTelemetry implements Telemetry {
   readonly #attempts = new Map<string, Map<string, AttemptLabels[]>>();
   /** By route: the labels of each method and face. */
   readonly #routes = new Map<string, RouteLabels[]>();
+  /** By node id: the fixed attributes of its admissions. */
+  readonly #admissions = new Map<string, AdmittedLabels[]>();
   #cached = 0;
   readonly #logger: Logger | undefined;
   readonly #warnedAt = { traces: -Infinity, metrics: -Infinity };
@@ -325,6 +349,53 @@ export class OtelTelemetry implements Telemetry {
     return r;
   }
 
+  /** The fixed attributes of an admission span whose walk step admitted `node` from `tier`. */
+  admittedLabels(limited: boolean, node: PickedNode, tier: Tier): Uint8Array {
+    let list = this.#admissions.get(node.id);
+    if (list === undefined) {
+      if (this.#admissions.size >= MAX_CACHED) this.#admissions.clear();
+      list = [];
+      this.#admissions.set(node.id, list);
+    }
+    const route = node.route;
+    const pick = route?.pick ?? "round_robin";
+    for (let i = 0; i < list.length; i++) {
+      const l = list[i];
+      if (
+        l.limited === limited && l.pick === pick && l.keyKind === route?.key_kind &&
+        l.hit === route?.hit && l.spilled === route?.spilled && sameTier(l.tier, tier)
+      ) return l.fixed;
+    }
+    const attrs: AttrList = [
+      K.keyStep,
+      limited ? "passed_limited" : "passed",
+      K.result,
+      "admitted",
+      K.tier,
+      tierName(tier),
+      K.node,
+      node.id,
+      K.pick,
+      pick,
+    ];
+    if (route !== undefined) {
+      attrs.push(K.keyKind, route.key_kind, K.hit, route.hit, K.spilled, route.spilled);
+    }
+    const fixed = encodeAttrs(attrs);
+    // Bounded: tiers, picks and their outcomes per node are few; past them the list starts over.
+    if (list.length >= 32) list.length = 0;
+    list.push({
+      limited,
+      tier: { ...tier, tags: [...tier.tags] },
+      pick,
+      keyKind: route?.key_kind,
+      hit: route?.hit,
+      spilled: route?.spilled,
+      fixed,
+    });
+    return fixed;
+  }
+
   /** Bounded: node ids and models come from the config; a table grown past it starts over. */
   #startOver(): void {
     this.#attempts.clear();
@@ -361,6 +432,11 @@ class OtelRequest implements RequestTelemetry {
   /** The waiters queued when the open walk step began to wait; undefined: it did not wait. */
   #queuedBehind: number | undefined;
   #attempt: OpenAttempt | undefined;
+  /**
+   * When the last walk step admitted a node: its attempt starts there (the node's key, when it
+   * has to be fetched, is part of the attempt), and the clock is read once for both.
+   */
+  #admittedAt: number | undefined;
   #ended = false;
 
   constructor(t: OtelTelemetry, req: InboundRequest, endpoint: string, apiFormat: string) {
@@ -416,32 +492,30 @@ class OtelRequest implements RequestTelemetry {
   walked(step: WalkResult): void {
     this.#walked = true;
     const end = performance.now();
+    this.#admittedAt = step.kind === "admitted" ? end : undefined;
     const start = this.#admitFrom ?? end;
     this.#admitFrom = undefined;
     const behind = this.#queuedBehind;
     this.#queuedBehind = undefined;
     if (this.#span === undefined) return;
-    const s = this.#child(ADMISSION, SpanKindCode.Internal, start);
-    s.set(K.keyStep, this.#keyLimited ? "passed_limited" : "passed");
-    s.set(K.result, step.kind);
+    const admitted = step.kind === "admitted";
+    const s = this.#child(
+      ADMISSION,
+      SpanKindCode.Internal,
+      start,
+      admitted ? this.#t.admittedLabels(this.#keyLimited, step.node, step.tier) : undefined,
+    );
+    if (!admitted) {
+      s.set(K.keyStep, this.#keyLimited ? "passed_limited" : "passed");
+      s.set(K.result, step.kind);
+    }
     s.set(K.waited, Math.round((end - start) * 1000) / 1000);
     if (behind !== undefined) {
       // Why it took time: it waited in the queue for a tier's capacity (the length: it included).
       s.set(K.queued, true);
       s.set(K.queueLength, behind);
     }
-    if (step.kind === "admitted") {
-      const node = step.node;
-      s.set(K.tier, tierName(step.tier));
-      s.set(K.node, node.id);
-      const route = node.route;
-      s.set(K.pick, route?.pick ?? "round_robin");
-      if (route !== undefined) {
-        s.set(K.keyKind, route.key_kind);
-        s.set(K.hit, route.hit);
-        s.set(K.spilled, route.spilled);
-      }
-    } else if (step.kind === "refused") {
+    if (step.kind === "refused") {
       s.set(K.reason, step.reason);
       s.set(K.status, step.status);
       s.fail(step.reason);
@@ -457,7 +531,8 @@ class OtelRequest implements RequestTelemetry {
   ): string | undefined {
     const t = this.#t;
     const labels = t.attemptLabels(operationName(upstream.path), node, servedModel);
-    const startedMs = performance.now();
+    const startedMs = this.#admittedAt ?? performance.now();
+    this.#admittedAt = undefined;
     let span: SpanRecord | undefined;
     let spanId: string;
     if (this.#span !== undefined) {

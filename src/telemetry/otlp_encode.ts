@@ -47,7 +47,8 @@ export class UnixClock {
 
 /** Writes one attribute as a `KeyValue` in message field `field`. */
 export function writeAttr(w: ProtoWriter, field: number, key: AttrKey, value: AttrValue): void {
-  // The usual attributes in one pass: a short ASCII string, a bool, a whole number >= 0.
+  // The usual attributes in one pass: a short ASCII string or list of them, a bool, a whole
+  // number >= 0, a double.
   const type = key.type;
   if (type === AttrType.String) {
     if (typeof value === "string" && w.asciiKeyValue(field, key.bytes, value)) return;
@@ -57,6 +58,10 @@ export function writeAttr(w: ProtoWriter, field: number, key: AttrKey, value: At
     if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0) {
       return w.varintKeyValue(field, key.bytes, 3, value);
     }
+  } else if (type === AttrType.Double) {
+    if (typeof value === "number" && w.doubleKeyValue(field, key.bytes, value)) return;
+  } else if (type === AttrType.Strings) {
+    if (Array.isArray(value) && w.stringsKeyValue(field, key.bytes, value)) return;
   }
   const kv = w.begin(field);
   w.raw(key.bytes);
@@ -137,7 +142,7 @@ export function scopeBlock(name: string, version: string): Uint8Array {
 
 /** Writes one `Span` as field 2 of a ScopeSpans (spans are written back to back, then sent). */
 export function writeSpan(w: ProtoWriter, clock: UnixClock, s: SpanRecord): void {
-  const m = w.begin(2);
+  const m = w.beginLong(2);
   w.hexField(1, s.traceId);
   w.hexField(2, s.spanId);
   if (s.traceState !== undefined) w.stringField(3, s.traceState);
@@ -151,11 +156,11 @@ export function writeSpan(w: ProtoWriter, clock: UnixClock, s: SpanRecord): void
   const events = s.events;
   if (events !== undefined) {
     for (const e of events) {
-      const em = w.begin(11);
+      const em = w.beginLong(11);
       clock.write(w, 1, e.atMs);
       w.raw(e.name);
       if (e.attrs !== undefined) writeAttrs(w, 3, e.attrs);
-      w.end(em);
+      w.endLong(em);
     }
   }
   if (s.status !== 0) {
@@ -164,7 +169,7 @@ export function writeSpan(w: ProtoWriter, clock: UnixClock, s: SpanRecord): void
     w.varintField(3, s.status);
     w.end(st);
   }
-  w.end(m);
+  w.endLong(m);
 }
 
 /**

@@ -196,17 +196,27 @@ export class ProtoWriter {
     // The key, then the AnyValue field (tag, length) holding string_value (tag, length, chars).
     const kvLen = key.length + 4 + n;
     if (kvLen >= 128) return false;
-    let p = this.#keyValueHead(field, key, kvLen, n + 2);
+    const p = this.#asciiValue(this.#keyValueHead(field, key, kvLen, n + 2), s);
+    if (p < 0) return false;
+    this.pos = p;
+    return true;
+  }
+
+  /**
+   * Writes at `p` an AnyValue's string_value (field 1) of `s`, short (room made): the position
+   * after it, or -1 when `s` is not ASCII (`pos` is not moved either way).
+   */
+  #asciiValue(p: number, s: string): number {
     const buf = this.#buf;
+    const n = s.length;
     buf[p++] = tag(1, LEN);
     buf[p++] = n;
     for (let i = 0; i < n; i++) {
       const c = s.charCodeAt(i);
-      if (c >= 128) return false;
+      if (c >= 128) return -1;
       buf[p++] = c;
     }
-    this.pos = p;
-    return true;
+    return p;
   }
 
   /**
@@ -229,6 +239,42 @@ export class ProtoWriter {
     this.#buf[p] = tag(anyField, VARINT);
     this.pos = p + 1;
     this.varint(n);
+  }
+
+  /** A whole `KeyValue` (field `field`) of a double (AnyValue field 4), in one pass. */
+  doubleKeyValue(field: number, key: Uint8Array, x: number): boolean {
+    // The key, then the AnyValue field (tag, length) holding double_value (tag, 8 bytes).
+    const kvLen = key.length + 11;
+    if (kvLen >= 128) return false;
+    const p = this.#keyValueHead(field, key, kvLen, 9);
+    this.#buf[p] = tag(4, FIXED64);
+    this.#view.setFloat64(p + 1, x, true);
+    this.pos = p + 9;
+    return true;
+  }
+
+  /**
+   * A whole `KeyValue` (field `field`) of a list of short ASCII strings (an ArrayValue, AnyValue
+   * field 5, of string values), in one pass. False, with nothing written, when it is not short.
+   */
+  stringsKeyValue(field: number, key: Uint8Array, list: readonly string[]): boolean {
+    // Each value: ArrayValue.values (tag, length) holding string_value (tag, length, chars).
+    let arrLen = 0;
+    for (let i = 0; i < list.length; i++) arrLen += 4 + list[i].length;
+    const kvLen = key.length + 4 + arrLen;
+    if (kvLen >= 128) return false;
+    let p = this.#keyValueHead(field, key, kvLen, arrLen + 2);
+    const buf = this.#buf;
+    buf[p++] = tag(5, LEN);
+    buf[p++] = arrLen;
+    for (let i = 0; i < list.length; i++) {
+      buf[p++] = tag(1, LEN);
+      buf[p++] = list[i].length + 2;
+      p = this.#asciiValue(p, list[i]);
+      if (p < 0) return false;
+    }
+    this.pos = p;
+    return true;
   }
 
   /**
@@ -309,6 +355,27 @@ export class ProtoWriter {
     // The usual case: shorter than 128 bytes, the reserved byte is its length.
     if (len < 128) this.#buf[mark] = len;
     else this.#close(mark, 1, len);
+  }
+
+  /**
+   * Opens a nested message that is usually 128 bytes to 16 KB long (a span, a span's event):
+   * two length bytes reserved, so closing it moves nothing in the usual case. `endLong` closes it.
+   */
+  beginLong(field: number): number {
+    this.ensure(3);
+    this.#buf[this.pos++] = tag(field, LEN);
+    const mark = this.pos;
+    this.pos += 2;
+    return mark;
+  }
+
+  /** Closes the nested message opened at `mark` by `beginLong`. */
+  endLong(mark: number): void {
+    const len = this.pos - mark - 2;
+    if (len >= 128 && len < 16384) {
+      this.#buf[mark] = (len & 127) | 128;
+      this.#buf[mark + 1] = len >> 7;
+    } else this.#close(mark, 2, len);
   }
 
   /** Writes the varint length `len` of content that starts `reserved` bytes after `at`. */

@@ -190,3 +190,46 @@ Deno.test("otlp: label sets past the bound share one overflow set, never one eac
   assertEquals(points.length, MAX_SERIES + 1);
   assertEquals(points.at(-1)!.count, 3);
 });
+
+Deno.test("otlp: spans and lists of every length decode — one byte, two and three of length", async () => {
+  const r = new OtlpReceiver();
+  try {
+    const clock = new UnixClock();
+    const t0 = performance.now();
+    const list = attrKey("a.list", AttrType.Strings);
+    const dbl = attrKey("a.double", AttrType.Double);
+    const str = attrKey("a.string", AttrType.String);
+    // A span under 128 bytes, one of 128 to 16 KB, one past 16 KB (three length bytes); string
+    // lists short, not ASCII, and too long for one length byte; doubles of every kind.
+    const sizes = [0, 300, 20_000];
+    const lists = [["stop"], ["fin", "ü"], Array.from({ length: 40 }, (_, i) => `reason-${i}`)];
+    const doubles = [0, -0.25, 1e300, Number.POSITIVE_INFINITY];
+    const spans = sizes.map((n, i) => {
+      const s = new SpanRecord(TRACE, `00f067aa0ba902b${i}`, undefined, spanName(`s${i}`), 1, t0);
+      if (n > 0) s.set(str, "y".repeat(n));
+      s.set(list, lists[i]);
+      s.set(dbl, doubles[i]);
+      // An event of each size too.
+      s.event(eventName("e"), t0 + 1, [str, "z".repeat(n / 2)]);
+      s.endMs = t0 + 2;
+      return s;
+    });
+    const resource = resourceBlock([["service.name", "skeid-test"]], 1);
+    const w = new ProtoWriter(64);
+    await deliver(
+      r,
+      "/v1/traces",
+      encodeSpans(w, clock, resource, scopeBlock("s", "1"), spans, 0, 3),
+    );
+    assertEquals(r.spans.map((s) => s.name), ["s0", "s1", "s2"]);
+    r.spans.forEach((got, i) => {
+      const want: Record<string, unknown> = { "a.list": lists[i], "a.double": doubles[i] };
+      if (sizes[i] > 0) want["a.string"] = "y".repeat(sizes[i]);
+      assertEquals(got.attributes, want, `span ${i}`);
+      assertEquals(got.events[0].attributes, { "a.string": "z".repeat(sizes[i] / 2) });
+      assertEquals(Number(got.endNs - got.startNs), 2_000_000);
+    });
+  } finally {
+    await r.close();
+  }
+});
