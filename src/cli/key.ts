@@ -185,7 +185,10 @@ export async function run(
         keys.push(...(page.keys as JsonObject[]));
         after = typeof page.next_after === "string" ? page.next_after : null;
       } while (after !== null);
-      io.out(values.json ? JSON.stringify({ keys }, null, 2) : keys.map(line).join("\n"));
+      if (values.json) io.out(JSON.stringify({ keys }, null, 2));
+      // Nothing on stdout for no keys (a script counting lines counts none); a person is told.
+      else if (keys.length === 0) io.err("skeid key: no keys match");
+      else io.out(keys.map(line).join("\n"));
       return 0;
     }
     const answer = await call(request.path);

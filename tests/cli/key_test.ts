@@ -13,6 +13,9 @@ Deno.test("skeid key: create, list, rotate and revoke through the admin API", as
   await withGateway(async (t) => {
     const url = ["--url", t.base];
     const send = async (key: string) => (await ask(t, key)).status;
+    const none = await runCli(run, ["list", ...url], ENV);
+    assertEquals([none.code, none.out], [0, []], "no keys: nothing on stdout");
+    assertEquals(none.err, ["skeid key: no keys match"]);
     const made = await runCli(run, ["create", ...url, "--name", "ci", "--policy", "std"], ENV);
     assertEquals(made.code, 0, made.err.join("\n"));
     const key = made.out[0];
