@@ -6,9 +6,9 @@
  * ends (a stream's last byte relayed), not when the handler returns.
  *
  * On the request path a span is a `SpanRecord` — ids, `performance.now()` stamps, attributes as
- * references to what the request already has; the fixed attributes of an attempt (its node and
- * model) are encoded once per node and model (`span_labels.ts`). The exporter (`otlp_export.ts`) encodes and sends
- * from a timer of its own; nothing here waits on the collector.
+ * references to what the request already has; what many requests' spans share is encoded once
+ * (`span_labels.ts`). The exporter (`otlp_export.ts`) encodes and sends from a timer of its own;
+ * nothing here waits on the collector.
  *
  * @module
  */
@@ -237,13 +237,13 @@ class OtelRequest implements RequestTelemetry {
   walked(step: WalkResult): void {
     this.#walked = true;
     const end = performance.now();
-    this.#admittedAt = step.kind === "admitted" ? end : undefined;
+    const admitted = step.kind === "admitted";
+    this.#admittedAt = admitted ? end : undefined;
     const start = this.#admitFrom ?? end;
     this.#admitFrom = undefined;
     const behind = this.#queuedBehind;
     this.#queuedBehind = undefined;
     if (this.#span === undefined) return;
-    const admitted = step.kind === "admitted";
     const s = this.#child(
       ADMISSION,
       SpanKindCode.Internal,

@@ -94,7 +94,9 @@ export interface RouteLabels {
  */
 interface AdmittedLabels {
   readonly limited: boolean;
-  readonly tier: Tier;
+  /** The tier's served model and tags (what its name is made of). */
+  readonly model: string;
+  readonly tags: readonly string[];
   readonly pick: string;
   readonly keyKind: string | undefined;
   readonly hit: boolean | undefined;
@@ -102,11 +104,10 @@ interface AdmittedLabels {
   readonly fixed: Uint8Array;
 }
 
-/** Whether two tiers name the same served model and tags. */
-function sameTier(a: Tier, b: Tier): boolean {
-  if (a === b) return true;
-  if (a.model !== b.model || a.tags.length !== b.tags.length) return false;
-  for (let i = 0; i < a.tags.length; i++) if (a.tags[i] !== b.tags[i]) return false;
+/** Whether `tier` names the served model and tags the labels were made for. */
+function sameTier(l: AdmittedLabels, tier: Tier): boolean {
+  if (l.model !== tier.model || l.tags.length !== tier.tags.length) return false;
+  for (let i = 0; i < l.tags.length; i++) if (l.tags[i] !== tier.tags[i]) return false;
   return true;
 }
 
@@ -206,7 +207,7 @@ export class SpanLabels {
       const l = list[i];
       if (
         l.limited === limited && l.pick === pick && l.keyKind === route?.key_kind &&
-        l.hit === route?.hit && l.spilled === route?.spilled && sameTier(l.tier, tier)
+        l.hit === route?.hit && l.spilled === route?.spilled && sameTier(l, tier)
       ) return l.fixed;
     }
     const attrs: AttrList = [
@@ -229,7 +230,8 @@ export class SpanLabels {
     if (list.length >= 32) list.length = 0;
     list.push({
       limited,
-      tier: { ...tier, tags: [...tier.tags] },
+      model: tier.model,
+      tags: [...tier.tags],
       pick,
       keyKind: route?.key_kind,
       hit: route?.hit,
